@@ -1,0 +1,29 @@
+# Every dependency is a Debian package (see scripts/install-deps.sh and ARCHITECTURE.md).
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+find_package(libssh REQUIRED)            # target: ssh
+find_package(CURL REQUIRED)
+find_package(GTest REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+# MPI: Debian installs Open MPI and MPICH side by side; tests build the same program
+# with each implementation's own compiler wrapper (mpicc.openmpi, mpicc.mpich).
+find_program(TMPI_MPICC_OPENMPI mpicc.openmpi)
+find_program(TMPI_MPICC_MPICH mpicc.mpich)
+find_program(TMPI_MPIRUN_OPENMPI mpirun.openmpi)
+find_program(TMPI_MPIEXEC_HYDRA mpiexec.hydra)
+
+# CUDA and NCCL: only where they are installed (this machine and CI have them).
+set(TMPI_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where CUDA and NCCL live")
+find_path(TMPI_NCCL_INCLUDE nccl.h HINTS ${TMPI_CUDA_ROOT}/include NO_DEFAULT_PATH)
+find_library(TMPI_NCCL_LIB nccl HINTS ${TMPI_CUDA_ROOT}/lib64 NO_DEFAULT_PATH)
+find_library(TMPI_CUDART_LIB cudart HINTS ${TMPI_CUDA_ROOT}/lib64 NO_DEFAULT_PATH)
+if(TMPI_NCCL_INCLUDE AND TMPI_NCCL_LIB AND TMPI_CUDART_LIB)
+  set(TMPI_HAVE_NCCL ON)
+else()
+  set(TMPI_HAVE_NCCL OFF)
+endif()
+message(STATUS "trainer-mpi: NCCL parts ${TMPI_HAVE_NCCL} (${TMPI_CUDA_ROOT})")

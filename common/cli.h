@@ -1,0 +1,18 @@
+// The edge of every binary: main() calls cli::run, which turns an Error (or an escaped
+// exception) into one clear line on stderr and the documented exit code.
+#pragma once
+
+#include "common/error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tmpi::cli {
+
+using Main = std::function<Status(const std::vector<std::string>& args)>;
+
+// Runs body(argv[1..]); returns the process exit code.
+int run(std::string_view program, int argc, char** argv, const Main& body);
+
+}  // namespace tmpi::cli

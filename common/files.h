@@ -1,0 +1,26 @@
+// File plumbing that every piece shares. Every file trainer-mpi writes goes through
+// write_atomic (a temp file in the same folder, fsync, rename), so a reader never sees a
+// half-written hostfile or key, and a failed run leaves the old file, or none.
+#pragma once
+
+#include "common/error.h"
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace tmpi {
+
+struct FileMode {
+  mode_t mode = 0644;
+  uid_t uid = static_cast<uid_t>(-1);  // -1: leave as the running uid
+  gid_t gid = static_cast<gid_t>(-1);
+};
+
+Status write_atomic(const std::string& path, std::string_view content, FileMode mode = {});
+Expected<std::string> read_file(const std::string& path, std::size_t max_bytes = 64U << 20);
+// mkdir -p, then chmod the last component to `mode`.
+Status make_dirs(const std::string& path, mode_t mode = 0755);
+bool file_exists(const std::string& path);
+
+}  // namespace tmpi

@@ -1,0 +1,60 @@
+// The table of every setting of every trainer-mpi command (DESIGN §3). Add a row here and
+// it has a flag, a TMPI_ variable, --help text and a README row; nothing else to wire.
+// Keep help to one line: it is printed by --help and copied into the README.
+#include "common/params.h"
+
+#include <array>
+
+namespace tmpi {
+
+namespace {
+
+constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher;
+using T = ParamType;
+
+constexpr std::array kTable = {
+    // Shared by every command.
+    ParamSpec{"log-level", "LEVEL", T::kChoice, "info", "how much to log", kEvery,
+              "trace|debug|info|warn|error"},
+    ParamSpec{"log-format", "FORMAT", T::kChoice, "text",
+              "log as plain lines, or as JSON lines for a log pipeline", kEvery, "text|json"},
+    ParamSpec{"ssh-dir", "DIR", T::kPath, "$HOME/.ssh",
+              "where the job's SSH identity, config and known_hosts live", kEvery},
+    ParamSpec{"ssh-port", "PORT", T::kInt, "2222", "the port every pod's sshd listens on", kEvery},
+
+    // mpi-init: where the topology comes from (one source per run).
+    ParamSpec{"role", "ROLE", T::kChoice, "launcher",
+              "launcher: topology and identity; node: identity and sshd config only",
+              kScopeInit, "launcher|node"},
+    ParamSpec{"pods", "FILE", T::kPath, "",
+              "topology from a pod list, as `kubectl get pods -o json` prints it", kScopeInit},
+    ParamSpec{"hostfile", "FILE", T::kPath, "",
+              "topology from an existing Open MPI or hydra hostfile (/etc/mpi/hostfile)",
+              kScopeInit},
+    ParamSpec{"jobset", "NAME", T::kString, "",
+              "the JobSet: keeps only its pods, and names the hosts of a static spec",
+              kScopeInit},
+    ParamSpec{"replicated-jobs", "LIST", T::kList, "",
+              "static topology without API access: replicated jobs in order, e.g. launcher=1,node=4",
+              kScopeInit},
+    ParamSpec{"subdomain", "NAME", T::kString, "",
+              "the headless Service of a static spec; default: the JobSet name", kScopeInit},
+    ParamSpec{"launcher-job", "NAME", T::kString, "launcher",
+              "the replicated job that holds the launcher pod", kScopeInit},
+    ParamSpec{"launcher-as-node", "BOOL", T::kBool, "false",
+              "the launcher is also a host that runs ranks (Trainer's runLauncherAsNode)",
+              kScopeInit},
+    ParamSpec{"slots", "N", T::kInt, "",
+              "slots per host; default: each pod's nvidia.com/gpu limit, else 1", kScopeInit},
+    ParamSpec{"out", "DIR", T::kPath, "/etc/mpi",
+              "where hostfiles, hosts.json and discover_hosts.sh are written", kScopeInit},
+    ParamSpec{"ssh-secret", "DIR", T::kPath, "",
+              "a mounted Trainer or mpi-operator SSH Secret to take the job key from",
+              kScopeInit},
+};
+
+}  // namespace
+
+std::span<const ParamSpec> param_table() { return kTable; }
+
+}  // namespace tmpi

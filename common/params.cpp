@@ -1,0 +1,228 @@
+// Parsing for the parameter registry. Boost.Program_options reads the command line (long
+// options, --name=value, no abbreviations); the TMPI_ variables are read directly from the
+// table, since every row knows its own variable. Both sources go through validate_param.
+#include "common/params.h"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <pwd.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace tmpi {
+namespace po = boost::program_options;
+
+namespace {
+
+std::string home_dir() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return home;
+  if (const passwd* pw = getpwuid(getuid()); pw != nullptr) return pw->pw_dir;
+  return "/";
+}
+
+std::string expand_default(std::string_view value) {
+  std::string out(value);
+  if (auto pos = out.find("$HOME"); pos != std::string::npos) out.replace(pos, 5, home_dir());
+  return out;
+}
+
+Expected<std::int64_t> parse_int(std::string_view text) {
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
+    return make_error(Exit::kUsage, "'{}' is not a whole number", text);
+  }
+  return value;
+}
+
+bool parse_bool(std::string_view text, bool& out) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return out = true, true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return out = false, true;
+  return false;
+}
+
+}  // namespace
+
+std::string env_name(std::string_view param_name) {
+  std::string out = "TMPI_";
+  for (char c : param_name) {
+    out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+Expected<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])) != 0) {
+    ++digits;
+  }
+  auto number = parse_int(text.substr(0, digits));
+  std::string_view unit = text.substr(digits);
+  if (!number) return make_error(Exit::kUsage, "'{}' is not a duration", text);
+  const std::map<std::string_view, std::int64_t> scale = {
+      {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"h", 3600000}};
+  auto it = scale.find(unit);
+  if (it == scale.end()) {
+    return make_error(Exit::kUsage, "'{}' has an unknown unit (use ms, s, m or h)", text);
+  }
+  return std::chrono::milliseconds(*number * it->second);
+}
+
+Status validate_param(const ParamSpec& spec, std::string_view value, std::string_view where) {
+  auto fail = [&](std::string_view why) {
+    return make_error(Exit::kUsage, "{}: {}; {}", where, why, spec.help);
+  };
+  switch (spec.type) {
+    case ParamType::kInt:
+      if (auto n = parse_int(value); !n) return fail(n.error().message);
+      break;
+    case ParamType::kDuration:
+      if (auto d = parse_duration(value); !d) return fail(d.error().message);
+      break;
+    case ParamType::kBool: {
+      bool ignored = false;
+      if (!parse_bool(value, ignored)) return fail(fmt::format("'{}' is not true or false", value));
+      break;
+    }
+    case ParamType::kChoice: {
+      std::string choices(spec.choices);
+      std::string padded = "|" + choices + "|";
+      if (padded.find("|" + std::string(value) + "|") == std::string::npos) {
+        return fail(fmt::format("'{}' is not one of {}", value, choices));
+      }
+      break;
+    }
+    case ParamType::kPath:
+    case ParamType::kString:
+    case ParamType::kList:
+      break;
+  }
+  return ok_status();
+}
+
+Expected<Params> Params::parse(unsigned scope, const std::vector<std::string>& args,
+                               const std::map<std::string, std::string>& env) {
+  Params params;
+  std::vector<std::string> own_args;
+  auto dashdash = std::find(args.begin(), args.end(), "--");
+  own_args.assign(args.begin(), dashdash);
+  if (dashdash != args.end()) params.rest_.assign(dashdash + 1, args.end());
+
+  po::options_description desc;
+  desc.add_options()("help,h", "");
+  for (const auto& spec : param_table()) {
+    if ((spec.scopes & scope) == 0) continue;
+    std::string name(spec.name);
+    if (spec.type == ParamType::kList) {
+      desc.add_options()(name.c_str(), po::value<std::vector<std::string>>()->composing(), "");
+    } else if (spec.type == ParamType::kBool) {
+      desc.add_options()(name.c_str(), po::value<std::string>()->implicit_value("true"), "");
+    } else {
+      desc.add_options()(name.c_str(), po::value<std::string>(), "");
+    }
+  }
+  po::options_description hidden;
+  hidden.add_options()("positional", po::value<std::vector<std::string>>(), "");
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add("positional", -1);
+
+  po::variables_map vm;
+  try {
+    auto style = po::command_line_style::unix_style ^ po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(own_args).options(all).positional(positional).style(style).run(),
+              vm);
+  } catch (const po::error& e) {
+    return make_error(Exit::kUsage, "{} (see --help)", e.what());
+  }
+  params.help_ = vm.count("help") > 0;
+  if (vm.count("positional") > 0) params.positional_ = vm["positional"].as<std::vector<std::string>>();
+
+  for (const auto& spec : param_table()) {
+    if ((spec.scopes & scope) == 0) continue;
+    std::string name(spec.name);
+    std::string variable = env_name(spec.name);
+    std::string value;
+    bool given = true;
+    if (vm.count(name) > 0) {
+      if (spec.type == ParamType::kList) {
+        for (const auto& item : vm[name].as<std::vector<std::string>>()) {
+          value += (value.empty() ? "" : ",") + item;
+        }
+      } else {
+        value = vm[name].as<std::string>();
+      }
+      TMPI_CHECK(validate_param(spec, value, "--" + name));
+    } else if (auto it = env.find(variable); it != env.end()) {
+      value = it->second;
+      TMPI_CHECK(validate_param(spec, value, variable));
+      params.env_overrides_.push_back(fmt::format("{}={} (from {})", name, value, variable));
+    } else {
+      value = expand_default(spec.default_value);
+      given = false;
+    }
+    params.values_[name] = value;
+    params.set_[name] = given;
+  }
+  return params;
+}
+
+const std::string& Params::str(std::string_view name) const {
+  auto it = values_.find(name);
+  assert(it != values_.end() && "parameter not in this command's scope");
+  return it->second;
+}
+
+std::int64_t Params::integer(std::string_view name) const {
+  auto value = parse_int(str(name));
+  return value ? *value : 0;
+}
+
+std::chrono::milliseconds Params::duration(std::string_view name) const {
+  auto value = parse_duration(str(name));
+  return value ? *value : std::chrono::milliseconds(0);
+}
+
+bool Params::flag(std::string_view name) const {
+  bool out = false;
+  return parse_bool(str(name), out) && out;
+}
+
+std::vector<std::string> Params::list(std::string_view name) const {
+  std::vector<std::string> out;
+  const std::string& all = str(name);
+  std::size_t start = 0;
+  while (start < all.size()) {
+    std::size_t comma = all.find(',', start);
+    if (comma == std::string::npos) comma = all.size();
+    if (comma > start) out.push_back(all.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool Params::is_set(std::string_view name) const {
+  auto it = set_.find(name);
+  return it != set_.end() && it->second;
+}
+
+std::map<std::string, std::string> current_environment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view kv(*entry);
+    auto eq = kv.find('=');
+    if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace tmpi

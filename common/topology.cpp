@@ -1,0 +1,141 @@
+// See topology.h. Rendering is deterministic (no timestamps, stable order), so a re-run of
+// mpi-init writes the same bytes and a file watcher sees no change.
+#include "common/topology.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+namespace tmpi {
+
+using nlohmann::json;
+
+int Topology::total_slots() const {
+  int total = 0;
+  for (const auto& host : hosts) total += host.slots;
+  return total;
+}
+
+std::vector<Host> Topology::all_pods() const {
+  std::vector<Host> out;
+  std::set<std::string> seen;
+  if (launcher) {
+    out.push_back(*launcher);
+    seen.insert(launcher->name);
+  }
+  for (const auto& host : hosts) {
+    if (seen.insert(host.name).second) out.push_back(host);
+  }
+  return out;
+}
+
+std::string render_hostfile(const Topology& topology, Dialect dialect) {
+  std::string out;
+  for (const auto& host : topology.hosts) {
+    if (dialect == Dialect::kHydra) {
+      out += fmt::format("{}:{}\n", host.name, host.slots);
+    } else {
+      // Open MPI, PRRTE and DeepSpeed (which parses ^(\S+)\s+slots=(\d+)) share one form.
+      out += fmt::format("{} slots={}\n", host.name, host.slots);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+json host_json(const Host& host) {
+  return json{{"name", host.name},
+              {"address", host.address},
+              {"slots", host.slots},
+              {"gpus", host.gpus},
+              {"role", host.role},
+              {"pod", host.pod},
+              {"group", host.group},
+              {"jobIndex", host.job_index},
+              {"podIndex", host.pod_index}};
+}
+
+Expected<Host> host_from_json(const json& item, std::string_view where) {
+  if (!item.is_object()) return make_error(Exit::kUsage, "{}: expected an object", where);
+  Host host;
+  try {
+    host.name = item.at("name").get<std::string>();
+    host.address = item.value("address", "");
+    host.slots = item.value("slots", 1);
+    host.gpus = item.value("gpus", 0);
+    host.role = item.value("role", "node");
+    host.pod = item.value("pod", "");
+    host.group = item.value("group", "");
+    host.job_index = item.value("jobIndex", 0);
+    host.pod_index = item.value("podIndex", 0);
+  } catch (const json::exception& e) {
+    return make_error(Exit::kUsage, "{}: {}; each host needs a string \"name\" and numeric slots",
+                      where, e.what());
+  }
+  return host;
+}
+
+}  // namespace
+
+std::string render_hosts_json(const Topology& topology) {
+  json hosts = json::array();
+  for (const auto& host : topology.hosts) hosts.push_back(host_json(host));
+  json doc = {{"apiVersion", "trainer-mpi/v1"},
+              {"jobset", topology.jobset},
+              {"subdomain", topology.subdomain},
+              {"launcher", topology.launcher ? host_json(*topology.launcher) : json(nullptr)},
+              {"totalSlots", topology.total_slots()},
+              {"hosts", hosts}};
+  return doc.dump(2) + "\n";
+}
+
+std::string render_discover_hosts(const Topology& topology) {
+  std::string out =
+      "#!/bin/sh\n# Written by mpi-init: the hosts of this job, for horovodrun --host-discovery-script.\n";
+  for (const auto& host : topology.hosts) out += fmt::format("echo {}:{}\n", host.name, host.slots);
+  return out;
+}
+
+Expected<Topology> parse_hosts_json(std::string_view text, std::string_view origin) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return make_error(Exit::kUsage, "{}: not a JSON object; re-create it with mpi-init", origin);
+  }
+  Topology topology;
+  topology.jobset = doc.value("jobset", "");
+  topology.subdomain = doc.value("subdomain", "");
+  if (doc.contains("launcher") && doc["launcher"].is_object()) {
+    TMPI_ASSIGN(topology.launcher, host_from_json(doc["launcher"], fmt::format("{}: launcher", origin)));
+  }
+  if (!doc.contains("hosts") || !doc["hosts"].is_array()) {
+    return make_error(Exit::kUsage, "{}: field \"hosts\" must be an array", origin);
+  }
+  for (std::size_t i = 0; i < doc["hosts"].size(); ++i) {
+    TMPI_ASSIGN(Host host, host_from_json(doc["hosts"][i], fmt::format("{}: hosts[{}]", origin, i)));
+    topology.hosts.push_back(std::move(host));
+  }
+  TMPI_CHECK(validate_topology(topology, origin));
+  return topology;
+}
+
+Status validate_topology(const Topology& topology, std::string_view origin) {
+  if (topology.hosts.empty()) {
+    return make_error(Exit::kUsage, "{}: no hosts to run ranks on; check the source, or pass "
+                      "--launcher-as-node for a single-pod job", origin);
+  }
+  std::set<std::string> names;
+  for (const auto& host : topology.hosts) {
+    if (host.name.empty()) return make_error(Exit::kUsage, "{}: a host has an empty name", origin);
+    if (!names.insert(host.name).second) {
+      return make_error(Exit::kUsage, "{}: host {} appears twice; list each host once", origin, host.name);
+    }
+    if (host.slots < 1) {
+      return make_error(Exit::kUsage, "{}: host {} has {} slots; slots must be 1 or more", origin,
+                        host.name, host.slots);
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace tmpi

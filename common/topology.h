@@ -1,0 +1,54 @@
+// The job's topology: the hosts that run ranks, and the launcher. mpi-init builds it (from
+// the API, a pod list, a hostfile or a static spec) and writes it as /etc/mpi/hosts.json,
+// the one file that every other piece reads, and as hostfiles in every MPI dialect.
+#pragma once
+
+#include "common/error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tmpi {
+
+struct Host {
+  std::string name;     // FQDN as MPI sees it: "<jobset>-<rjob>-<jobIdx>-<podIdx>.<subdomain>"
+  std::string address;  // pod IP; empty when the source has none (hostfile, static spec)
+  int slots = 1;
+  int gpus = 0;
+  std::string role;   // "node", or "launcher" for the launcher pod
+  std::string pod;    // pod name; empty when the source has none
+  std::string group;  // replicated job
+  int job_index = 0;
+  int pod_index = 0;
+
+  // "job-node-0-1" of "job-node-0-1.job": the pod's own hostname.
+  std::string short_name() const { return name.substr(0, name.find('.')); }
+};
+
+struct Topology {
+  std::string jobset;
+  std::string subdomain;
+  std::optional<Host> launcher;  // the launcher pod, whether or not it runs ranks
+  std::vector<Host> hosts;       // the hosts that run ranks, in rank order
+  std::vector<std::string> notes;  // what the source left out, and why
+
+  int total_slots() const;
+  // Hosts and launcher, without duplicates: every name that needs a pinned host key.
+  std::vector<Host> all_pods() const;
+};
+
+enum class Dialect { kOpenMpi, kHydra, kDeepSpeed };
+
+std::string render_hostfile(const Topology& topology, Dialect dialect);
+std::string render_hosts_json(const Topology& topology);
+// discover_hosts.sh for Horovod elastic: prints "host:slots" lines.
+std::string render_discover_hosts(const Topology& topology);
+
+// Reads hosts.json; `origin` names the file in errors.
+Expected<Topology> parse_hosts_json(std::string_view text, std::string_view origin);
+
+// Checks the invariants every source must meet: unique names, slots >= 1, hosts.
+Status validate_topology(const Topology& topology, std::string_view origin);
+
+}  // namespace tmpi

@@ -1,0 +1,107 @@
+// mpi-init: the launcher pod's init container (and, with --role node, the node pods').
+//
+// Launcher role: topology from one source -> /etc/mpi/{hostfile, hostfile.hydra,
+// hostfile.deepspeed, hosts.json, discover_hosts.sh}; then the job's SSH identity.
+// Node role: the SSH identity only (key, authorized_keys, sshd_config), from the Secret.
+// Everything is computed and checked before the first file is written, and every write is
+// atomic, so bad input never leaves a half-written output behind.
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "initcontainer/sources.h"
+#include "initcontainer/ssh_identity.h"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace tmpi::init {
+
+namespace {
+
+constexpr const char* kSynopsis =
+    "mpi-init [--pods FILE | --hostfile FILE | --jobset NAME --replicated-jobs LIST] [options]\n"
+    "       mpi-init --role node [--ssh-secret DIR] [options]";
+
+Expected<Topology> load_topology(const Params& params) {
+  SourceOptions options;
+  options.jobset = params.str("jobset");
+  options.subdomain = params.str("subdomain");
+  options.launcher_job = params.str("launcher-job");
+  options.launcher_as_node = params.flag("launcher-as-node");
+  if (params.is_set("slots")) {
+    if (params.integer("slots") < 1) {
+      return make_error(Exit::kUsage, "--slots {}: slots must be 1 or more (TMPI_SLOTS)", params.str("slots"));
+    }
+    options.slots = static_cast<int>(params.integer("slots"));
+  }
+  int sources = int(params.is_set("pods")) + int(params.is_set("hostfile")) + int(params.is_set("replicated-jobs"));
+  if (sources > 1) {
+    return make_error(Exit::kUsage, "give one topology source: --pods, --hostfile or --replicated-jobs");
+  }
+  if (params.is_set("pods")) {
+    TMPI_ASSIGN(std::string text, read_file(params.str("pods")));
+    return topology_from_pod_list(text, params.str("pods"), options);
+  }
+  if (params.is_set("hostfile")) {
+    TMPI_ASSIGN(std::string text, read_file(params.str("hostfile")));
+    return topology_from_hostfile(text, params.str("hostfile"), options);
+  }
+  if (params.is_set("replicated-jobs")) return topology_from_static(params.list("replicated-jobs"), options);
+  return make_error(Exit::kUsage, "no topology source: pass --pods FILE, --hostfile FILE, or --jobset NAME "
+                    "--replicated-jobs launcher=1,node=N (the Kubernetes API source is not built yet)");
+}
+
+Expected<KeyPair> load_key(const Params& params, std::string_view comment) {
+  if (params.is_set("ssh-secret")) return key_pair_from_secret_dir(params.str("ssh-secret"));
+  if (auto existing = key_pair_from_ssh_dir(params.str("ssh-dir")); existing) {
+    spdlog::info("reusing the job key already in {}", params.str("ssh-dir"));
+    return existing;
+  }
+  spdlog::info("no --ssh-secret: generating a new Ed25519 job key");
+  return generate_ed25519(comment);
+}
+
+Status write_topology(const Topology& topology, const std::string& out) {
+  TMPI_CHECK(make_dirs(out, 0755));
+  TMPI_CHECK(write_atomic(out + "/hostfile", render_hostfile(topology, Dialect::kOpenMpi)));
+  TMPI_CHECK(write_atomic(out + "/hostfile.hydra", render_hostfile(topology, Dialect::kHydra)));
+  TMPI_CHECK(write_atomic(out + "/hostfile.deepspeed", render_hostfile(topology, Dialect::kDeepSpeed)));
+  TMPI_CHECK(write_atomic(out + "/hosts.json", render_hosts_json(topology)));
+  TMPI_CHECK(write_atomic(out + "/discover_hosts.sh", render_discover_hosts(topology), {0755}));
+  return ok_status();
+}
+
+Status run(const std::vector<std::string>& args) {
+  TMPI_ASSIGN(Params params, Params::parse(kScopeInit, args, current_environment()));
+  if (params.help_requested()) {
+    std::cout << help_text(kSynopsis, kScopeInit);
+    return ok_status();
+  }
+  TMPI_CHECK(log::setup_from("mpi-init", params));
+  SshLayout layout{params.str("ssh-dir"), static_cast<int>(params.integer("ssh-port"))};
+
+  if (params.str("role") == "node") {
+    TMPI_ASSIGN(KeyPair key, load_key(params, "trainer-mpi"));
+    TMPI_CHECK(install_identity(key, layout, nullptr));
+    spdlog::info("node identity in {} ({}); start sshd with: sshd -D -f {}/sshd_config", layout.ssh_dir,
+                 key.file_name, layout.ssh_dir);
+    return ok_status();
+  }
+
+  TMPI_ASSIGN(Topology topology, load_topology(params));
+  for (const auto& note : topology.notes) spdlog::info("{}", note);
+  TMPI_ASSIGN(KeyPair key, load_key(params, fmt::format("trainer-mpi {}", topology.jobset)));
+  TMPI_CHECK(write_topology(topology, params.str("out")));
+  TMPI_CHECK(install_identity(key, layout, &topology));
+  spdlog::info("{} hosts, {} slots -> {}/hostfile, hosts.json; identity {} in {}", topology.hosts.size(),
+               topology.total_slots(), params.str("out"), key.file_name, layout.ssh_dir);
+  return ok_status();
+}
+
+}  // namespace
+
+}  // namespace tmpi::init
+
+int main(int argc, char** argv) { return tmpi::cli::run("mpi-init", argc, argv, tmpi::init::run); }

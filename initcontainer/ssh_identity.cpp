@@ -1,0 +1,166 @@
+// See ssh_identity.h. libssh does the cryptography (generation, parsing of OpenSSH and PEM
+// keys, public key derivation); this file only chooses names, modes and configs.
+#include "initcontainer/ssh_identity.h"
+
+#include "common/files.h"
+
+#include <libssh/libssh.h>
+
+#include <memory>
+
+namespace tmpi::init {
+
+namespace {
+
+struct KeyDeleter {
+  void operator()(ssh_key key) const { ssh_key_free(key); }
+};
+using KeyPtr = std::unique_ptr<std::remove_pointer_t<ssh_key>, KeyDeleter>;
+
+std::string take_string(char* text) {
+  std::string out = text == nullptr ? "" : text;
+  ssh_string_free_char(text);
+  return out;
+}
+
+std::string file_name_for(enum ssh_keytypes_e type) {
+  switch (type) {
+    case SSH_KEYTYPE_ED25519: return "id_ed25519";
+    case SSH_KEYTYPE_RSA: return "id_rsa";
+    default: return "id_ecdsa";
+  }
+}
+
+Expected<std::string> public_line_of(ssh_key private_key, std::string_view comment) {
+  ssh_key raw_public = nullptr;
+  if (ssh_pki_export_privkey_to_pubkey(private_key, &raw_public) != SSH_OK) {
+    return make_error(Exit::kUsage, "cannot derive the public key");
+  }
+  KeyPtr public_key(raw_public);
+  char* base64 = nullptr;
+  if (ssh_pki_export_pubkey_base64(public_key.get(), &base64) != SSH_OK) {
+    return make_error(Exit::kUsage, "cannot encode the public key");
+  }
+  const char* type = ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P521 ? "ecdsa-sha2-nistp521"
+                     : ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P384 ? "ecdsa-sha2-nistp384"
+                     : ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P256 ? "ecdsa-sha2-nistp256"
+                                                                               : ssh_key_type_to_char(ssh_key_type(public_key.get()));
+  return fmt::format("{} {} {}", type, take_string(base64), comment);
+}
+
+}  // namespace
+
+Expected<KeyPair> generate_ed25519(std::string_view comment) {
+  ssh_key raw = nullptr;
+  if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw) != SSH_OK) {
+    return make_error(Exit::kUsage, "libssh could not generate an Ed25519 key");
+  }
+  KeyPtr key(raw);
+  char* base64 = nullptr;
+  if (ssh_pki_export_privkey_base64(key.get(), nullptr, nullptr, nullptr, &base64) != SSH_OK) {
+    return make_error(Exit::kUsage, "libssh could not encode the new key");
+  }
+  KeyPair pair;
+  pair.private_key = take_string(base64);
+  if (pair.private_key.empty() || pair.private_key.back() != '\n') pair.private_key += '\n';
+  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), comment));
+  pair.file_name = "id_ed25519";
+  return pair;
+}
+
+Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_view origin) {
+  ssh_key raw = nullptr;
+  if (ssh_pki_import_privkey_base64(private_key.c_str(), nullptr, nullptr, nullptr, &raw) != SSH_OK) {
+    return make_error(Exit::kUsage, "{}: not a private key libssh can read (OpenSSH or PEM, without "
+                      "a passphrase); check the Secret's ssh-privatekey", origin);
+  }
+  KeyPtr key(raw);
+  KeyPair pair;
+  pair.file_name = file_name_for(ssh_key_type(key.get()));
+  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), "trainer-mpi"));
+  if (private_key.back() != '\n') private_key += '\n';
+  pair.private_key = std::move(private_key);
+  return pair;
+}
+
+Expected<KeyPair> key_pair_from_secret_dir(const std::string& dir) {
+  for (const char* name : {"ssh-privatekey", "id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string path = dir + "/" + name;
+    if (!file_exists(path)) continue;
+    TMPI_ASSIGN(std::string text, read_file(path, 64 * 1024));
+    return key_pair_from_private(std::move(text), path);
+  }
+  return make_error(Exit::kUsage, "--ssh-secret {}: no ssh-privatekey or id_rsa in it; mount the job's "
+                    "SSH Secret there (type kubernetes.io/ssh-auth)", dir);
+}
+
+Expected<KeyPair> key_pair_from_ssh_dir(const std::string& ssh_dir) {
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string path = ssh_dir + "/" + name;
+    if (!file_exists(path)) continue;
+    TMPI_ASSIGN(std::string text, read_file(path, 64 * 1024));
+    return key_pair_from_private(std::move(text), path);
+  }
+  return make_error(Exit::kUsage, "no identity in {}", ssh_dir);
+}
+
+std::string render_known_hosts(const KeyPair& key, const Topology& topology, int port) {
+  // The job key is every pod's host key; pin it for each name ssh may be given.
+  std::string key_part = key.public_line.substr(0, key.public_line.rfind(' '));
+  std::string out;
+  for (const auto& host : topology.all_pods()) {
+    std::string names = fmt::format("[{}]:{},[{}]:{}", host.name, port, host.short_name(), port);
+    if (!host.address.empty()) names += fmt::format(",[{}]:{}", host.address, port);
+    out += fmt::format("{} {}\n", names, key_part);
+  }
+  return out;
+}
+
+std::string render_ssh_config(const KeyPair& key, const SshLayout& layout) {
+  return fmt::format(
+      "# Written by mpi-init: the job's hosts, with the job key pinned as their host key.\n"
+      "Host *\n"
+      "  Port {0}\n"
+      "  IdentityFile {1}/{2}\n"
+      "  IdentitiesOnly yes\n"
+      "  UserKnownHostsFile {1}/known_hosts\n"
+      "  StrictHostKeyChecking yes\n"
+      "  BatchMode yes\n"
+      "  KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256\n"
+      "  ConnectTimeout 10\n"
+      "  LogLevel ERROR\n",
+      layout.port, layout.ssh_dir, key.file_name);
+}
+
+std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
+  return fmt::format(
+      "# Written by mpi-init: run as `sshd -D -f {0}/sshd_config`, as root or any uid.\n"
+      "Port {1}\n"
+      "HostKey {0}/{2}\n"
+      "AuthorizedKeysFile {0}/authorized_keys\n"
+      "PidFile {0}/sshd.pid\n"
+      "PubkeyAuthentication yes\n"
+      "PasswordAuthentication no\n"
+      "KbdInteractiveAuthentication no\n"
+      "PermitRootLogin prohibit-password\n"
+      "UsePAM no\n"
+      "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256\n"
+      "AcceptEnv *\n",
+      layout.ssh_dir, layout.port, key.file_name);
+}
+
+Status install_identity(const KeyPair& key, const SshLayout& layout, const Topology* topology) {
+  const std::string& dir = layout.ssh_dir;
+  TMPI_CHECK(make_dirs(dir, 0700));
+  TMPI_CHECK(write_atomic(dir + "/" + key.file_name, key.private_key, {0600}));
+  TMPI_CHECK(write_atomic(dir + "/" + key.file_name + ".pub", key.public_line + "\n", {0644}));
+  TMPI_CHECK(write_atomic(dir + "/authorized_keys", key.public_line + "\n", {0600}));
+  TMPI_CHECK(write_atomic(dir + "/config", render_ssh_config(key, layout), {0644}));
+  TMPI_CHECK(write_atomic(dir + "/sshd_config", render_sshd_config(key, layout), {0644}));
+  if (topology != nullptr) {
+    TMPI_CHECK(write_atomic(dir + "/known_hosts", render_known_hosts(key, *topology, layout.port), {0644}));
+  }
+  return ok_status();
+}
+
+}  // namespace tmpi::init

@@ -1,0 +1,42 @@
+// The job's SSH identity. One key pair per job: its private key is every pod's client
+// identity and every pod's sshd host key, and its public key is every authorized key and
+// every pinned known_hosts entry, so strict host key checking works with no extra secret.
+// Keys are read, made and converted with libssh; key material never reaches a message.
+#pragma once
+
+#include "common/error.h"
+#include "common/topology.h"
+
+#include <string>
+
+namespace tmpi::init {
+
+struct KeyPair {
+  std::string private_key;  // as OpenSSH reads it (OpenSSH or PEM form)
+  std::string public_line;  // "ssh-ed25519 AAAA... comment"
+  std::string file_name;    // OpenSSH's name for the type: id_ed25519, id_ecdsa, id_rsa
+};
+
+Expected<KeyPair> generate_ed25519(std::string_view comment);
+// Checks a private key and derives its public half; `origin` names the input in errors.
+Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_view origin);
+// A mounted Secret: ssh-privatekey (kubernetes.io/ssh-auth, mpi-operator, ours) or id_rsa
+// (Trainer, whose key is ECDSA P-521 despite the name).
+Expected<KeyPair> key_pair_from_secret_dir(const std::string& dir);
+// The identity an earlier run left in ssh_dir, so that re-running changes nothing.
+Expected<KeyPair> key_pair_from_ssh_dir(const std::string& ssh_dir);
+
+struct SshLayout {
+  std::string ssh_dir;
+  int port = 2222;
+};
+
+std::string render_known_hosts(const KeyPair& key, const Topology& topology, int port);
+std::string render_ssh_config(const KeyPair& key, const SshLayout& layout);
+std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
+
+// Writes the key pair, authorized_keys, config, sshd_config and (with a topology)
+// known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets 0600.
+Status install_identity(const KeyPair& key, const SshLayout& layout, const Topology* topology);
+
+}  // namespace tmpi::init

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The README's main job: an MPI job across a cluster in a box of one launcher and
+# TMPI_DEMO_NODES (default 2) node pods, through the project's own path:
+#   1. launcher pod: mpi-init writes the topology and makes the job key;
+#   2. the key travels to the node pods as the job's Secret would (a read-only folder with
+#      ssh-privatekey and ssh-publickey); each node pod runs `mpi-init --role node` and
+#      starts sshd with the config it wrote;
+#   3. the launcher runs the MPI job over ssh with strict host key checking.
+# It installs what is missing, builds, and tears every pod down on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+if [[ ${1:-} != --in-cluster ]]; then
+  bash scripts/install-deps.sh
+  echo "== building (release preset)"
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$(nproc)" | tail -n 1
+  export TMPI_BUILD_DIR=$root/build/release CIB_ROOT=$root/build/release/cib
+  exec tests/cluster/cib run --jobset demo --nodes "${TMPI_DEMO_NODES:-2}" -- "$0" --in-cluster
+fi
+
+bin=$TMPI_BUILD_DIR
+cib=tests/cluster/cib
+pod_dir() { echo "$CIB_DIR/pods/$1"; }
+launcher=$($cib pods | awk '/-launcher-/ { print $1 }')
+nodes=$($cib pods | awk '/-node-/ { print $1 }')
+nodes_n=$(wc -w <<<"$nodes")
+etc_mpi="$(pod_dir "$launcher")/etc-mpi"   # the launcher's /etc/mpi volume
+
+echo "== pods"
+$cib pods | sed 's/^/   /'
+
+echo "== launcher: mpi-init (static JobSet spec, slots=2)"
+$cib exec "$launcher" -- "$bin/initcontainer/mpi-init" --jobset demo \
+  --replicated-jobs "launcher=1,node=$nodes_n" --slots 2 --out "$etc_mpi"
+sed 's/^/   hostfile: /' "$etc_mpi/hostfile"
+
+echo "== the job Secret reaches the node pods (read-only, as the kubelet mounts it)"
+secret="$CIB_DIR/secret"
+mkdir -p "$secret"
+launcher_ssh="$(pod_dir "$launcher")/home/.ssh"
+cp "$launcher_ssh/id_ed25519" "$secret/ssh-privatekey"
+cp "$launcher_ssh/id_ed25519.pub" "$secret/ssh-publickey"
+chmod 0444 "$secret"/*; chmod 0555 "$secret"
+
+for node in $nodes; do
+  $cib exec "$node" -- "$bin/initcontainer/mpi-init" --role node --ssh-secret "$secret" --log-level warn
+  $cib sshd "$node" "$(pod_dir "$node")/home/.ssh/sshd_config"
+  echo "   $node: identity installed, sshd on 2222 with the job key as host key"
+done
+
+echo "== launcher: mpirun across $nodes_n node pods (sidecars and mpi-launcher: coming)"
+start=$(date +%s.%N)
+$cib exec "$launcher" -- env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun.openmpi --hostfile "$etc_mpi/hostfile" --mca btl tcp,self \
+  --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+  "$bin/tests/cluster/mpi_hello_openmpi" | sort -V | sed 's/^/   /'
+printf '== done in %.1f s; tearing the cluster down\n' "$(echo "$(date +%s.%N) - $start" | bc)"

@@ -1,0 +1,118 @@
+// The parameter registry: precedence (flag > TMPI_ variable > default), hard errors that
+// name the flag or variable, and the README table generated from the same rows.
+#include "common/files.h"
+#include "common/params.h"
+
+#include <gtest/gtest.h>
+
+namespace tmpi {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+TEST(Params, DefaultsThenEnvironmentThenFlag) {
+  auto by_default = Params::parse(kScopeInit, {}, {});
+  ASSERT_TRUE(by_default);
+  EXPECT_EQ(by_default->str("out"), "/etc/mpi");
+  EXPECT_FALSE(by_default->is_set("out"));
+
+  auto by_env = Params::parse(kScopeInit, {}, Env{{"TMPI_OUT", "/x"}});
+  ASSERT_TRUE(by_env);
+  EXPECT_EQ(by_env->str("out"), "/x");
+  EXPECT_TRUE(by_env->is_set("out"));
+  ASSERT_EQ(by_env->env_overrides().size(), 1U);
+  EXPECT_EQ(by_env->env_overrides()[0], "out=/x (from TMPI_OUT)");
+
+  auto by_flag = Params::parse(kScopeInit, {"--out", "/y"}, Env{{"TMPI_OUT", "/x"}});
+  ASSERT_TRUE(by_flag);
+  EXPECT_EQ(by_flag->str("out"), "/y");
+  auto with_equals = Params::parse(kScopeInit, {"--out=/z"}, {});
+  ASSERT_TRUE(with_equals);
+  EXPECT_EQ(with_equals->str("out"), "/z");
+}
+
+TEST(Params, HomeIsExpandedInDefaults) {
+  setenv("HOME", "/home/someone", 1);
+  auto params = Params::parse(kScopeInit, {}, {});
+  ASSERT_TRUE(params);
+  EXPECT_EQ(params->str("ssh-dir"), "/home/someone/.ssh");
+}
+
+TEST(Params, UnparsableEnvironmentValueNamesTheVariable) {
+  auto params = Params::parse(kScopeInit, {}, Env{{"TMPI_SSH_PORT", "22x"}});
+  ASSERT_FALSE(params);
+  EXPECT_EQ(params.error().exit, Exit::kUsage);
+  EXPECT_NE(params.error().message.find("TMPI_SSH_PORT"), std::string::npos) << params.error().message;
+  EXPECT_NE(params.error().message.find("'22x'"), std::string::npos);
+}
+
+TEST(Params, UnparsableFlagNamesTheFlag) {
+  auto params = Params::parse(kScopeInit, {"--ssh-port", "many"}, {});
+  ASSERT_FALSE(params);
+  EXPECT_NE(params.error().message.find("--ssh-port"), std::string::npos);
+}
+
+TEST(Params, ChoicesAreEnforced) {
+  auto params = Params::parse(kScopeInit, {"--role", "worker"}, {});
+  ASSERT_FALSE(params);
+  EXPECT_NE(params.error().message.find("launcher|node"), std::string::npos) << params.error().message;
+  auto bad_bool = Params::parse(kScopeInit, {}, Env{{"TMPI_LAUNCHER_AS_NODE", "perhaps"}});
+  ASSERT_FALSE(bad_bool);
+  EXPECT_NE(bad_bool.error().message.find("TMPI_LAUNCHER_AS_NODE"), std::string::npos);
+}
+
+TEST(Params, UnknownFlagAndAbbreviationAreErrors) {
+  EXPECT_FALSE(Params::parse(kScopeInit, {"--no-such-flag"}, {}));
+  EXPECT_FALSE(Params::parse(kScopeInit, {"--ssh-d", "/x"}, {}));  // no guessing
+}
+
+TEST(Params, BoolsListsAndRest) {
+  auto params = Params::parse(kScopeInit,
+                              {"--launcher-as-node", "--replicated-jobs", "launcher=1",
+                               "--replicated-jobs=node=2", "--", "echo", "--out"},
+                              {});
+  ASSERT_TRUE(params) << params.error().message;
+  EXPECT_TRUE(params->flag("launcher-as-node"));
+  EXPECT_EQ(params->list("replicated-jobs"), (std::vector<std::string>{"launcher=1", "node=2"}));
+  EXPECT_EQ(params->rest(), (std::vector<std::string>{"echo", "--out"}));
+}
+
+TEST(Params, Durations) {
+  EXPECT_EQ(*parse_duration("300"), std::chrono::seconds(300));
+  EXPECT_EQ(*parse_duration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(*parse_duration("5m"), std::chrono::minutes(5));
+  EXPECT_FALSE(parse_duration("5 min"));
+  EXPECT_FALSE(parse_duration("s"));
+}
+
+TEST(Params, HelpListsEveryRowOfTheScope) {
+  std::string help = help_text("mpi-init", kScopeInit);
+  for (const auto& spec : param_table()) {
+    if ((spec.scopes & kScopeInit) == 0) continue;
+    EXPECT_NE(help.find("--" + std::string(spec.name)), std::string::npos) << spec.name;
+    EXPECT_NE(help.find(env_name(spec.name)), std::string::npos) << spec.name;
+  }
+}
+
+TEST(Params, EveryRowIsWellFormed) {
+  std::set<std::string_view> names;
+  for (const auto& spec : param_table()) {
+    EXPECT_TRUE(names.insert(spec.name).second) << "duplicate row " << spec.name;
+    EXPECT_FALSE(spec.help.empty()) << spec.name;
+    EXPECT_EQ(spec.help.find('\n'), std::string_view::npos) << spec.name;
+    if (!spec.default_value.empty() && spec.default_value.find("$HOME") == std::string_view::npos) {
+      EXPECT_TRUE(validate_param(spec, spec.default_value, "default")) << spec.name;
+    }
+  }
+}
+
+TEST(Params, ReadmeHoldsTheGeneratedTable) {
+  auto readme = read_file(std::string(TMPI_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme);
+  EXPECT_NE(readme->find(markdown_table()), std::string::npos)
+      << "README.md's parameter table is stale; regenerate it with: mpi-init --params-markdown\n"
+      << markdown_table();
+}
+
+}  // namespace
+}  // namespace tmpi

@@ -1,0 +1,237 @@
+// Topology sources and writers: pod lists (filtering, order, twins, GPUs), hostfiles in
+// both dialects, the static spec, hosts.json round trips, and every bad-input error.
+#include "common/topology.h"
+#include "initcontainer/sources.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <regex>
+
+namespace tmpi::init {
+namespace {
+
+using nlohmann::json;
+
+json pod(const std::string& jobset, const std::string& rjob, int job, int index, int gpus = 0) {
+  std::string host = fmt::format("{}-{}-{}-{}", jobset, rjob, job, index);
+  json p = {{"metadata",
+             {{"name", host + "-abcde"},
+              {"creationTimestamp", "2026-11-29T10:00:00Z"},
+              {"labels",
+               {{"jobset.sigs.k8s.io/jobset-name", jobset},
+                {"jobset.sigs.k8s.io/replicatedjob-name", rjob},
+                {"jobset.sigs.k8s.io/job-index", std::to_string(job)},
+                {"batch.kubernetes.io/job-completion-index", std::to_string(index)}}}}},
+            {"spec",
+             {{"hostname", host},
+              {"subdomain", jobset},
+              {"containers", json::array({{{"name", rjob}, {"image", "x"}}})}}},
+            {"status", {{"phase", "Running"}, {"podIP", fmt::format("10.0.{}.{}", job, index + 2)}}}};
+  if (gpus > 0) p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = std::to_string(gpus);
+  return p;
+}
+
+std::string list_of(const std::vector<json>& pods) {
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", pods}}.dump();
+}
+
+std::vector<std::string> names(const Topology& t) {
+  std::vector<std::string> out;
+  for (const auto& h : t.hosts) out.push_back(h.name);
+  return out;
+}
+
+TEST(PodList, OrdersByReplicatedJobThenIndexesAndFindsTheLauncher) {
+  auto t = topology_from_pod_list(
+      list_of({pod("job", "node", 0, 1), pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}), "pods.json", {});
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"job-node-0-0.job", "job-node-0-1.job"}));
+  ASSERT_TRUE(t->launcher);
+  EXPECT_EQ(t->launcher->name, "job-launcher-0-0.job");
+  EXPECT_EQ(t->hosts[1].address, "10.0.0.3");
+  EXPECT_EQ(t->hosts[1].pod, "job-node-0-1-abcde");
+  EXPECT_EQ(t->subdomain, "job");
+}
+
+TEST(PodList, CompletionIndexOrdersNumericallyNotAsText) {
+  std::vector<json> pods;
+  for (int i = 11; i >= 0; --i) pods.push_back(pod("job", "node", 0, i));
+  auto t = topology_from_pod_list(list_of(pods), "pods.json", {});
+  ASSERT_TRUE(t);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(t->hosts[i].pod_index, i);
+}
+
+TEST(PodList, GlobalIndexGivesReplicatedJobOrder) {
+  auto a = pod("job", "zeta", 0, 0), b = pod("job", "alpha", 0, 0);
+  a["metadata"]["labels"]["jobset.sigs.k8s.io/job-global-index"] = "0";
+  b["metadata"]["labels"]["jobset.sigs.k8s.io/job-global-index"] = "1";
+  auto t = topology_from_pod_list(list_of({b, a}), "pods.json", {});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"job-zeta-0-0.job", "job-alpha-0-0.job"}));
+}
+
+TEST(PodList, LauncherAsNodeComesFirst) {
+  SourceOptions options;
+  options.launcher_as_node = true;
+  auto t = topology_from_pod_list(list_of({pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}), "p", options);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job"}));
+  EXPECT_EQ(t->hosts[0].role, "launcher");
+}
+
+TEST(PodList, SlotsFromGpuLimitsForHeterogeneousGroups) {
+  auto t = topology_from_pod_list(list_of({pod("job", "big", 0, 0, 8), pod("job", "small", 0, 0, 2),
+                                           pod("job", "cpu", 0, 0)}),
+                                  "p", {});
+  ASSERT_TRUE(t);
+  std::map<std::string, int> slots;
+  for (const auto& h : t->hosts) slots[h.group] = h.slots;
+  EXPECT_EQ(slots["big"], 8);
+  EXPECT_EQ(slots["small"], 2);
+  EXPECT_EQ(slots["cpu"], 1);
+  EXPECT_EQ(t->hosts[0].gpus, 8);
+  SourceOptions fixed;
+  fixed.slots = 3;
+  auto f = topology_from_pod_list(list_of({pod("job", "big", 0, 0, 8)}), "p", fixed);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->hosts[0].slots, 3);
+}
+
+TEST(PodList, TerminatingAndFailedPodsAreLeftOutWithANote) {
+  auto gone = pod("job", "node", 0, 1);
+  gone["metadata"]["deletionTimestamp"] = "2026-11-29T10:05:00Z";
+  auto failed = pod("job", "node", 0, 2);
+  failed["status"]["phase"] = "Failed";
+  auto t = topology_from_pod_list(list_of({pod("job", "node", 0, 0), gone, failed}), "p", {});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"job-node-0-0.job"}));
+  ASSERT_EQ(t->notes.size(), 2U);
+  EXPECT_NE(t->notes[0].find("terminating"), std::string::npos);
+  EXPECT_NE(t->notes[1].find("Failed"), std::string::npos);
+}
+
+TEST(PodList, StaleTwinNeverReplacesTheLivePod) {
+  auto old_pod = pod("job", "node", 0, 0), new_pod = pod("job", "node", 0, 0);
+  old_pod["metadata"]["name"] = "old";
+  new_pod["metadata"]["name"] = "new";
+  new_pod["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "1";
+  new_pod["metadata"]["creationTimestamp"] = "2026-11-29T09:00:00Z";  // older clock, newer attempt
+  for (const auto& order : {std::vector<json>{old_pod, new_pod}, std::vector<json>{new_pod, old_pod}}) {
+    auto t = topology_from_pod_list(list_of(order), "p", {});
+    ASSERT_TRUE(t);
+    ASSERT_EQ(t->hosts.size(), 1U);
+    EXPECT_EQ(t->hosts[0].pod, "new");
+    EXPECT_NE(t->notes.back().find("stale twin"), std::string::npos);
+  }
+}
+
+TEST(PodList, OtherJobSetsAreFilteredOrNamed) {
+  std::string mixed = list_of({pod("a", "node", 0, 0), pod("b", "node", 0, 0), pod("b", "node", 0, 1)});
+  auto ambiguous = topology_from_pod_list(mixed, "pods.json", {});
+  ASSERT_FALSE(ambiguous);
+  EXPECT_EQ(ambiguous.error().exit, Exit::kUsage);
+  EXPECT_NE(ambiguous.error().message.find("a, b"), std::string::npos) << ambiguous.error().message;
+  EXPECT_NE(ambiguous.error().message.find("--jobset"), std::string::npos);
+  SourceOptions only_b;
+  only_b.jobset = "b";
+  auto t = topology_from_pod_list(mixed, "pods.json", only_b);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->hosts.size(), 2U);
+}
+
+TEST(PodList, BadInputNamesTheFileAndField) {
+  auto bad_json = topology_from_pod_list("{\"items\": [", "pods.json", {});
+  ASSERT_FALSE(bad_json);
+  EXPECT_NE(bad_json.error().message.find("pods.json: not valid JSON"), std::string::npos);
+  auto no_items = topology_from_pod_list("{}", "pods.json", {});
+  ASSERT_FALSE(no_items);
+  EXPECT_NE(no_items.error().message.find("\"items\""), std::string::npos);
+  auto p = pod("job", "node", 0, 0);
+  p["spec"].erase("subdomain");
+  auto no_sub = topology_from_pod_list(list_of({p}), "pods.json", {});
+  ASSERT_FALSE(no_sub);
+  EXPECT_NE(no_sub.error().message.find("items[0]"), std::string::npos) << no_sub.error().message;
+  EXPECT_NE(no_sub.error().message.find("spec.subdomain"), std::string::npos);
+  auto two = topology_from_pod_list(list_of({pod("job", "launcher", 0, 0), pod("job", "launcher", 0, 1)}), "p", {});
+  EXPECT_FALSE(two);
+}
+
+TEST(Hostfile, BothDialectsCommentsAndRoles) {
+  SourceOptions options;
+  options.jobset = "job";
+  auto t = topology_from_hostfile(
+      "# Trainer's hostfile\njob-launcher-0-0.job slots=1\njob-node-0-0.job slots=4 max_slots=4\n"
+      "  job-node-0-1.job:2   # hydra form\nplainhost\n",
+      "/etc/mpi/hostfile", options);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"job-node-0-0.job", "job-node-0-1.job", "plainhost"}));
+  EXPECT_EQ(t->hosts[0].slots, 4);
+  EXPECT_EQ(t->hosts[1].slots, 2);
+  EXPECT_EQ(t->hosts[1].group, "node");
+  EXPECT_EQ(t->hosts[1].pod_index, 1);
+  EXPECT_EQ(t->hosts[2].slots, 1);
+  ASSERT_TRUE(t->launcher);
+  EXPECT_EQ(t->subdomain, "job");
+}
+
+TEST(Hostfile, ErrorsNameTheLine) {
+  auto dup = topology_from_hostfile("a slots=1\nb slots=1\na slots=2\n", "hf", {});
+  ASSERT_FALSE(dup);
+  EXPECT_NE(dup.error().message.find("hf line 3"), std::string::npos) << dup.error().message;
+  EXPECT_NE(dup.error().message.find("line 1"), std::string::npos);
+  for (const char* bad : {"a slots=0\n", "a slots=-2\n", "a:0\n", "a slots=x\n", "a foo\n", "a color=red\n"}) {
+    auto t = topology_from_hostfile(bad, "hf", {});
+    ASSERT_FALSE(t) << bad;
+    EXPECT_EQ(t.error().exit, Exit::kUsage);
+    EXPECT_NE(t.error().message.find("hf line 1"), std::string::npos) << t.error().message;
+  }
+  EXPECT_FALSE(topology_from_hostfile("# only a comment\n", "hf", {}));
+}
+
+TEST(Static, TrainerNames) {
+  SourceOptions options;
+  options.jobset = "train";
+  options.slots = 8;
+  auto t = topology_from_static({"launcher=1", "node=2x2"}, options);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"train-node-0-0.train", "train-node-0-1.train",
+                                                 "train-node-1-0.train", "train-node-1-1.train"}));
+  EXPECT_EQ(t->launcher->name, "train-launcher-0-0.train");
+  EXPECT_EQ(t->total_slots(), 32);
+  EXPECT_FALSE(topology_from_static({"node"}, options));
+  EXPECT_FALSE(topology_from_static({"node=0"}, options));
+  EXPECT_FALSE(topology_from_static({"node=2"}, SourceOptions{}));  // no jobset
+}
+
+TEST(Render, DialectsAndDeepSpeedRule) {
+  SourceOptions options;
+  options.jobset = "j";
+  auto t = topology_from_static({"node=2"}, options);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(render_hostfile(*t, Dialect::kOpenMpi), "j-node-0-0.j slots=1\nj-node-0-1.j slots=1\n");
+  EXPECT_EQ(render_hostfile(*t, Dialect::kHydra), "j-node-0-0.j:1\nj-node-0-1.j:1\n");
+  std::regex deepspeed(R"(^(\S+)\s+slots=(\d+)$)");
+  std::string ds = render_hostfile(*t, Dialect::kDeepSpeed);
+  std::istringstream lines(ds);
+  int matched = 0;
+  for (std::string line; std::getline(lines, line);) matched += std::regex_match(line, deepspeed) ? 1 : 0;
+  EXPECT_EQ(matched, 2);
+  EXPECT_NE(render_discover_hosts(*t).find("echo j-node-0-1.j:1"), std::string::npos);
+}
+
+TEST(Render, HostsJsonRoundTripsAndIsStable) {
+  auto t = topology_from_pod_list(list_of({pod("job", "launcher", 0, 0), pod("job", "node", 0, 0, 4)}), "p", {});
+  ASSERT_TRUE(t);
+  std::string first = render_hosts_json(*t);
+  auto back = parse_hosts_json(first, "hosts.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(render_hosts_json(*back), first);
+  EXPECT_EQ(back->hosts[0].gpus, 4);
+  EXPECT_EQ(back->launcher->address, "10.0.0.2");
+  EXPECT_FALSE(parse_hosts_json("[]", "hosts.json"));
+  EXPECT_FALSE(parse_hosts_json(R"({"hosts":[{"slots":1}]})", "hosts.json"));
+}
+
+}  // namespace
+}  // namespace tmpi::init
