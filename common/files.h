@@ -19,6 +19,23 @@ struct FileMode {
 
 Status write_atomic(const std::string& path, std::string_view content, FileMode mode = {});
 Expected<std::string> read_file(const std::string& path, std::size_t max_bytes = 64U << 20);
+// A read-only view of a whole file, mapped rather than copied: pod lists reach tens of MB.
+class MappedFile {
+ public:
+  static Expected<MappedFile> open(const std::string& path, std::size_t max_bytes = 256U << 20);
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&&) = delete;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  std::string_view text() const { return {data_, size_}; }
+
+ private:
+  MappedFile(const char* data, std::size_t size) : data_(data), size_(size) {}
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // mkdir -p, then chmod the last component to `mode`.
 Status make_dirs(const std::string& path, mode_t mode = 0755);
 bool file_exists(const std::string& path);

@@ -41,12 +41,12 @@ Expected<Topology> load_topology(const Params& params) {
     return make_error(Exit::kUsage, "give one topology source: --pods, --hostfile or --replicated-jobs");
   }
   if (params.is_set("pods")) {
-    TMPI_ASSIGN(std::string text, read_file(params.str("pods")));
-    return topology_from_pod_list(text, params.str("pods"), options);
+    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str("pods")));
+    return topology_from_pod_list(file.text(), params.str("pods"), options);
   }
   if (params.is_set("hostfile")) {
-    TMPI_ASSIGN(std::string text, read_file(params.str("hostfile")));
-    return topology_from_hostfile(text, params.str("hostfile"), options);
+    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str("hostfile")));
+    return topology_from_hostfile(file.text(), params.str("hostfile"), options);
   }
   if (params.is_set("replicated-jobs")) return topology_from_static(params.list("replicated-jobs"), options);
   return make_error(Exit::kUsage, "no topology source: pass --pods FILE, --hostfile FILE, or --jobset NAME "

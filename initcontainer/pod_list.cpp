@@ -8,11 +8,14 @@
 //  - slots: the flag, else the nvidia.com/gpu limit of the pod's main container, else 1.
 #include "initcontainer/sources.h"
 
+#include "common/json_filter.h"
+
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -28,6 +31,30 @@ constexpr const char* kJobIndexLabel = "jobset.sigs.k8s.io/job-index";
 constexpr const char* kGlobalIndexLabel = "jobset.sigs.k8s.io/job-global-index";
 constexpr const char* kRestartLabel = "jobset.sigs.k8s.io/restart-attempt";
 constexpr const char* kCompletionIndex = "batch.kubernetes.io/job-completion-index";
+
+// The fields read_pod looks at; everything else in a pod (env, volumes, status detail) is
+// skipped while parsing, which keeps a 10,000-pod list fast and small.
+const std::vector<JsonPath>& pod_fields() {
+  static const std::vector<JsonPath> fields = [] {
+    std::vector<JsonPath> out;
+    for (const char* meta : {"name", "deletionTimestamp", "creationTimestamp"}) {
+      out.push_back({"items", "[]", "metadata", meta});
+    }
+    for (const char* label :
+         {kJobSetLabel, kReplicatedJobLabel, kJobIndexLabel, kGlobalIndexLabel, kRestartLabel, kCompletionIndex}) {
+      out.push_back({"items", "[]", "metadata", "labels", label});
+    }
+    out.push_back({"items", "[]", "metadata", "annotations", kCompletionIndex});
+    out.push_back({"items", "[]", "spec", "hostname"});
+    out.push_back({"items", "[]", "spec", "subdomain"});
+    out.push_back({"items", "[]", "spec", "containers", "[]", "name"});
+    out.push_back({"items", "[]", "spec", "containers", "[]", "resources", "limits", "nvidia.com/gpu"});
+    out.push_back({"items", "[]", "status", "phase"});
+    out.push_back({"items", "[]", "status", "podIP"});
+    return out;
+  }();
+  return fields;
+}
 
 struct Pod {
   Host host;
@@ -113,23 +140,32 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
 
 Expected<Topology> topology_from_pod_list(std::string_view json_text, std::string_view origin,
                                           const SourceOptions& options) {
-  json doc = json::parse(json_text, nullptr, false);
+  Topology topology;
+  std::vector<Pod> pods;
+  std::set<std::string> jobsets;
+  std::optional<Error> failure;
+  // Pods are streamed one at a time: memory follows the pods kept, not the list's size.
+  JsonStream stream{{"items"}, [&](json&& item, std::size_t index) {
+                      auto pod = read_pod(item, index, origin, topology.notes);
+                      if (!pod) {
+                        failure = pod.take_error();
+                        return false;
+                      }
+                      if (!*pod || (!options.jobset.empty() && (*pod)->jobset != options.jobset)) return true;
+                      jobsets.insert((*pod)->jobset);
+                      if ((*pod)->host.role != "skip") pods.push_back(std::move(**pod));
+                      return true;
+                    }};
+  std::string syntax;
+  json doc = parse_json_filtered(json_text, pod_fields(), &syntax, &stream);
+  if (failure) return *failure;
   if (doc.is_discarded()) {
-    return make_error(Exit::kUsage, "{}: not valid JSON; produce it with `kubectl get pods -o json`", origin);
+    return make_error(Exit::kUsage, "{}: not valid JSON ({}); produce it with `kubectl get pods -o json`",
+                      origin, syntax);
   }
   if (!doc.is_object() || !doc.contains("items") || !doc["items"].is_array()) {
     return make_error(Exit::kUsage, "{}: field \"items\" is missing or not an array; expected a pod "
                       "list from `kubectl get pods -o json`", origin);
-  }
-  Topology topology;
-  std::vector<Pod> pods;
-  std::set<std::string> jobsets;
-  for (std::size_t i = 0; i < doc["items"].size(); ++i) {
-    TMPI_ASSIGN(auto pod, read_pod(doc["items"][i], i, origin, topology.notes));
-    if (!pod) continue;
-    if (!options.jobset.empty() && pod->jobset != options.jobset) continue;
-    jobsets.insert(pod->jobset);
-    if (pod->host.role != "skip") pods.push_back(std::move(*pod));
   }
   if (jobsets.size() > 1) {
     return make_error(Exit::kUsage, "{}: holds pods of {} JobSets ({}); pass --jobset NAME to choose one",
@@ -141,29 +177,39 @@ Expected<Topology> topology_from_pod_list(std::string_view json_text, std::strin
   }
   topology.jobset = *jobsets.begin();
   // Stale twins: keep the pod of the latest restart attempt, then the newest.
-  std::map<std::string, Pod> by_name;
-  for (auto& pod : pods) {
-    auto [it, fresh] = by_name.try_emplace(pod.host.name, pod);
+  std::map<std::string_view, std::size_t> by_name;  // host name -> index of the pod kept
+  std::vector<bool> stale(pods.size(), false);
+  for (std::size_t i = 0; i < pods.size(); ++i) {
+    auto [it, fresh] = by_name.try_emplace(pods[i].host.name, i);
     if (fresh) continue;
-    bool newer = std::tie(pod.restart, pod.creation) > std::tie(it->second.restart, it->second.creation);
-    const Pod& stale = newer ? it->second : pod;
-    topology.notes.push_back(fmt::format("left out pod {}: stale twin of {}", stale.host.pod, stale.host.name));
-    if (newer) it->second = pod;
+    Pod& kept = pods[it->second];
+    bool newer = std::tie(pods[i].restart, pods[i].creation) > std::tie(kept.restart, kept.creation);
+    std::size_t loser = newer ? it->second : i;
+    topology.notes.push_back(
+        fmt::format("left out pod {}: stale twin of {}", pods[loser].host.pod, pods[loser].host.name));
+    stale[loser] = true;
+    if (newer) it->second = i;
   }
-  pods.clear();
+  by_name.clear();
+  std::size_t kept = 0;
   bool all_global = true;
-  for (auto& [name, pod] : by_name) {
-    all_global = all_global && pod.global_index >= 0;
-    pods.push_back(pod);
+  for (std::size_t i = 0; i < pods.size(); ++i) {
+    if (stale[i]) continue;
+    all_global = all_global && pods[i].global_index >= 0;
+    if (kept != i) pods[kept] = std::move(pods[i]);
+    ++kept;
   }
+  pods.resize(kept);
   auto order = [&](const Pod& pod) {
-    int launcher_last = pod.host.group == options.launcher_job ? 0 : 1;
-    return all_global ? std::make_tuple(pod.global_index, 0, std::string(), pod.host.job_index, pod.completion_index)
-                      : std::make_tuple(0, launcher_last, pod.host.group, pod.host.job_index, pod.completion_index);
+    int launcher_first = pod.host.group == options.launcher_job ? 0 : 1;
+    std::string_view group = pod.host.group;
+    return all_global ? std::make_tuple(pod.global_index, 0, std::string_view(), pod.host.job_index,
+                                        pod.completion_index)
+                      : std::make_tuple(0, launcher_first, group, pod.host.job_index, pod.completion_index);
   };
   std::sort(pods.begin(), pods.end(), [&](const Pod& a, const Pod& b) { return order(a) < order(b); });
   for (auto& pod : pods) {
-    Host host = pod.host;
+    Host host = std::move(pod.host);
     host.slots = options.slots ? *options.slots : (host.gpus > 0 ? host.gpus : 1);
     if (topology.subdomain.empty()) topology.subdomain = host.name.substr(host.name.find('.') + 1);
     bool is_launcher = host.group == options.launcher_job;
