@@ -15,3 +15,9 @@ if(TMPI_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(TMPI_FUZZ)
+  # Coverage instrumentation for everything the fuzzers link; the fuzz targets add
+  # -fsanitize=fuzzer themselves (it brings libFuzzer's main).
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -73,17 +73,21 @@ Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) 
     return make_error(Exit::kUsage, "{} is {} bytes, more than the {} this input may have", path,
                       st.st_size, max_bytes);
   }
-  // One read into a buffer of the file's size: inputs reach tens of MB (10,000 pods).
-  std::string content(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = read(fd, content.data() + done, content.size() - done);
+  // Read to EOF: the size is known for regular files, not for pipes.
+  std::string content;
+  content.reserve(static_cast<std::size_t>(st.st_size));
+  char chunk[65536];
+  while (!S_ISDIR(st.st_mode)) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
+    content.append(chunk, static_cast<std::size_t>(n));
+    if (content.size() > max_bytes) {
+      close(fd);
+      return make_error(Exit::kUsage, "{} holds more than the {} bytes this input may have", path, max_bytes);
+    }
   }
   close(fd);
-  content.resize(done);
   if (S_ISDIR(st.st_mode)) return make_error(Exit::kUsage, "{} is a folder; give a file", path);
   return content;
 }
@@ -96,6 +100,11 @@ Expected<MappedFile> MappedFile::open(const std::string& path, std::size_t max_b
     if (fd >= 0) close(fd);
     return make_error(Exit::kUsage, "cannot read {}: {}; check the path and its permissions", path,
                       std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {  // a pipe: read it
+    close(fd);
+    TMPI_ASSIGN(std::string content, read_file(path, max_bytes));
+    return MappedFile(std::move(content));
   }
   auto size = static_cast<std::size_t>(st.st_size);
   if (S_ISDIR(st.st_mode) || size > max_bytes) {
@@ -118,7 +127,8 @@ Expected<MappedFile> MappedFile::open(const std::string& path, std::size_t max_b
   return MappedFile(static_cast<const char*>(data), size);
 }
 
-MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_) {
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(other.data_), size_(other.size_), owned_(std::move(other.owned_)) {
   other.data_ = nullptr;
   other.size_ = 0;
 }

@@ -20,6 +20,7 @@ struct FileMode {
 Status write_atomic(const std::string& path, std::string_view content, FileMode mode = {});
 Expected<std::string> read_file(const std::string& path, std::size_t max_bytes = 64U << 20);
 // A read-only view of a whole file, mapped rather than copied: pod lists reach tens of MB.
+// Pipes and other non-regular files (`--pods <(kubectl get pods -o json)`) are read.
 class MappedFile {
  public:
   static Expected<MappedFile> open(const std::string& path, std::size_t max_bytes = 256U << 20);
@@ -28,12 +29,14 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
-  std::string_view text() const { return {data_, size_}; }
+  std::string_view text() const { return data_ != nullptr ? std::string_view(data_, size_) : owned_; }
 
  private:
   MappedFile(const char* data, std::size_t size) : data_(data), size_(size) {}
+  explicit MappedFile(std::string owned) : owned_(std::move(owned)) {}
   const char* data_ = nullptr;
   std::size_t size_ = 0;
+  std::string owned_;
 };
 
 // mkdir -p, then chmod the last component to `mode`.

@@ -21,7 +21,7 @@ Expected<int> parse_slots(std::string_view text, std::string_view where) {
     return make_error(Exit::kUsage, "{}: slots '{}' is not a whole number; write e.g. slots=8", where, text);
   }
   if (value < 1) {
-    return make_error(Exit::kUsage, "{}: slots={} ; slots must be 1 or more", where, value);
+    return make_error(Exit::kUsage, "{}: slots={}; slots must be 1 or more", where, value);
   }
   return value;
 }

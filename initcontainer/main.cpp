@@ -53,14 +53,14 @@ Expected<Topology> load_topology(const Params& params) {
                     "--replicated-jobs launcher=1,node=N (the Kubernetes API source is not built yet)");
 }
 
-Expected<KeyPair> load_key(const Params& params, std::string_view comment) {
+Expected<KeyPair> load_key(const Params& params) {
   if (params.is_set("ssh-secret")) return key_pair_from_secret_dir(params.str("ssh-secret"));
   if (auto existing = key_pair_from_ssh_dir(params.str("ssh-dir")); existing) {
     spdlog::info("reusing the job key already in {}", params.str("ssh-dir"));
     return existing;
   }
   spdlog::info("no --ssh-secret: generating a new Ed25519 job key");
-  return generate_ed25519(comment);
+  return generate_ed25519();
 }
 
 Status write_topology(const Topology& topology, const std::string& out) {
@@ -83,7 +83,7 @@ Status run(const std::vector<std::string>& args) {
   SshLayout layout{params.str("ssh-dir"), static_cast<int>(params.integer("ssh-port"))};
 
   if (params.str("role") == "node") {
-    TMPI_ASSIGN(KeyPair key, load_key(params, "trainer-mpi"));
+    TMPI_ASSIGN(KeyPair key, load_key(params));
     TMPI_CHECK(install_identity(key, layout, nullptr));
     spdlog::info("node identity in {} ({}); start sshd with: sshd -D -f {}/sshd_config", layout.ssh_dir,
                  key.file_name, layout.ssh_dir);
@@ -92,7 +92,7 @@ Status run(const std::vector<std::string>& args) {
 
   TMPI_ASSIGN(Topology topology, load_topology(params));
   for (const auto& note : topology.notes) spdlog::info("{}", note);
-  TMPI_ASSIGN(KeyPair key, load_key(params, fmt::format("trainer-mpi {}", topology.jobset)));
+  TMPI_ASSIGN(KeyPair key, load_key(params));
   TMPI_CHECK(write_topology(topology, params.str("out")));
   TMPI_CHECK(install_identity(key, layout, &topology));
   spdlog::info("{} hosts, {} slots -> {}/hostfile, hosts.json; identity {} in {}", topology.hosts.size(),

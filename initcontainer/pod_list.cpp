@@ -133,7 +133,7 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
                       hostname.empty() ? "hostname" : "subdomain");
   }
   pod.host.name = hostname + "." + subdomain;
-  return std::optional<Pod>{pod};
+  return std::optional<Pod>{std::move(pod)};
 }
 
 }  // namespace

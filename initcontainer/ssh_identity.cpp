@@ -50,7 +50,7 @@ Expected<std::string> public_line_of(ssh_key private_key, std::string_view comme
 
 }  // namespace
 
-Expected<KeyPair> generate_ed25519(std::string_view comment) {
+Expected<KeyPair> generate_ed25519() {
   ssh_key raw = nullptr;
   if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw) != SSH_OK) {
     return make_error(Exit::kUsage, "libssh could not generate an Ed25519 key");
@@ -63,7 +63,7 @@ Expected<KeyPair> generate_ed25519(std::string_view comment) {
   KeyPair pair;
   pair.private_key = take_string(base64);
   if (pair.private_key.empty() || pair.private_key.back() != '\n') pair.private_key += '\n';
-  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), comment));
+  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), kKeyComment));
   pair.file_name = "id_ed25519";
   return pair;
 }
@@ -77,7 +77,7 @@ Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_vie
   KeyPtr key(raw);
   KeyPair pair;
   pair.file_name = file_name_for(ssh_key_type(key.get()));
-  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), "trainer-mpi"));
+  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), kKeyComment));
   if (private_key.back() != '\n') private_key += '\n';
   pair.private_key = std::move(private_key);
   return pair;

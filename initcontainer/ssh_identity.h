@@ -17,7 +17,11 @@ struct KeyPair {
   std::string file_name;    // OpenSSH's name for the type: id_ed25519, id_ecdsa, id_rsa
 };
 
-Expected<KeyPair> generate_ed25519(std::string_view comment);
+// Every public line carries this comment, whichever way the key came, so a re-run that
+// reuses the key writes the same bytes.
+inline constexpr std::string_view kKeyComment = "trainer-mpi";
+
+Expected<KeyPair> generate_ed25519();
 // Checks a private key and derives its public half; `origin` names the input in errors.
 Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_view origin);
 // A mounted Secret: ssh-privatekey (kubernetes.io/ssh-auth, mpi-operator, ours) or id_rsa
