@@ -6,6 +6,7 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(libssh REQUIRED)            # target: ssh
 find_package(CURL REQUIRED)
+find_package(yaml-cpp REQUIRED)        # kubeconfig files
 find_package(GTest REQUIRED)
 find_package(PkgConfig REQUIRED)
 

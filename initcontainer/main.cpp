@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "initcontainer/api_source.h"
 #include "initcontainer/sources.h"
 #include "initcontainer/ssh_identity.h"
 
@@ -21,10 +22,10 @@ namespace tmpi::init {
 namespace {
 
 constexpr const char* kSynopsis =
-    "mpi-init [--pods FILE | --hostfile FILE | --jobset NAME --replicated-jobs LIST] [options]\n"
+    "mpi-init --jobset NAME | --pods FILE | --hostfile FILE | --jobset NAME --replicated-jobs LIST [options]\n"
     "       mpi-init --role node [--ssh-secret DIR] [options]";
 
-Expected<Topology> load_topology(const Params& params) {
+Expected<SourceOptions> source_options(const Params& params) {
   SourceOptions options;
   options.jobset = params.str("jobset");
   options.subdomain = params.str("subdomain");
@@ -36,6 +37,16 @@ Expected<Topology> load_topology(const Params& params) {
     }
     options.slots = static_cast<int>(params.integer("slots"));
   }
+  return options;
+}
+
+bool uses_api(const Params& params) {
+  return params.is_set("jobset") && !params.is_set("pods") && !params.is_set("hostfile") &&
+         !params.is_set("replicated-jobs");
+}
+
+Expected<Topology> load_topology(const Params& params) {
+  TMPI_ASSIGN(SourceOptions options, source_options(params));
   int sources = int(params.is_set("pods")) + int(params.is_set("hostfile")) + int(params.is_set("replicated-jobs"));
   if (sources > 1) {
     return make_error(Exit::kUsage, "give one topology source: --pods, --hostfile or --replicated-jobs");
@@ -49,8 +60,8 @@ Expected<Topology> load_topology(const Params& params) {
     return topology_from_hostfile(file.text(), params.str("hostfile"), options);
   }
   if (params.is_set("replicated-jobs")) return topology_from_static(params.list("replicated-jobs"), options);
-  return make_error(Exit::kUsage, "no topology source: pass --pods FILE, --hostfile FILE, or --jobset NAME "
-                    "--replicated-jobs launcher=1,node=N (the Kubernetes API source is not built yet)");
+  return make_error(Exit::kUsage, "no topology source: pass --jobset NAME (the Kubernetes API), --pods FILE, "
+                    "--hostfile FILE, or --jobset NAME --replicated-jobs launcher=1,node=N");
 }
 
 Expected<KeyPair> load_key(const Params& params) {
@@ -61,6 +72,35 @@ Expected<KeyPair> load_key(const Params& params) {
   }
   spdlog::info("no --ssh-secret: generating a new Ed25519 job key");
   return generate_ed25519();
+}
+
+struct Loaded {
+  Topology topology;
+  KeyPair key;
+};
+
+// The Kubernetes API source: the JobSet, its pods (waited for) and its Secret, all under
+// one deadline (--wait-timeout).
+Expected<Loaded> load_from_api(const Params& params) {
+  TMPI_ASSIGN(SourceOptions options, source_options(params));
+  TMPI_ASSIGN(KubeConfig config, load_kube_config(current_environment(), params.str("service-account-dir"),
+                                                  params.str("namespace")));
+  KubeClient client(config, params.duration("api-request-timeout"));
+  Deadline deadline(params.duration("wait-timeout"));
+  TMPI_ASSIGN(JobSetInfo jobset, get_jobset(client, options.jobset, deadline));
+  if (params.is_set("expected-pods")) jobset.expected_pods = static_cast<int>(params.integer("expected-pods"));
+  spdlog::info("JobSet {}/{}: waiting for {} pods ({})", config.namespace_, jobset.name, jobset.expected_pods,
+               config.origin);
+  WaitOptions wait;
+  wait.page_size = static_cast<int>(params.integer("api-page-size"));
+  Loaded loaded;
+  TMPI_ASSIGN(loaded.topology, wait_for_pods(client, options, jobset, wait, deadline));
+  if (params.is_set("ssh-secret")) {
+    TMPI_ASSIGN(loaded.key, key_pair_from_secret_dir(params.str("ssh-secret")));
+  } else {
+    TMPI_ASSIGN(loaded.key, ensure_job_secret(client, jobset, deadline));
+  }
+  return loaded;
 }
 
 Status write_topology(const Topology& topology, const std::string& out) {
@@ -90,9 +130,16 @@ Status run(const std::vector<std::string>& args) {
     return ok_status();
   }
 
-  TMPI_ASSIGN(Topology topology, load_topology(params));
+  Loaded loaded;
+  if (uses_api(params)) {
+    TMPI_ASSIGN(loaded, load_from_api(params));
+  } else {
+    TMPI_ASSIGN(loaded.topology, load_topology(params));
+    TMPI_ASSIGN(loaded.key, load_key(params));
+  }
+  const Topology& topology = loaded.topology;
+  const KeyPair& key = loaded.key;
   for (const auto& note : topology.notes) spdlog::info("{}", note);
-  TMPI_ASSIGN(KeyPair key, load_key(params));
   TMPI_CHECK(write_topology(topology, params.str("out")));
   TMPI_CHECK(install_identity(key, layout, &topology));
   spdlog::info("{} hosts, {} slots -> {}/hostfile, hosts.json; identity {} in {}", topology.hosts.size(),

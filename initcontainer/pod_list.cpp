@@ -51,16 +51,23 @@ const std::vector<JsonPath>& pod_fields() {
     out.push_back({"items", "[]", "spec", "containers", "[]", "resources", "limits", "nvidia.com/gpu"});
     out.push_back({"items", "[]", "status", "phase"});
     out.push_back({"items", "[]", "status", "podIP"});
+    out.push_back({"metadata", "continue"});
     return out;
   }();
   return fields;
 }
 
-struct Pod {
+}  // namespace
+
+struct PodListReader::Pod {
   Host host;
   std::string jobset, creation;
   int global_index = -1, restart = 0, completion_index = 0;
 };
+
+namespace {
+
+using Pod = PodListReader::Pod;
 
 std::string text_at(const json& object, const char* key) {
   if (!object.is_object()) return "";
@@ -138,22 +145,21 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
 
 }  // namespace
 
-Expected<Topology> topology_from_pod_list(std::string_view json_text, std::string_view origin,
-                                          const SourceOptions& options) {
-  Topology topology;
-  std::vector<Pod> pods;
-  std::set<std::string> jobsets;
+PodListReader::PodListReader(SourceOptions options) : options_(std::move(options)) {}
+PodListReader::~PodListReader() = default;
+
+Expected<std::string> PodListReader::add(std::string_view json_text, std::string_view origin) {
   std::optional<Error> failure;
   // Pods are streamed one at a time: memory follows the pods kept, not the list's size.
   JsonStream stream{{"items"}, [&](json&& item, std::size_t index) {
-                      auto pod = read_pod(item, index, origin, topology.notes);
+                      auto pod = read_pod(item, index, origin, notes_);
                       if (!pod) {
                         failure = pod.take_error();
                         return false;
                       }
-                      if (!*pod || (!options.jobset.empty() && (*pod)->jobset != options.jobset)) return true;
-                      jobsets.insert((*pod)->jobset);
-                      if ((*pod)->host.role != "skip") pods.push_back(std::move(**pod));
+                      if (!*pod || (!options_.jobset.empty() && (*pod)->jobset != options_.jobset)) return true;
+                      jobsets_.insert((*pod)->jobset);
+                      if ((*pod)->host.role != "skip") pods_.push_back(std::move(**pod));
                       return true;
                     }};
   std::string syntax;
@@ -167,15 +173,33 @@ Expected<Topology> topology_from_pod_list(std::string_view json_text, std::strin
     return make_error(Exit::kUsage, "{}: field \"items\" is missing or not an array; expected a pod "
                       "list from `kubectl get pods -o json`", origin);
   }
-  if (jobsets.size() > 1) {
+  std::string next;
+  if (auto it = doc.find("metadata"); it != doc.end() && it->is_object()) next = text_at(*it, "continue");
+  return next;
+}
+
+std::map<std::string, std::string> PodListReader::live_hosts() const {
+  std::map<std::string, std::string> out;
+  for (const auto& pod : pods_) {
+    auto& address = out[pod.host.name];
+    if (address.empty()) address = pod.host.address;
+  }
+  return out;
+}
+
+Expected<Topology> PodListReader::topology(std::string_view origin) const {
+  if (jobsets_.size() > 1) {
     return make_error(Exit::kUsage, "{}: holds pods of {} JobSets ({}); pass --jobset NAME to choose one",
-                      origin, jobsets.size(), fmt::join(jobsets, ", "));
+                      origin, jobsets_.size(), fmt::join(jobsets_, ", "));
   }
-  if (pods.empty()) {
+  if (pods_.empty()) {
     return make_error(Exit::kUsage, "{}: no live pod of JobSet {}; check the name and the namespace",
-                      origin, options.jobset.empty() ? "(any)" : options.jobset);
+                      origin, options_.jobset.empty() ? "(any)" : options_.jobset);
   }
-  topology.jobset = *jobsets.begin();
+  Topology topology;
+  topology.notes = notes_;
+  topology.jobset = *jobsets_.begin();
+  std::vector<Pod> pods = pods_;
   // Stale twins: keep the pod of the latest restart attempt, then the newest.
   std::map<std::string_view, std::size_t> by_name;  // host name -> index of the pod kept
   std::vector<bool> stale(pods.size(), false);
@@ -201,7 +225,7 @@ Expected<Topology> topology_from_pod_list(std::string_view json_text, std::strin
   }
   pods.resize(kept);
   auto order = [&](const Pod& pod) {
-    int launcher_first = pod.host.group == options.launcher_job ? 0 : 1;
+    int launcher_first = pod.host.group == options_.launcher_job ? 0 : 1;
     std::string_view group = pod.host.group;
     return all_global ? std::make_tuple(pod.global_index, 0, std::string_view(), pod.host.job_index,
                                         pod.completion_index)
@@ -210,9 +234,9 @@ Expected<Topology> topology_from_pod_list(std::string_view json_text, std::strin
   std::sort(pods.begin(), pods.end(), [&](const Pod& a, const Pod& b) { return order(a) < order(b); });
   for (auto& pod : pods) {
     Host host = std::move(pod.host);
-    host.slots = options.slots ? *options.slots : (host.gpus > 0 ? host.gpus : 1);
+    host.slots = options_.slots ? *options_.slots : (host.gpus > 0 ? host.gpus : 1);
     if (topology.subdomain.empty()) topology.subdomain = host.name.substr(host.name.find('.') + 1);
-    bool is_launcher = host.group == options.launcher_job;
+    bool is_launcher = host.group == options_.launcher_job;
     host.role = is_launcher ? "launcher" : "node";
     if (is_launcher) {
       if (topology.launcher) {
@@ -220,13 +244,20 @@ Expected<Topology> topology_from_pod_list(std::string_view json_text, std::strin
                           origin, topology.launcher->pod, host.pod);
       }
       topology.launcher = host;
-      if (!options.launcher_as_node) continue;
+      if (!options_.launcher_as_node) continue;
     }
     if (host.address.empty()) topology.notes.push_back(fmt::format("pod {} has no IP yet", host.pod));
     topology.hosts.push_back(std::move(host));
   }
   TMPI_CHECK(validate_topology(topology, origin));
   return topology;
+}
+
+Expected<Topology> topology_from_pod_list(std::string_view json_text, std::string_view origin,
+                                          const SourceOptions& options) {
+  PodListReader reader(options);
+  TMPI_CHECK(reader.add(json_text, origin));
+  return reader.topology(origin);
 }
 
 }  // namespace tmpi::init

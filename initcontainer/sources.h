@@ -5,7 +5,9 @@
 #include "common/error.h"
 #include "common/topology.h"
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,7 +21,31 @@ struct SourceOptions {
   std::optional<int> slots;           // overrides per-pod GPU counts
 };
 
-// `kubectl get pods -o json` (a List or PodList), or one page of the API's pod list.
+// Pods from one or more pod lists: `kubectl get pods -o json` (a List), or the pages of
+// the API's PodList. The API source reads page after page, and asks again while pods come.
+class PodListReader {
+ public:
+  explicit PodListReader(SourceOptions options);
+  PodListReader(const PodListReader&) = delete;
+  PodListReader& operator=(const PodListReader&) = delete;
+  ~PodListReader();
+
+  // Reads one list; returns its metadata.continue token ("" on the last page).
+  Expected<std::string> add(std::string_view json_text, std::string_view origin);
+  // Host name -> pod IP ("" until it has one) of every live pod read so far.
+  std::map<std::string, std::string> live_hosts() const;
+  Expected<Topology> topology(std::string_view origin) const;
+
+  struct Pod;
+
+ private:
+  SourceOptions options_;
+  std::vector<Pod> pods_;
+  std::set<std::string> jobsets_;
+  std::vector<std::string> notes_;
+};
+
+// `kubectl get pods -o json` (a List or PodList) in one text.
 Expected<Topology> topology_from_pod_list(std::string_view json_text, std::string_view origin,
                                           const SourceOptions& options);
 

@@ -1,0 +1,71 @@
+// A Kubernetes API client for what trainer-mpi needs (list pods, get a JobSet, get or
+// create a Secret, and later Events): configuration from inside a pod (service account)
+// or from KUBECONFIG, and one call() with the API's retry rules:
+//   - 429 and 5xx are retried with backoff, honouring Retry-After;
+//   - transport failures and stalls (a per-request timeout) are retried the same way;
+//   - 401 and 403 fail at once, naming the RBAC rule that is missing;
+//   - everything runs under the caller's one deadline (Exit::kTimeout when it passes).
+// The bearer token file is re-read on every call (projected tokens rotate) and never logged.
+#pragma once
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "common/http_client.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace tmpi {
+
+struct KubeConfig {
+  std::string server;       // https://host:port
+  std::string namespace_;   // the pod's own namespace, or the context's
+  std::string token;        // kubeconfig token
+  std::string token_file;   // service account token (re-read on each call)
+  TlsConfig tls;
+  std::string origin;       // "service account in DIR" or the kubeconfig path, for messages
+};
+
+// In a pod: KUBERNETES_SERVICE_HOST/PORT and the files in sa_dir. Elsewhere: KUBECONFIG
+// (its current context). `namespace_override` wins over both when set.
+Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& env, const std::string& sa_dir,
+                                      const std::string& namespace_override);
+
+// What a call does, for RBAC hints: "list pods", "create secrets", ...
+struct KubeAction {
+  std::string verb;      // get, list, create
+  std::string group;     // "" for core, "jobset.x-k8s.io"
+  std::string resource;  // pods, secrets, jobsets
+};
+
+struct KubeResponse {
+  long status = 0;
+  std::string body;  // the object, or a metav1.Status, as sent (a pod list is streamed)
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+class KubeClient {
+ public:
+  KubeClient(KubeConfig config, Millis request_timeout);
+
+  // Returns 2xx, 404 and 409 answers to the caller; retries what is worth retrying until
+  // `deadline`; any other answer is an Error that quotes the API's Status message.
+  Expected<KubeResponse> call(const std::string& method, const std::string& path, const std::string& body,
+                              const KubeAction& action, const Deadline& deadline);
+
+  const KubeConfig& config() const { return config_; }
+  int attempts() const { return attempts_; }
+
+ private:
+  Expected<std::string> bearer_token() const;
+
+  KubeConfig config_;
+  Millis request_timeout_;
+  std::unique_ptr<HttpClient> http_;
+  int attempts_ = 0;
+};
+
+}  // namespace tmpi

@@ -1,0 +1,153 @@
+// See api_source.h. Every call runs under the one deadline of --wait-timeout, so a slow or
+// failing API server ends in one clear timeout (exit 3), never a hang.
+#include "initcontainer/api_source.h"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+namespace tmpi::init {
+
+namespace {
+
+using nlohmann::json;
+
+const KubeAction kGetJobSet{"get", "jobset.x-k8s.io", "jobsets"};
+const KubeAction kListPods{"list", "", "pods"};
+const KubeAction kGetSecret{"get", "", "secrets"};
+const KubeAction kCreateSecret{"create", "", "secrets"};
+
+int int_at(const json& object, const char* pointer, int fallback) {
+  json value = object.value(json::json_pointer(pointer), json(fallback));
+  return value.is_number_integer() ? value.get<int>() : fallback;
+}
+
+Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) {
+  json data = secret.value("data", json::object());
+  if (!data.is_object() || !data.contains("ssh-privatekey") || !data["ssh-privatekey"].is_string()) {
+    return make_error(Exit::kUsage, "{} has no data.ssh-privatekey; delete it so that mpi-init makes it anew, "
+                      "or pass --ssh-secret", where);
+  }
+  TMPI_ASSIGN(std::string private_key, base64_decode(data["ssh-privatekey"].get<std::string>(), where));
+  return key_pair_from_private(std::move(private_key), where);
+}
+
+}  // namespace
+
+std::string job_secret_name(const std::string& jobset) { return jobset + "-mpi-ssh"; }
+
+Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, const Deadline& deadline) {
+  const std::string& ns = client.config().namespace_;
+  std::string path = fmt::format("/apis/jobset.x-k8s.io/v1alpha2/namespaces/{}/jobsets/{}", ns, name);
+  TMPI_ASSIGN(KubeResponse response, client.call("GET", path, "", kGetJobSet, deadline));
+  if (response.status == 404) {
+    return make_error(Exit::kUsage, "JobSet {} not found in namespace {} ({}); check --jobset and --namespace",
+                      name, ns, client.config().origin);
+  }
+  json jobset = response.json();
+  JobSetInfo info;
+  info.name = name;
+  info.uid = jobset.value(json::json_pointer("/metadata/uid"), "");
+  std::string subdomain = jobset.value(json::json_pointer("/spec/network/subdomain"), name);
+  json jobs = jobset.value(json::json_pointer("/spec/replicatedJobs"), json::array());
+  if (!jobs.is_array() || jobs.empty() || info.uid.empty()) {
+    return make_error(Exit::kUsage, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer", name);
+  }
+  for (const auto& job : jobs) {
+    std::string group = job.value("name", "");
+    int replicas = int_at(job, "/replicas", 1), pods = int_at(job, "/template/spec/parallelism", 1);
+    for (int j = 0; j < replicas; ++j) {
+      for (int p = 0; p < pods; ++p) info.expected_hosts.push_back(fmt::format("{}-{}-{}-{}.{}", name, group, j, p, subdomain));
+    }
+  }
+  info.expected_pods = static_cast<int>(info.expected_hosts.size());
+  return info;
+}
+
+Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& options, const JobSetInfo& jobset,
+                                 const WaitOptions& wait, const Deadline& deadline) {
+  const std::string& ns = client.config().namespace_;
+  std::string base = fmt::format("/api/v1/namespaces/{}/pods?labelSelector={}&limit={}", ns,
+                                 url_encode("jobset.sigs.k8s.io/jobset-name=" + jobset.name), wait.page_size);
+  Backoff backoff(Millis(500), Millis(5000));
+  auto last_progress = Clock::now() - wait.progress_every;
+  while (true) {
+    PodListReader reader(options);
+    std::string next;
+    int pages = 0;
+    do {
+      std::string path = next.empty() ? base : base + "&continue=" + url_encode(next);
+      TMPI_ASSIGN(KubeResponse page, client.call("GET", path, "", kListPods, deadline));
+      if (page.status != 200) {
+        return make_error(Exit::kUsage, "list pods in namespace {}: HTTP {}: {}", ns, page.status, page.body.substr(0, 200));
+      }
+      TMPI_ASSIGN(next, reader.add(page.body, fmt::format("pods of JobSet {} (page {})", jobset.name, ++pages)));
+    } while (!next.empty());
+
+    auto live = reader.live_hosts();
+    int ready = 0;
+    for (const auto& [name, address] : live) ready += address.empty() ? 0 : 1;
+    if (ready >= jobset.expected_pods) return reader.topology(fmt::format("pods of JobSet {}", jobset.name));
+
+    std::vector<std::string> missing;
+    for (const auto& name : jobset.expected_hosts) {
+      auto it = live.find(name);
+      if (it == live.end()) missing.push_back(name + " (no pod)");
+      else if (it->second.empty()) missing.push_back(name + " (no IP yet)");
+    }
+    std::string summary = fmt::format("{}/{} pods ready; missing: {}", ready, jobset.expected_pods,
+                                      missing.empty() ? "(more pods than the JobSet names)" : fmt::format("{}", fmt::join(missing, ", ")));
+    Millis pause = backoff.next();
+    if (deadline.remaining() <= pause) {
+      return make_error(Exit::kTimeout, "pods of JobSet {} not ready after {} s: {}; raise TMPI_WAIT_TIMEOUT, or "
+                        "check why they are not scheduled (kubectl describe pod)", jobset.name,
+                        deadline.budget().count() / 1000, summary);
+    }
+    if (Clock::now() - last_progress >= wait.progress_every) {
+      spdlog::info("waiting for pods: {}", summary);
+      last_progress = Clock::now();
+    }
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset, const Deadline& deadline) {
+  const std::string& ns = client.config().namespace_;
+  std::string name = job_secret_name(jobset.name);
+  std::string where = fmt::format("Secret {}/{}", ns, name);
+  std::string path = fmt::format("/api/v1/namespaces/{}/secrets/{}", ns, name);
+  TMPI_ASSIGN(KubeResponse existing, client.call("GET", path, "", kGetSecret, deadline));
+  if (existing.status == 200) {
+    spdlog::info("using the job key of {}", where);
+    return key_from_secret(existing.json(), where);
+  }
+  TMPI_ASSIGN(KeyPair key, generate_ed25519());
+  // No blockOwnerDeletion: it would need update rights on jobsets/finalizers.
+  json secret = {
+      {"apiVersion", "v1"},
+      {"kind", "Secret"},
+      {"metadata",
+       {{"name", name},
+        {"namespace", ns},
+        {"labels", {{"jobset.sigs.k8s.io/jobset-name", jobset.name}, {"app.kubernetes.io/managed-by", "trainer-mpi"}}},
+        {"ownerReferences",
+         json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"}, {"kind", "JobSet"}, {"name", jobset.name},
+                       {"uid", jobset.uid}}})}}},
+      {"type", "kubernetes.io/ssh-auth"},
+      {"immutable", true},
+      {"data", {{"ssh-privatekey", base64_encode(key.private_key)}, {"ssh-publickey", base64_encode(key.public_line + "\n")}}}};
+  TMPI_ASSIGN(KubeResponse created, client.call("POST", fmt::format("/api/v1/namespaces/{}/secrets", ns), secret.dump(),
+                                                kCreateSecret, deadline));
+  if (created.status == 409) {  // another launcher (a restart) made it first: use theirs
+    spdlog::info("{} was created meanwhile; using its key", where);
+    TMPI_ASSIGN(KubeResponse again, client.call("GET", path, "", kGetSecret, deadline));
+    if (again.status != 200) return make_error(Exit::kUsage, "{}: created by another launcher, then gone (HTTP {})", where, again.status);
+    return key_from_secret(again.json(), where);
+  }
+  if (created.status == 404) return make_error(Exit::kUsage, "create {}: namespace {} not found", where, ns);
+  spdlog::info("created {} (immutable, owned by JobSet {})", where, jobset.name);
+  return key;
+}
+
+}  // namespace tmpi::init

@@ -1,0 +1,40 @@
+// The Kubernetes API source of mpi-init (`--jobset NAME` alone): read the JobSet, wait until
+// every expected pod exists and has an IP, and get or create the job's SSH Secret.
+#pragma once
+
+#include "common/kube_client.h"
+#include "common/topology.h"
+#include "initcontainer/sources.h"
+#include "initcontainer/ssh_identity.h"
+
+#include <string>
+#include <vector>
+
+namespace tmpi::init {
+
+struct JobSetInfo {
+  std::string name, uid;
+  int expected_pods = 0;                    // launcher included
+  std::vector<std::string> expected_hosts;  // "<jobset>-<rjob>-<j>-<p>.<subdomain>"
+};
+
+Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, const Deadline& deadline);
+
+struct WaitOptions {
+  int page_size = 500;
+  Millis progress_every{5000};
+};
+
+// Lists the JobSet's pods (paged) until `jobset.expected_pods` are live with an IP. At the
+// deadline: Exit::kTimeout, naming each missing pod and why (no pod, no IP yet).
+Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& options, const JobSetInfo& jobset,
+                                 const WaitOptions& wait, const Deadline& deadline);
+
+// "<jobset>-mpi-ssh": the existing Secret's key, or a new Ed25519 key stored as an
+// immutable kubernetes.io/ssh-auth Secret owned by the JobSet. A 409 from a launcher that
+// raced us means the Secret now exists: read it and use that key.
+Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset, const Deadline& deadline);
+
+std::string job_secret_name(const std::string& jobset);
+
+}  // namespace tmpi::init

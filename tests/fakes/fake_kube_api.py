@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""fake_kube_api.py: a faithful fake of the few Kubernetes API calls trainer-mpi makes.
+
+It is a fake only because no kube-apiserver can be installed on the test machines. It
+serves HTTPS (a CA made at test time), checks the bearer token, and enforces what the real
+API server enforces for these calls: label selectors, `limit`/`continue` paging, Secret
+validation (name, namespace, type kubernetes.io/ssh-auth needs data.ssh-privatekey, base64
+data, owner references), AlreadyExists, NotFound, and metav1.Status error bodies.
+
+Failure switches: --throttle N (the first N requests get 429 with Retry-After), --fail-500 N,
+--forbid RESOURCE (403 for pods, secrets or jobsets), --stall N (the first N requests hang),
+--late-pods FILE --late-after N (pods that appear after N pod lists), --no-ip-until N
+(pods have no IP until N pod lists), --race-secret (the first Secret create finds that
+another launcher made it: it is stored with another key and the answer is 409).
+Every request is logged as a JSON line to --log.
+
+usage: fake_kube_api.py --cert C --key K --token T --state STATE.json --port-file F --log L
+"""
+import argparse
+import base64
+import binascii
+import json
+import re
+import ssl
+import threading
+import time
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def status(code, reason, message, name=None, kind=None, causes=None):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if name is not None or kind is not None:
+        body["details"] = {"name": name or "", "kind": kind or ""}
+        if causes:
+            body["details"]["causes"] = causes
+    return code, body
+
+
+class State:
+    def __init__(self, args):
+        with open(args.state) as f:
+            state = json.load(f)
+        self.lock = threading.Lock()
+        self.args = args
+        self.jobsets = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in state.get("jobsets", [])}
+        self.pods = list(state.get("pods", []))
+        self.secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in state.get("secrets", [])}
+        self.late = []
+        if args.late_pods:
+            with open(args.late_pods) as f:
+                self.late = json.load(f)
+        self.requests = 0
+        self.pod_lists = 0
+        self.resource_version = 1000
+        self.raced = False
+
+    def next_rv(self):
+        self.resource_version += 1
+        return str(self.resource_version)
+
+
+def match_selector(labels, selector):
+    if not selector:
+        return True
+    for term in selector.split(","):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif labels.get(term) is None:
+            return False
+    return True
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: State = None
+
+    def log_message(self, fmt, *args):  # quiet: requests go to --log
+        pass
+
+    def reply(self, code, body, headers=None, request=None):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+        st = self.state
+        with open(st.args.log, "a") as log:
+            entry = {"method": self.command, "path": self.path, "code": code,
+                     "auth": self.headers.get("Authorization") == f"Bearer {st.args.token}"}
+            if request is not None:  # what a created object said of itself; never its data
+                entry["object"] = {k: v for k, v in request.items() if k != "data"}
+            log.write(json.dumps(entry) + "\n")
+
+    def do_GET(self):
+        self.handle_any()
+
+    def do_POST(self):
+        self.handle_any()
+
+    def handle_any(self):
+        st = self.state
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        with st.lock:
+            st.requests += 1
+            n = st.requests
+        if n <= st.args.stall:
+            time.sleep(st.args.stall_seconds)  # a stalled apiserver: the client must time out
+            self.close_connection = True
+            return
+        if self.headers.get("Authorization") != f"Bearer {st.args.token}":
+            return self.reply(*status(401, "Unauthorized", "Unauthorized"))
+        if n <= st.args.stall + st.args.throttle:
+            return self.reply(*status(429, "TooManyRequests", "the server has received too many requests"),
+                              {"Retry-After": str(st.args.retry_after)})
+        if n <= st.args.stall + st.args.throttle + st.args.fail_500:
+            return self.reply(*status(500, "InternalError", "etcdserver: request timed out"))
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        parts = url.path.strip("/").split("/")
+        try:
+            if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5:
+                ns, resource = parts[3], parts[4]
+                name = parts[5] if len(parts) > 5 else None
+            elif parts[:4] == ["apis", "jobset.x-k8s.io", "v1alpha2", "namespaces"] and len(parts) >= 6:
+                ns, resource, name = parts[4], parts[5], (parts[6] if len(parts) > 6 else None)
+            else:
+                return self.reply(*status(404, "NotFound", "the server could not find the requested resource"))
+            if resource in st.args.forbid:
+                verb = "list" if name is None and self.command == "GET" else ("get" if self.command == "GET" else "create")
+                group = "jobset.x-k8s.io" if resource == "jobsets" else ""
+                return self.reply(*status(403, "Forbidden",
+                    f'{resource} is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} resource '
+                    f'"{resource}" in API group "{group}" in the namespace "{ns}"', kind=resource))
+            if resource == "pods" and name is None and self.command == "GET":
+                return self.list_pods(ns, query)
+            if resource == "jobsets" and self.command == "GET" and name:
+                with st.lock:
+                    obj = st.jobsets.get((ns, name))
+                if obj is None:
+                    return self.reply(*status(404, "NotFound", f'jobsets.jobset.x-k8s.io "{name}" not found',
+                                              name=name, kind="jobsets"))
+                return self.reply(200, obj)
+            if resource == "secrets" and self.command == "GET" and name:
+                with st.lock:
+                    obj = st.secrets.get((ns, name))
+                if obj is None:
+                    return self.reply(*status(404, "NotFound", f'secrets "{name}" not found', name=name, kind="secrets"))
+                return self.reply(200, obj)
+            if resource == "secrets" and self.command == "POST" and name is None:
+                return self.create_secret(ns, raw)
+            return self.reply(*status(405, "MethodNotAllowed", "the server does not allow this method"))
+        except (KeyError, ValueError, TypeError) as e:
+            return self.reply(*status(400, "BadRequest", f"bad request: {e}"))
+
+    def list_pods(self, ns, query):
+        st = self.state
+        selector = query.get("labelSelector", [""])[0]
+        limit = query.get("limit", ["0"])[0]
+        if not limit.isdigit():
+            return self.reply(*status(400, "BadRequest", f'invalid limit "{limit}"'))
+        limit = int(limit)
+        start = 0
+        token = query.get("continue", [""])[0]
+        with st.lock:
+            if token:
+                try:
+                    start = json.loads(base64.b64decode(token))["start"]
+                except (ValueError, KeyError, binascii.Error):
+                    return self.reply(*status(400, "BadRequest", "continue key is not valid: illegal base64 data"))
+            else:
+                st.pod_lists += 1
+                if st.late and st.pod_lists > st.args.late_after:
+                    st.pods.extend(st.late)
+                    st.late = []
+            pods = [p for p in st.pods if p["metadata"]["namespace"] == ns
+                    and match_selector(p["metadata"].get("labels", {}), selector)]
+            pods.sort(key=lambda p: p["metadata"]["name"])
+            no_ip = st.pod_lists <= st.args.no_ip_until
+        page = pods[start:start + limit] if limit else pods[start:]
+        if no_ip:
+            page = [dict(p, status={k: v for k, v in p.get("status", {}).items() if k != "podIP"}) for p in page]
+        meta = {"resourceVersion": str(st.resource_version)}
+        if limit and start + limit < len(pods):
+            meta["continue"] = base64.b64encode(json.dumps({"start": start + limit}).encode()).decode()
+            meta["remainingItemCount"] = len(pods) - start - limit
+        return self.reply(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page})
+
+    def create_secret(self, ns, raw):
+        st = self.state
+        obj = json.loads(raw)
+        meta = obj.get("metadata") or {}
+        name = meta.get("name", "")
+        if obj.get("kind") != "Secret" or obj.get("apiVersion") != "v1":
+            return self.reply(*status(400, "BadRequest", "the body must be a v1 Secret"))
+        if meta.get("namespace", ns) != ns:
+            return self.reply(*status(400, "BadRequest",
+                                      "the namespace of the provided object does not match the namespace sent on the request"))
+        causes = []
+        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+            causes.append({"reason": "FieldValueInvalid", "field": "metadata.name",
+                           "message": f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of ...'})
+        data = obj.get("data") or {}
+        for key, value in data.items():
+            try:
+                base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                return self.reply(*status(400, "BadRequest", f"illegal base64 data in data[{key}]"))
+        if obj.get("type") == "kubernetes.io/ssh-auth" and not data.get("ssh-privatekey"):
+            causes.append({"reason": "FieldValueRequired", "field": "data[ssh-privatekey]",
+                           "message": "Required value"})
+        for i, ref in enumerate(meta.get("ownerReferences") or []):
+            for field in ("apiVersion", "kind", "name", "uid"):
+                if not ref.get(field):
+                    causes.append({"reason": "FieldValueRequired", "field": f"metadata.ownerReferences[{i}].{field}",
+                                   "message": "Required value"})
+        if causes:
+            return self.reply(*status(422, "Invalid", f'Secret "{name}" is invalid: {causes[0]["field"]}: '
+                                      f'{causes[0]["message"]}', name=name, kind="Secret", causes=causes))
+        with st.lock:
+            if st.args.race_secret and not st.raced:
+                st.raced = True
+                other = dict(obj, data=json.load(open(st.args.race_secret))["data"])
+                st.secrets[(ns, name)] = self.stored(other, ns)
+            if (ns, name) in st.secrets:
+                return self.reply(*status(409, "AlreadyExists", f'secrets "{name}" already exists',
+                                          name=name, kind="secrets"))
+            stored = self.stored(obj, ns)
+            st.secrets[(ns, name)] = stored
+        return self.reply(201, stored, request=obj)
+
+    def stored(self, obj, ns):
+        obj = json.loads(json.dumps(obj))
+        obj["metadata"].update({"namespace": ns, "uid": str(uuid.uuid4()), "resourceVersion": self.state.next_rv(),
+                                "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        return obj
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for flag in ("--cert", "--key", "--token", "--state", "--port-file", "--log"):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--late-pods", default="")
+    parser.add_argument("--late-after", type=int, default=0)
+    parser.add_argument("--no-ip-until", type=int, default=0)
+    parser.add_argument("--throttle", type=int, default=0)
+    parser.add_argument("--retry-after", type=int, default=1)
+    parser.add_argument("--fail-500", type=int, default=0)
+    parser.add_argument("--stall", type=int, default=0)
+    parser.add_argument("--stall-seconds", type=float, default=30)
+    parser.add_argument("--forbid", action="append", default=[])
+    parser.add_argument("--race-secret", default="", help="a Secret JSON whose data the racing launcher stored")
+    args = parser.parse_args()
+    Handler.state = State(args)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(args.cert, args.key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    import os
+    os.rename(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# mpi-init --jobset NAME against the fake Kubernetes API (tests/fakes/fake_kube_api.py,
+# HTTPS with a CA made here): paging, a pod that comes late, 429 with Retry-After, 403
+# with the RBAC rule, a stalled connection, the deadline (exit 3), the Secret created once
+# with its owner reference and reused, a 409 from a racing launcher, in-cluster config.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+init="$TMPI_BUILD_DIR/initcontainer/mpi-init"
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+token="fake-token-$RANDOM$RANDOM"
+
+# A CA and a server certificate for 127.0.0.1, made for this run only.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" -out "$work/ca.crt" \
+  -days 1 -subj /CN=fake-kube-ca 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/server.key" -out "$work/server.csr" \
+  -subj /CN=127.0.0.1 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$work/san"
+openssl x509 -req -in "$work/server.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial \
+  -out "$work/server.crt" -days 1 -extfile "$work/san" 2>/dev/null
+
+# The cluster's state: JobSet train (1 launcher, 4 nodes), its pods, and another JobSet's pod.
+python3 "$here/make_pods.py" 4 --gpus 8 --other-jobset other > "$work/pods.json"
+jq '{jobsets: [{apiVersion: "jobset.x-k8s.io/v1alpha2", kind: "JobSet",
+                metadata: {name: "train", namespace: "team-a", uid: "7d3c1f00-1111-2222-3333-444455556666"},
+                spec: {replicatedJobs: [{name: "launcher", replicas: 1, template: {spec: {parallelism: 1}}},
+                                        {name: "node", replicas: 1, template: {spec: {parallelism: 4}}}]}}],
+     pods: .items}' "$work/pods.json" > "$work/state.json"
+
+run=0
+start_fake() {  # start_fake [switches...]: a fresh fake; sets port and log
+  run=$((run + 1)); log="$work/requests.$run.log"; : > "$log"
+  python3 "$here/../fakes/fake_kube_api.py" --cert "$work/server.crt" --key "$work/server.key" --token "$token" \
+    --port-file "$work/port.$run" --log "$log" "$@" &
+  pids+=($!)
+  for _ in $(seq 100); do [[ -s $work/port.$run ]] && break; sleep 0.05; done
+  port=$(cat "$work/port.$run")
+  cat > "$work/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+current-context: test
+contexts: [{name: test, context: {cluster: fake, user: launcher, namespace: team-a}}]
+clusters: [{name: fake, cluster: {server: "https://127.0.0.1:$port", certificate-authority-data: "$(base64 -w0 "$work/ca.crt")"}}]
+users: [{name: launcher, user: {token: "$token"}}]
+KC
+}
+mpi_init() { KUBECONFIG="$work/kubeconfig" "$init" --jobset train --out "$work/out.$run" --ssh-dir "$work/ssh.$run" "$@"; }
+count() { grep -c "$1" "$log" || true; }
+elapsed() { echo "$(date +%s.%N) - $1" | bc; }
+
+# 1. Paging (2 pods a page), the label selector, the Secret made once with its owner.
+start_fake --state "$work/state.json"
+mpi_init --api-page-size 2 --log-level warn 2> "$work/stderr.1"
+[[ $(wc -l < "$work/out.$run/hostfile") == 4 ]] || fail "expected 4 hosts: $(cat "$work/out.$run/hostfile")"
+grep -q other "$work/out.$run/hostfile" && fail "another JobSet's pod leaked in"
+[[ $(count '"path": "/api/v1/namespaces/team-a/pods?labelSelector=jobset.sigs.k8s.io%2Fjobset-name%3Dtrain&limit=2&continue=') -ge 2 ]] ||
+  fail "expected continue pages: $(cat "$log")"
+[[ $(count '"method": "POST"') == 1 ]] || fail "expected one Secret create"
+created=$(grep '"method": "POST"' "$log" | jq -c .object)
+[[ $(jq -r '.type, .immutable, .metadata.name, .metadata.ownerReferences[0].kind, .metadata.ownerReferences[0].uid' <<<"$created" | paste -sd' ') == \
+   "kubernetes.io/ssh-auth true train-mpi-ssh JobSet 7d3c1f00-1111-2222-3333-444455556666" ]] || fail "the Secret: $created"
+grep -q '"auth": false' "$log" && fail "a request went without the bearer token"
+grep -q "$token" "$work/stderr.1" && fail "the token reached the log"
+first_key=$(cat "$work/ssh.$run/id_ed25519.pub")
+echo "ok: paging, selector, Secret created once"
+# A restarted launcher (same fake) reuses the Secret: no second create, same key.
+mpi_init --log-level warn
+[[ $(count '"method": "POST"') == 1 ]] || fail "the Secret was created twice"
+[[ $(cat "$work/ssh.$run/id_ed25519.pub") == "$first_key" ]] || fail "a restarted launcher got another key"
+echo "ok: a restarted launcher reuses the Secret"
+
+# 2. A pod that comes late, and pods without an IP yet: waited for.
+jq '.pods |= map(select(.metadata.name | startswith("train-node-0-3") | not))' "$work/state.json" > "$work/early.json"
+jq '[.pods[] | select(.metadata.name | startswith("train-node-0-3"))]' "$work/state.json" > "$work/late.json"
+start_fake --state "$work/early.json" --late-pods "$work/late.json" --late-after 2 --no-ip-until 1
+mpi_init 2> "$work/stderr.2"
+[[ $(wc -l < "$work/out.$run/hostfile") == 4 ]] || fail "the late pod is missing"
+grep -q "waiting for pods: 0/5 pods ready" "$work/stderr.2" || fail "no progress line: $(cat "$work/stderr.2")"
+grep -q "train-node-0-3.train (no pod)" "$work/stderr.2" || fail "progress does not name the missing pod"
+echo "ok: a late pod is waited for"
+
+# 3. 429 with Retry-After: 1, three times: waited out, then success.
+start_fake --state "$work/state.json" --throttle 3 --retry-after 1
+t0=$(date +%s.%N)
+mpi_init --log-level warn
+(( $(echo "$(elapsed "$t0") >= 2.5" | bc) )) || fail "Retry-After was not honoured"
+[[ $(count '"code": 429') == 3 ]] || fail "expected three 429s"
+echo "ok: 429 with Retry-After"
+
+# 4. 403: at once, exit 2, naming the missing RBAC rule.
+start_fake --state "$work/state.json" --forbid pods
+rc=0; err=$(mpi_init 2>&1) || rc=$?
+[[ $rc == 2 ]] || fail "403 should exit 2, got $rc: $err"
+grep -qF 'resources: ["pods"], verbs: ["list"]' <<<"$err" || fail "no RBAC rule in: $err"
+[[ $(count '"code": 403') == 1 ]] || fail "a 403 must not be retried"
+echo "ok: 403 names the rule: $err"
+
+# 5. A stalled connection: the request times out and is retried.
+start_fake --state "$work/state.json" --stall 1 --stall-seconds 20
+t0=$(date +%s.%N)
+mpi_init --api-request-timeout 1s --log-level warn
+(( $(echo "$(elapsed "$t0") < 10" | bc) )) || fail "a stalled request was not cut short"
+echo "ok: a stalled connection is retried"
+
+# 6. A pod that never comes: exit 3 at the deadline, naming it.
+start_fake --state "$work/early.json"
+rc=0; err=$(mpi_init --wait-timeout 3s 2>&1) || rc=$?
+[[ $rc == 3 ]] || fail "deadline should exit 3, got $rc: $err"
+grep -q "4/5 pods ready; missing: train-node-0-3.train (no pod)" <<<"$err" || fail "missing pod not named: $err"
+[[ ! -e $work/out.$run/hostfile ]] || fail "a timed-out run wrote a hostfile"
+echo "ok: deadline: $err"
+
+# 7. A racing launcher created the Secret between our GET and POST: 409, and we use theirs.
+ssh-keygen -q -t ed25519 -N '' -C other -f "$work/other"
+jq -n --arg k "$(base64 -w0 "$work/other")" --arg p "$(base64 -w0 "$work/other.pub")" \
+  '{data: {"ssh-privatekey": $k, "ssh-publickey": $p}}' > "$work/race.json"
+start_fake --state "$work/state.json" --race-secret "$work/race.json"
+mpi_init --log-level warn
+[[ $(count '"code": 409') == 1 ]] || fail "expected a 409"
+[[ $(cut -d' ' -f2 "$work/ssh.$run/id_ed25519.pub") == $(cut -d' ' -f2 "$work/other.pub") ]] ||
+  fail "after a 409 the racing launcher's key must be used"
+echo "ok: 409 AlreadyExists uses the racing launcher's key"
+
+# 8. In a pod: the service account's token, CA and namespace.
+start_fake --state "$work/state.json"
+mkdir -p "$work/sa"; printf '%s' "$token" > "$work/sa/token"; cp "$work/ca.crt" "$work/sa/ca.crt"; printf team-a > "$work/sa/namespace"
+KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$port "$init" --jobset train --service-account-dir "$work/sa" \
+  --out "$work/out.sa" --ssh-dir "$work/ssh.sa" --log-level warn
+[[ $(wc -l < "$work/out.sa/hostfile") == 4 ]] || fail "in-cluster config"
+echo "ok: in-cluster service account"
+echo "mpi-init api: all passed"
