@@ -1,0 +1,111 @@
+// The client plumbing: base64 and URL encoding, backoff with jitter under a deadline, and
+// Kubernetes configuration from a kubeconfig or a service account.
+#include "common/backoff.h"
+#include "common/files.h"
+#include "common/http_client.h"
+#include "common/kube_client.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace tmpi {
+namespace {
+
+TEST(Encoding, Base64RoundTripsAndRejectsJunk) {
+  for (const std::string& text : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+    auto back = base64_decode(base64_encode(text), "test");
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, text);
+  }
+  EXPECT_EQ(base64_encode("hello"), "aGVsbG8=");
+  auto junk = base64_decode("aGV*bG8=", "data[ssh-privatekey]");
+  ASSERT_FALSE(junk);
+  EXPECT_NE(junk.error().message.find("data[ssh-privatekey]"), std::string::npos);
+}
+
+TEST(Encoding, UrlEncodeKeepsUnreservedOnly) {
+  EXPECT_EQ(url_encode("jobset.sigs.k8s.io/jobset-name=a b"), "jobset.sigs.k8s.io%2Fjobset-name%3Da%20b");
+}
+
+TEST(Backoff, JitteredDoublingUpToTheCap) {
+  Backoff backoff(Millis(100), Millis(800));
+  std::vector<std::pair<long, long>> bounds = {{50, 100}, {100, 200}, {200, 400}, {400, 800}, {400, 800}};
+  for (auto [low, high] : bounds) {
+    long wait = backoff.next().count();
+    EXPECT_GE(wait, low);
+    EXPECT_LE(wait, high);
+  }
+}
+
+TEST(Backoff, DeadlineCountsDown) {
+  Deadline deadline(Millis(50));
+  EXPECT_FALSE(deadline.expired());
+  EXPECT_LE(deadline.remaining().count(), 50);
+  Deadline past(Millis(0));
+  EXPECT_TRUE(past.expired());
+  EXPECT_EQ(past.remaining().count(), 0);
+}
+
+class KubeConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / "tmpi-kube-XXXXXX";
+    dir_ = mkdtemp(dir_.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(KubeConfigTest, KubeconfigCurrentContext) {
+  ASSERT_TRUE(write_atomic(dir_ + "/config", R"(apiVersion: v1
+kind: Config
+current-context: b
+contexts:
+- {name: a, context: {cluster: one, user: u}}
+- {name: b, context: {cluster: two, user: u, namespace: team-b}}
+clusters:
+- {name: one, cluster: {server: "https://one:6443"}}
+- {name: two, cluster: {server: "https://two:6443", certificate-authority-data: aGVsbG8=}}
+users:
+- {name: u, user: {token: secret-token}}
+)"));
+  auto config = load_kube_config({{"KUBECONFIG", dir_ + "/config"}}, "/nonexistent", "");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->server, "https://two:6443");
+  EXPECT_EQ(config->namespace_, "team-b");
+  EXPECT_EQ(config->tls.ca_data, "hello");
+  EXPECT_EQ(config->token, "secret-token");
+  auto overridden = load_kube_config({{"KUBECONFIG", dir_ + "/config"}}, "/nonexistent", "other");
+  ASSERT_TRUE(overridden);
+  EXPECT_EQ(overridden->namespace_, "other");
+}
+
+TEST_F(KubeConfigTest, ServiceAccountInAPod) {
+  ASSERT_TRUE(write_atomic(dir_ + "/token", "t"));
+  ASSERT_TRUE(write_atomic(dir_ + "/namespace", "team-a\n"));
+  auto config = load_kube_config({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}}, dir_, "");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->server, "https://10.96.0.1:443");
+  EXPECT_EQ(config->namespace_, "team-a");
+  EXPECT_EQ(config->tls.ca_file, dir_ + "/ca.crt");
+  auto ipv6 = load_kube_config({{"KUBERNETES_SERVICE_HOST", "fd00::1"}}, dir_, "");
+  ASSERT_TRUE(ipv6);
+  EXPECT_EQ(ipv6->server, "https://[fd00::1]:443");
+}
+
+TEST_F(KubeConfigTest, ClearErrors) {
+  auto none = load_kube_config({}, dir_, "");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("--pods"), std::string::npos);
+  auto no_token = load_kube_config({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}}, dir_ + "/missing", "");
+  ASSERT_FALSE(no_token);
+  EXPECT_NE(no_token.error().message.find("automountServiceAccountToken"), std::string::npos);
+  ASSERT_TRUE(write_atomic(dir_ + "/bad", "current-context: nope\ncontexts: []\n"));
+  auto bad = load_kube_config({{"KUBECONFIG", dir_ + "/bad"}}, dir_, "");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("no context 'nope'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tmpi
