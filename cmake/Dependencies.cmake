@@ -7,6 +7,7 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(libssh REQUIRED)            # target: ssh
 find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)        # kubeconfig files
+find_package(OpenSSL REQUIRED)         # HMAC-SHA256 for rendezvous proofs
 find_package(GTest REQUIRED)
 find_package(PkgConfig REQUIRED)
 

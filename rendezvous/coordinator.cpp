@@ -1,0 +1,236 @@
+// See coordinator.h. Every refusal says why, in the reply and through callbacks.refused,
+// since a node that cannot register is the usual reason a job does not start.
+#include "rendezvous/coordinator.h"
+
+#include "common/proof.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace tmpi::rdv {
+
+namespace {
+
+using nlohmann::json;
+
+Reply json_reply(int status, const json& body) { return Reply{status, body.dump(), "application/json"}; }
+
+std::string text_field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+long long ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration_cast<Millis>(to - from).count();
+}
+
+}  // namespace
+
+const char* state_name(HostState state) {
+  switch (state) {
+    case HostState::kWaiting: return "waiting";
+    case HostState::kSshFailed: return "ssh-failed";
+    case HostState::kReady: return "ready";
+    case HostState::kLost: return "lost";
+  }
+  return "unknown";
+}
+
+Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callbacks, Clock::time_point now)
+    : config_(std::move(config)), callbacks_(std::move(callbacks)), start_(now), last_progress_(now) {
+  for (const auto& name : config_.hosts) hosts_[name].name = name;
+  for (const char* counter : {"registrations", "refusals", "beats"}) counters_[counter] = 0;
+}
+
+std::optional<std::string> Coordinator::host_to_resolve(const Call& call) const {
+  if (call.method != "POST" || call.target != "/v1/register") return std::nullopt;
+  json body = json::parse(call.body, nullptr, false);
+  std::string host = body.is_object() ? text_field(body, "host") : "";
+  if (host.empty() || hosts_.count(host) == 0) return std::nullopt;
+  return host;
+}
+
+Reply Coordinator::handle(const Call& call, Clock::time_point now) {
+  if (call.method == "GET") {
+    if (call.target == "/healthz") return Reply{200, "ok\n", "text/plain"};
+    if (call.target == "/readyz") {
+      return barrier_open_ ? Reply{200, "ready\n", "text/plain"} : Reply{503, summary() + "\n", "text/plain"};
+    }
+    if (call.target == "/metrics") return Reply{200, metrics(), "text/plain; version=0.0.4"};
+    if (call.target == "/v1/hosts") return Reply{200, hosts_json(now), "application/json"};
+  } else if (call.method == "POST") {
+    if (call.target == "/v1/register") return register_host(call, now);
+    if (call.target == "/v1/beat") return beat(call, now);
+    if (call.target == "/v1/end") return end(call);
+  }
+  return json_reply(404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
+}
+
+Reply Coordinator::refuse(int status, const std::string& host, const std::string& why) {
+  ++counters_["refusals"];
+  if (callbacks_.refused) callbacks_.refused(fmt::format("refused {}: {}", host.empty() ? "(no host)" : host, why));
+  return json_reply(status, {{"error", why}});
+}
+
+Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
+  json body = json::parse(call.body, nullptr, false);
+  if (!body.is_object()) return refuse(400, "", "the body is not a JSON object");
+  std::string host = text_field(body, "host"), nonce = text_field(body, "nonce");
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return refuse(404, host, "not a host of this job (not in hosts.json)");
+  if (!body.contains("slots") || !body["slots"].is_number_integer() || !body.contains("gpus") ||
+      !body["gpus"].is_number_integer() || !body.contains("sshReady") || !body["sshReady"].is_boolean() ||
+      nonce.empty()) {
+    return refuse(400, host, "slots, gpus (integers), sshReady (boolean) and nonce are required");
+  }
+  int slots = body["slots"].get<int>(), gpus = body["gpus"].get<int>();
+  bool ssh_ready = body["sshReady"].get<bool>();
+  std::string message = fmt::format("register|{}|{}|{}|{}|{}", host, slots, gpus, ssh_ready ? "true" : "false", nonce);
+  if (!proof_matches(hmac_hex(config_.key, message), text_field(body, "proof"))) {
+    return refuse(403, host, "bad proof: the sender does not hold this job's key");
+  }
+  if (std::find(call.resolved.begin(), call.resolved.end(), call.peer) == call.resolved.end()) {
+    return refuse(403, host, fmt::format("{} does not resolve to the sender's address {} (it resolves to {})", host,
+                                         call.peer, call.resolved.empty() ? "nothing" : fmt::format("{}", fmt::join(call.resolved, ", "))));
+  }
+  if (!nonces_.insert(nonce).second) return refuse(403, host, "replayed nonce");
+  HostEntry& entry = it->second;
+  if (!entry.address.empty() && entry.address != call.peer && entry.state != HostState::kLost) {
+    return refuse(409, host, fmt::format("already registered from {}", entry.address));
+  }
+  entry.address = call.peer;
+  entry.slots = slots;
+  entry.gpus = gpus;
+  entry.version = text_field(body, "version");
+  entry.last_seq = -1;
+  entry.last_beat = now;
+  entry.state = ssh_ready ? HostState::kReady : HostState::kSshFailed;
+  std::string problem = text_field(body, "sshProblem");
+  entry.reason = ssh_ready ? "" : (problem.empty() ? "sshd is not ready" : problem);
+  ++counters_["registrations"];
+  check_barrier();
+  return json_reply(200, {{"accepted", true},
+                          {"barrier", barrier_open_ ? "open" : "waiting"},
+                          {"beatMillis", config_.beat_interval.count()},
+                          {"jobEnded", job_ended_}});
+}
+
+Reply Coordinator::beat(const Call& call, Clock::time_point now) {
+  json body = json::parse(call.body, nullptr, false);
+  if (!body.is_object() || !body.contains("seq") || !body["seq"].is_number_integer()) {
+    return refuse(400, "", "a beat needs host, seq (integer) and proof");
+  }
+  std::string host = text_field(body, "host");
+  long long seq = body["seq"].get<long long>();
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return refuse(404, host, "not a host of this job");
+  if (!proof_matches(hmac_hex(config_.key, fmt::format("beat|{}|{}", host, seq)), text_field(body, "proof"))) {
+    return refuse(403, host, "bad proof on a beat");
+  }
+  HostEntry& entry = it->second;
+  // 409 tells the sidecar to register again (the coordinator restarted, or lost it).
+  if (entry.address != call.peer || entry.state == HostState::kWaiting || entry.state == HostState::kLost) {
+    return json_reply(409, {{"error", "not registered; register again"}});
+  }
+  if (seq <= entry.last_seq) return refuse(403, host, "replayed beat");
+  entry.last_seq = seq;
+  entry.last_beat = now;
+  ++counters_["beats"];
+  return json_reply(200, {{"barrier", barrier_open_ ? "open" : "waiting"}, {"jobEnded", job_ended_}});
+}
+
+Reply Coordinator::end(const Call& call) {
+  json body = json::parse(call.body, nullptr, false);
+  std::string nonce = body.is_object() ? text_field(body, "nonce") : "";
+  if (nonce.empty() || !proof_matches(hmac_hex(config_.key, "end|" + nonce), text_field(body, "proof")) ||
+      !nonces_.insert(nonce).second) {
+    return refuse(403, "", "ending the job needs a fresh nonce and a proof");
+  }
+  end_job();
+  return json_reply(200, {{"jobEnded", true}});
+}
+
+void Coordinator::end_job() { job_ended_ = true; }
+
+void Coordinator::check_barrier() {
+  if (barrier_open_ || deadline_passed_ || ready_count() != static_cast<int>(hosts_.size())) return;
+  barrier_open_ = true;
+  if (callbacks_.barrier_open) callbacks_.barrier_open();
+}
+
+void Coordinator::tick(Clock::time_point now) {
+  if (!barrier_open_ && !deadline_passed_) {
+    if (now - start_ >= config_.deadline) {
+      deadline_passed_ = true;
+      if (callbacks_.deadline) callbacks_.deadline(summary(64));
+    } else if (now - last_progress_ >= config_.progress_every) {
+      last_progress_ = now;
+      if (callbacks_.progress) callbacks_.progress(summary());
+    }
+  }
+  if (!barrier_open_ || job_ended_) return;
+  for (auto& [name, entry] : hosts_) {
+    if (entry.state == HostState::kReady && now - entry.last_beat >= config_.lost_after) {
+      entry.state = HostState::kLost;
+      entry.reason = fmt::format("no beat for {} s", ms_between(entry.last_beat, now) / 1000);
+      if (callbacks_.host_lost) callbacks_.host_lost(name, entry.reason);
+    }
+  }
+}
+
+int Coordinator::ready_count() const {
+  return static_cast<int>(std::count_if(hosts_.begin(), hosts_.end(),
+                                        [](const auto& item) { return item.second.state == HostState::kReady; }));
+}
+
+std::string Coordinator::summary(std::size_t max_named) const {
+  std::vector<std::string> missing;
+  std::size_t not_ready = 0;
+  for (const auto& [name, entry] : hosts_) {
+    if (entry.state == HostState::kReady) continue;
+    ++not_ready;
+    if (missing.size() < max_named) missing.push_back(fmt::format("{} ({})", name, entry.reason));
+  }
+  std::string out = fmt::format("{}/{} hosts ready", ready_count(), hosts_.size());
+  if (!missing.empty()) out += fmt::format("; waiting for {}", fmt::join(missing, ", "));
+  if (not_ready > missing.size()) out += fmt::format(" and {} more", not_ready - missing.size());
+  return out;
+}
+
+std::string Coordinator::hosts_json(Clock::time_point now) const {
+  json hosts = json::array();
+  for (const auto& [name, entry] : hosts_) {
+    hosts.push_back({{"name", name},
+                     {"state", state_name(entry.state)},
+                     {"reason", entry.reason},
+                     {"address", entry.address},
+                     {"slots", entry.slots},
+                     {"gpus", entry.gpus},
+                     {"version", entry.version},
+                     {"lastBeatMillisAgo", entry.last_beat == Clock::time_point{} ? -1 : ms_between(entry.last_beat, now)}});
+  }
+  return json{{"barrier", barrier_open_ ? "open" : (deadline_passed_ ? "timed-out" : "waiting")},
+              {"jobEnded", job_ended_},
+              {"ready", ready_count()},
+              {"expected", hosts_.size()},
+              {"hosts", hosts}}
+      .dump();
+}
+
+std::string Coordinator::metrics() const {
+  std::map<std::string, int> by_state = {{"waiting", 0}, {"ssh-failed", 0}, {"ready", 0}, {"lost", 0}};
+  for (const auto& [name, entry] : hosts_) ++by_state[state_name(entry.state)];
+  std::string out = "# HELP tmpi_rendezvous_hosts Hosts of the job by state.\n# TYPE tmpi_rendezvous_hosts gauge\n";
+  for (const auto& [state, count] : by_state) out += fmt::format("tmpi_rendezvous_hosts{{state=\"{}\"}} {}\n", state, count);
+  out += "# HELP tmpi_rendezvous_barrier_open 1 once every host is ready.\n# TYPE tmpi_rendezvous_barrier_open gauge\n";
+  out += fmt::format("tmpi_rendezvous_barrier_open {}\n", barrier_open_ ? 1 : 0);
+  for (const auto& [name, value] : counters_) {
+    out += fmt::format("# HELP tmpi_rendezvous_{0}_total Rendezvous {0} since start.\n# TYPE tmpi_rendezvous_{0}_total counter\n", name);
+    out += fmt::format("tmpi_rendezvous_{}_total {}\n", name, value);
+  }
+  return out;
+}
+
+}  // namespace tmpi::rdv

@@ -1,0 +1,107 @@
+// The rendezvous coordinator's protocol engine, free of I/O in the manner of flux-core's
+// PMI server: the HTTP server (coordinator_server.h) feeds it parsed requests and the
+// clock, and it answers and calls back through a table of callbacks. Unit tests drive it
+// with no sockets, DNS or time.
+//
+// Protocol (HTTP/1.1, JSON bodies):
+//   POST /v1/register {host, slots, gpus, version, sshReady, sshProblem, nonce, proof}
+//        proof = HMAC(key, "register|host|slots|gpus|sshReady|nonce"); accepted only if the
+//        host is expected, its name resolves to the peer's address, the proof holds, the
+//        nonce is new, and no other address holds the name.
+//   POST /v1/beat {host, seq, proof = HMAC(key, "beat|host|seq")}, seq rising per host;
+//        the answer says whether the job has ended (then the sidecar exits 0).
+//   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
+//   /metrics (Prometheus text). POST /v1/end {nonce, proof = HMAC(key, "end|nonce")}.
+#pragma once
+
+#include "common/backoff.h"
+#include "common/topology.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tmpi::rdv {
+
+struct Call {
+  std::string method, target, body;
+  std::string peer;                    // the peer's IP address
+  std::vector<std::string> resolved;   // what the claimed host resolves to (register only)
+};
+
+struct Reply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+enum class HostState { kWaiting, kSshFailed, kReady, kLost };
+const char* state_name(HostState state);
+
+struct HostEntry {
+  std::string name;
+  HostState state = HostState::kWaiting;
+  std::string reason = "no registration";
+  std::string address, version;
+  int slots = 0, gpus = 0;
+  long long last_seq = -1;
+  Clock::time_point last_beat{};
+};
+
+struct CoordinatorConfig {
+  std::vector<std::string> hosts;  // expected host names (FQDN)
+  std::string key;                 // derive_rendezvous_key(job private key)
+  Millis beat_interval{5000};      // told to sidecars
+  Millis lost_after{15000};        // no beat for this long after the barrier: lost
+  Millis deadline{300000};         // the barrier must open by then
+  Millis progress_every{5000};     // at most one progress line this often
+};
+
+struct CoordinatorCallbacks {
+  std::function<void(const std::string& line)> progress;     // waiting: "61/64 hosts ready; ..."
+  std::function<void()> barrier_open;
+  std::function<void(const std::string& summary)> deadline;  // the barrier did not open in time
+  std::function<void(const std::string& host, const std::string& why)> host_lost;
+  std::function<void(const std::string& what)> refused;      // a refused registration, for the log
+};
+
+class Coordinator {
+ public:
+  Coordinator(CoordinatorConfig config, CoordinatorCallbacks callbacks, Clock::time_point now);
+
+  // The host name a register call claims, when it needs resolving before handle().
+  std::optional<std::string> host_to_resolve(const Call& call) const;
+  Reply handle(const Call& call, Clock::time_point now);
+  // Timers: progress, the deadline, lost hosts. Call it about once a second.
+  void tick(Clock::time_point now);
+  void end_job();
+
+  bool barrier_open() const { return barrier_open_; }
+  bool job_ended() const { return job_ended_; }
+  int ready_count() const;
+  // "61/64 hosts ready; waiting for a (no registration), b (sshd refused the job key)"
+  std::string summary(std::size_t max_named = 8) const;
+  const std::map<std::string, HostEntry>& hosts() const { return hosts_; }
+  std::string hosts_json(Clock::time_point now) const;
+  std::string metrics() const;
+
+ private:
+  Reply register_host(const Call& call, Clock::time_point now);
+  Reply beat(const Call& call, Clock::time_point now);
+  Reply end(const Call& call);
+  Reply refuse(int status, const std::string& host, const std::string& why);
+  void check_barrier();
+
+  CoordinatorConfig config_;
+  CoordinatorCallbacks callbacks_;
+  std::map<std::string, HostEntry> hosts_;
+  std::set<std::string> nonces_;
+  Clock::time_point start_, last_progress_;
+  bool barrier_open_ = false, deadline_passed_ = false, job_ended_ = false;
+  std::map<std::string, long long> counters_;  // registrations, refusals, beats
+};
+
+}  // namespace tmpi::rdv

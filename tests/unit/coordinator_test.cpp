@@ -1,0 +1,171 @@
+// The rendezvous engine, driven with no sockets, DNS or clock: order of arrival, a
+// duplicate, impostors (no key, wrong address, replay), a node whose sshd refused the
+// key, the deadline, a lost host, the job ending, and the endpoints.
+#include "common/proof.h"
+#include "rendezvous/coordinator.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tmpi::rdv {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kKey = derive_rendezvous_key("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n");
+const std::vector<std::string> kHosts = {"j-node-0-0.j", "j-node-0-1.j", "j-node-0-2.j"};
+const std::map<std::string, std::string> kAddress = {
+    {"j-node-0-0.j", "10.0.0.1"}, {"j-node-0-1.j", "10.0.0.2"}, {"j-node-0-2.j", "10.0.0.3"}};
+
+struct Events {
+  std::vector<std::string> progress, refused, lost, deadline;
+  int opened = 0;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  CoordinatorTest() : coordinator_(config(), callbacks(), t0_) {}
+
+  CoordinatorConfig config() {
+    CoordinatorConfig c;
+    c.hosts = kHosts;
+    c.key = kKey;
+    c.lost_after = 15s;
+    c.deadline = 60s;
+    c.progress_every = 5s;
+    return c;
+  }
+  CoordinatorCallbacks callbacks() {
+    CoordinatorCallbacks c;
+    c.progress = [this](const std::string& line) { events_.progress.push_back(line); };
+    c.barrier_open = [this] { ++events_.opened; };
+    c.deadline = [this](const std::string& s) { events_.deadline.push_back(s); };
+    c.host_lost = [this](const std::string& h, const std::string& why) { events_.lost.push_back(h + ": " + why); };
+    c.refused = [this](const std::string& what) { events_.refused.push_back(what); };
+    return c;
+  }
+
+  static Call register_call(const std::string& host, bool ssh_ready = true, const std::string& key = kKey,
+                            std::string nonce = "") {
+    if (nonce.empty()) nonce = random_nonce();
+    std::string message = fmt::format("register|{}|8|8|{}|{}", host, ssh_ready ? "true" : "false", nonce);
+    json body = {{"host", host}, {"slots", 8}, {"gpus", 8}, {"version", "0.1.0"}, {"sshReady", ssh_ready},
+                 {"sshProblem", ssh_ready ? "" : "sshd refused the job key"}, {"nonce", nonce},
+                 {"proof", hmac_hex(key, message)}};
+    auto address = kAddress.count(host) > 0 ? kAddress.at(host) : "10.9.9.9";
+    return Call{"POST", "/v1/register", body.dump(), address, {address}};
+  }
+  static Call beat_call(const std::string& host, long long seq) {
+    json body = {{"host", host}, {"seq", seq}, {"proof", hmac_hex(kKey, fmt::format("beat|{}|{}", host, seq))}};
+    return Call{"POST", "/v1/beat", body.dump(), kAddress.at(host), {}};
+  }
+  Reply send(const Call& call, std::chrono::seconds at = 0s) { return coordinator_.handle(call, t0_ + at); }
+
+  Clock::time_point t0_ = Clock::time_point{} + 1000h;
+  Events events_;
+  Coordinator coordinator_;
+};
+
+TEST_F(CoordinatorTest, BarrierOpensWhenEveryHostIsReadyInAnyOrder) {
+  for (auto host : {kHosts[2], kHosts[0]}) EXPECT_EQ(send(register_call(host)).status, 200);
+  EXPECT_FALSE(coordinator_.barrier_open());
+  EXPECT_EQ(coordinator_.summary(), "2/3 hosts ready; waiting for j-node-0-1.j (no registration)");
+  EXPECT_EQ(send(Call{"GET", "/readyz", "", "127.0.0.1", {}}).status, 503);
+  EXPECT_EQ(send(register_call(kHosts[1])).status, 200);
+  EXPECT_TRUE(coordinator_.barrier_open());
+  EXPECT_EQ(events_.opened, 1);
+  EXPECT_EQ(send(Call{"GET", "/readyz", "", "127.0.0.1", {}}).status, 200);
+}
+
+TEST_F(CoordinatorTest, ImpostorsAreRefusedWithAReason) {
+  auto no_key = register_call(kHosts[0], true, derive_rendezvous_key("another key"));
+  EXPECT_EQ(send(no_key).status, 403);
+  auto wrong_address = register_call(kHosts[0]);
+  wrong_address.peer = "10.6.6.6";
+  Reply reply = send(wrong_address);
+  EXPECT_EQ(reply.status, 403);
+  EXPECT_NE(reply.body.find("does not resolve to the sender's address 10.6.6.6"), std::string::npos) << reply.body;
+  EXPECT_EQ(send(register_call("j-node-0-9.j")).status, 404);
+  EXPECT_EQ(send(Call{"POST", "/v1/register", "{not json", "10.0.0.1", {}}).status, 400);
+  ASSERT_EQ(events_.refused.size(), 4U);
+  EXPECT_NE(events_.refused[0].find("bad proof"), std::string::npos);
+  EXPECT_EQ(coordinator_.ready_count(), 0);
+}
+
+TEST_F(CoordinatorTest, ReplayedNonceAndSecondClaimAreRefused) {
+  Call first = register_call(kHosts[0], true, kKey, "nonce-1");
+  EXPECT_EQ(send(first).status, 200);
+  EXPECT_EQ(send(first).status, 403);  // the same message again
+  Call other = register_call(kHosts[0]);
+  other.peer = "10.0.0.77";
+  other.resolved = {"10.0.0.1", "10.0.0.77"};
+  Reply reply = send(other);
+  EXPECT_EQ(reply.status, 409);
+  EXPECT_NE(reply.body.find("already registered from 10.0.0.1"), std::string::npos);
+  // A duplicate registration from the same address (a sidecar restart) is fine.
+  EXPECT_EQ(send(register_call(kHosts[0])).status, 200);
+}
+
+TEST_F(CoordinatorTest, SshFailureIsNamedAtTheDeadline) {
+  send(register_call(kHosts[0]));
+  send(register_call(kHosts[1], false));
+  coordinator_.tick(t0_ + 6s);
+  ASSERT_EQ(events_.progress.size(), 1U);
+  EXPECT_EQ(events_.progress[0],
+            "1/3 hosts ready; waiting for j-node-0-1.j (sshd refused the job key), j-node-0-2.j (no registration)");
+  coordinator_.tick(t0_ + 7s);
+  EXPECT_EQ(events_.progress.size(), 1U) << "progress at most every 5 s";
+  coordinator_.tick(t0_ + 61s);
+  ASSERT_EQ(events_.deadline.size(), 1U);
+  EXPECT_NE(events_.deadline[0].find("j-node-0-1.j (sshd refused the job key)"), std::string::npos);
+  // A late registration after the deadline does not open the barrier.
+  send(register_call(kHosts[1]), 62s);
+  send(register_call(kHosts[2]), 62s);
+  EXPECT_FALSE(coordinator_.barrier_open());
+}
+
+TEST_F(CoordinatorTest, HostWhoseBeatsStopIsLost) {
+  for (const auto& host : kHosts) send(register_call(host));
+  ASSERT_TRUE(coordinator_.barrier_open());
+  for (long long seq = 1; seq <= 3; ++seq) {
+    for (const auto& host : {kHosts[0], kHosts[1]}) EXPECT_EQ(send(beat_call(host, seq), std::chrono::seconds(seq * 5)).status, 200);
+  }
+  coordinator_.tick(t0_ + 16s);
+  ASSERT_EQ(events_.lost.size(), 1U);
+  EXPECT_EQ(events_.lost[0], "j-node-0-2.j: no beat for 16 s");
+  EXPECT_EQ(send(beat_call(kHosts[0], 3)).status, 403) << "a replayed beat";
+  EXPECT_EQ(send(beat_call(kHosts[2], 9)).status, 409) << "a lost host must register again";
+  json hosts = json::parse(send(Call{"GET", "/v1/hosts", "", "", {}}, 16s).body);
+  EXPECT_EQ(hosts["hosts"][2]["state"], "lost");
+  EXPECT_EQ(hosts["ready"], 2);
+}
+
+TEST_F(CoordinatorTest, JobEndIsToldToSidecars) {
+  for (const auto& host : kHosts) send(register_call(host));
+  std::string nonce = random_nonce();
+  json end = {{"nonce", nonce}, {"proof", hmac_hex(kKey, "end|" + nonce)}};
+  EXPECT_EQ(send(Call{"POST", "/v1/end", json{{"nonce", "x"}, {"proof", "00"}}.dump(), "", {}}).status, 403);
+  EXPECT_EQ(send(Call{"POST", "/v1/end", end.dump(), "", {}}).status, 200);
+  Reply beat = send(beat_call(kHosts[0], 1));
+  EXPECT_EQ(json::parse(beat.body)["jobEnded"], true);
+  coordinator_.tick(t0_ + 100s);
+  EXPECT_TRUE(events_.lost.empty()) << "after the end, silence is not a loss";
+}
+
+TEST_F(CoordinatorTest, MetricsAndUnknownEndpoints) {
+  send(register_call(kHosts[0]));
+  send(register_call("nobody"));
+  std::string metrics = send(Call{"GET", "/metrics", "", "", {}}).body;
+  EXPECT_NE(metrics.find("tmpi_rendezvous_hosts{state=\"ready\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tmpi_rendezvous_hosts{state=\"waiting\"} 2"), std::string::npos);
+  EXPECT_NE(metrics.find("tmpi_rendezvous_refusals_total 1"), std::string::npos);
+  EXPECT_NE(metrics.find("tmpi_rendezvous_registrations_total 1"), std::string::npos);
+  EXPECT_EQ(send(Call{"GET", "/nope", "", "", {}}).status, 404);
+  EXPECT_EQ(send(Call{"GET", "/healthz", "", "", {}}).status, 200);
+  EXPECT_EQ(coordinator_.host_to_resolve(register_call(kHosts[1])), kHosts[1]);
+  EXPECT_FALSE(coordinator_.host_to_resolve(register_call("nobody")));
+}
+
+}  // namespace
+}  // namespace tmpi::rdv
