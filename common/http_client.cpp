@@ -64,6 +64,8 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.c_str());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(request.body.size()));
   }
+  std::string interface = "host!" + request.local_address;
+  if (!request.local_address.empty()) curl_easy_setopt(curl, CURLOPT_INTERFACE, interface.c_str());
   curl_slist* headers = nullptr;
   for (const auto& header : request.headers) headers = curl_slist_append(headers, header.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);

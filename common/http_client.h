@@ -25,6 +25,7 @@ struct HttpRequest {
   std::string body;
   std::vector<std::string> headers;  // "Name: value"
   Millis timeout{10000};             // the whole exchange; a stalled server ends here
+  std::string local_address;         // bind to this source address (tests, load generators)
 };
 
 struct HttpResponse {

@@ -62,6 +62,28 @@ constexpr std::array kTable = {
     ParamSpec{"ssh-secret", "DIR", T::kPath, "",
               "a mounted Trainer or mpi-operator SSH Secret to take the job key from",
               kScopeInit},
+
+    // The rendezvous: the coordinator (in mpi-launcher, or `mpi-rendezvous serve`) and the sidecar.
+    ParamSpec{"hosts", "FILE", T::kPath, "/etc/mpi/hosts.json", "the topology mpi-init wrote",
+              kScopeRendezvous | kScopeLauncher},
+    ParamSpec{"rendezvous-port", "PORT", T::kInt, "29410", "the coordinator's HTTP port (on the launcher)",
+              kScopeRendezvous | kScopeLauncher},
+    ParamSpec{"rendezvous-timeout", "DURATION", T::kDuration, "300s",
+              "every host must be registered and ssh-ready by then", kScopeRendezvous | kScopeLauncher},
+    ParamSpec{"beat-interval", "DURATION", T::kDuration, "5s", "how often sidecars beat",
+              kScopeRendezvous | kScopeLauncher},
+    ParamSpec{"lost-after", "DURATION", T::kDuration, "15s", "a host with no beat for this long is lost",
+              kScopeRendezvous | kScopeLauncher},
+    ParamSpec{"listen-address", "IP", T::kString, "0.0.0.0", "where the coordinator and the probe listen",
+              kScopeRendezvous | kScopeLauncher},
+    ParamSpec{"host", "NAME", T::kString, "", "this pod's host name in hosts.json; default: hostname -f",
+              kScopeRendezvous},
+    ParamSpec{"coordinator", "HOST:PORT", T::kString, "",
+              "the coordinator; default: the launcher of hosts.json, on --rendezvous-port", kScopeRendezvous},
+    ParamSpec{"deadline", "DURATION", T::kDuration, "600s",
+              "the sidecar gives up (exit 3) after this long without reaching the coordinator", kScopeRendezvous},
+    ParamSpec{"probe-port", "PORT", T::kInt, "29411", "the sidecar's /readyz port, for the pod's readiness probe",
+              kScopeRendezvous},
 };
 
 }  // namespace

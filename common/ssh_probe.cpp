@@ -1,0 +1,71 @@
+// See ssh_probe.h. Every failure becomes a short reason a person can act on; the rendezvous
+// shows it next to the host's name.
+#include "common/ssh_probe.h"
+
+#include <libssh/libssh.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <memory>
+
+namespace tmpi {
+
+namespace {
+
+struct SessionDeleter {
+  void operator()(ssh_session session) const {
+    ssh_disconnect(session);
+    ssh_free(session);
+  }
+};
+struct KeyDeleter {
+  void operator()(ssh_key key) const { ssh_key_free(key); }
+};
+using KeyPtr = std::unique_ptr<std::remove_pointer_t<ssh_key>, KeyDeleter>;
+
+std::string running_user() {
+  const passwd* pw = getpwuid(getuid());
+  return pw != nullptr ? pw->pw_name : "root";
+}
+
+}  // namespace
+
+SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
+  ssh_key raw = nullptr;
+  if (ssh_pki_import_privkey_base64(private_key.c_str(), nullptr, nullptr, nullptr, &raw) != SSH_OK) {
+    return {false, "the job key cannot be read"};
+  }
+  KeyPtr key(raw);
+  ssh_key raw_public = nullptr;
+  if (ssh_pki_export_privkey_to_pubkey(key.get(), &raw_public) != SSH_OK) return {false, "the job key has no public half"};
+  KeyPtr job_public(raw_public);
+
+  std::unique_ptr<ssh_session_struct, SessionDeleter> session(ssh_new());
+  std::string user = target.user.empty() ? running_user() : target.user;
+  long timeout_s = std::max<long>(1, static_cast<long>(target.timeout.count() / 1000));
+  unsigned int port = static_cast<unsigned int>(target.port);
+  ssh_options_set(session.get(), SSH_OPTIONS_HOST, target.host.c_str());
+  ssh_options_set(session.get(), SSH_OPTIONS_PORT, &port);
+  ssh_options_set(session.get(), SSH_OPTIONS_USER, user.c_str());
+  ssh_options_set(session.get(), SSH_OPTIONS_TIMEOUT, &timeout_s);
+  ssh_options_set(session.get(), SSH_OPTIONS_KEY_EXCHANGE, "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256");
+  ssh_options_set(session.get(), SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
+  ssh_options_set(session.get(), SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  int no_config = 0;
+  ssh_options_set(session.get(), SSH_OPTIONS_PROCESS_CONFIG, &no_config);
+  if (ssh_connect(session.get()) != SSH_OK) {
+    return {false, fmt::format("no sshd on {}:{} ({})", target.host, target.port, ssh_get_error(session.get()))};
+  }
+  ssh_key raw_server = nullptr;
+  if (ssh_get_server_publickey(session.get(), &raw_server) != SSH_OK) return {false, "sshd sent no host key"};
+  KeyPtr server_key(raw_server);
+  if (ssh_key_cmp(server_key.get(), job_public.get(), SSH_KEY_CMP_PUBLIC) != 0) {
+    return {false, "sshd presents another host key, not the job key"};
+  }
+  if (ssh_userauth_publickey(session.get(), user.c_str(), key.get()) != SSH_AUTH_SUCCESS) {
+    return {false, fmt::format("sshd refused the job key for user {}", user)};
+  }
+  return {true, ""};
+}
+
+}  // namespace tmpi

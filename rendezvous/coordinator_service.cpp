@@ -1,0 +1,72 @@
+// See coordinator_service.h.
+#include "rendezvous/coordinator_service.h"
+
+#include "common/files.h"
+#include "common/proof.h"
+#include "common/topology.h"
+
+namespace tmpi::rdv {
+
+namespace asio = boost::asio;
+
+CoordinatorService::CoordinatorService(asio::io_context& io, CoordinatorConfig config, CoordinatorCallbacks callbacks,
+                                       ServerLimits limits)
+    : io_(io),
+      engine_(std::move(config), std::move(callbacks), Clock::now()),
+      server_(io, [this](Call call, Respond respond) { on_call(std::move(call), std::move(respond)); }, limits),
+      resolver_(io),
+      timer_(io) {}
+
+Expected<unsigned short> CoordinatorService::listen(const std::string& address, unsigned short port) {
+  TMPI_ASSIGN(unsigned short bound, server_.listen(address, port));
+  schedule_tick();
+  return bound;
+}
+
+void CoordinatorService::stop() {
+  stopped_ = true;
+  server_.stop();
+  timer_.cancel();
+  resolver_.cancel();
+}
+
+void CoordinatorService::on_call(Call call, Respond respond) {
+  auto host = engine_.host_to_resolve(call);
+  if (!host) return respond(engine_.handle(call, Clock::now()));
+  resolver_.async_resolve(*host, "", [this, call = std::move(call), respond = std::move(respond)](
+                                         const boost::system::error_code& ec,
+                                         const asio::ip::tcp::resolver::results_type& results) mutable {
+    if (!ec) {
+      for (const auto& entry : results) call.resolved.push_back(entry.endpoint().address().to_string());
+    }
+    respond(engine_.handle(call, Clock::now()));
+  });
+}
+
+void CoordinatorService::schedule_tick() {
+  if (stopped_) return;
+  timer_.expires_after(Millis(250));
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    engine_.tick(Clock::now());
+    schedule_tick();
+  });
+}
+
+Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir) {
+  TMPI_ASSIGN(std::string text, read_file(hosts_file));
+  TMPI_ASSIGN(Topology topology, parse_hosts_json(text, hosts_file));
+  CoordinatorConfig config;
+  for (const auto& host : topology.hosts) config.hosts.push_back(host.name);
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string path = ssh_dir + "/" + name;
+    if (!file_exists(path)) continue;
+    TMPI_ASSIGN(std::string key, read_file(path, 64 * 1024));
+    config.key = derive_rendezvous_key(key);
+    return config;
+  }
+  return make_error(Exit::kUsage, "no job key (id_ed25519, id_ecdsa or id_rsa) in {}; run mpi-init first, or pass "
+                    "--ssh-dir", ssh_dir);
+}
+
+}  // namespace tmpi::rdv

@@ -1,0 +1,50 @@
+// A small asynchronous HTTP/1.1 server on Boost.Beast: one io_context, one thread, many
+// keep-alive connections (a sidecar holds one for its beats). It enforces the limits a
+// server facing every pod of a job needs: a connection cap, header and body size limits,
+// a header deadline and an idle timeout. A malformed request gets 400 and the connection
+// is closed; nothing a client sends can stall the loop.
+#pragma once
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "rendezvous/coordinator.h"
+
+#include <boost/asio/io_context.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tmpi::rdv {
+
+struct ServerLimits {
+  std::size_t max_connections = 20000;
+  std::size_t header_bytes = 8 * 1024;
+  std::size_t body_bytes = 64 * 1024;
+  Millis header_timeout{10000};  // a request must arrive whole within this
+  Millis idle_timeout{120000};   // a keep-alive connection with no request is closed
+};
+
+// The handler answers through `respond`, now or later (after a DNS lookup, say).
+using Respond = std::function<void(Reply)>;
+using Handler = std::function<void(Call call, Respond respond)>;
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& io, Handler handler, ServerLimits limits = {});
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer();
+
+  // Binds address:port (port 0: any) and starts accepting; returns the bound port.
+  Expected<unsigned short> listen(const std::string& address, unsigned short port);
+  void stop();
+  std::size_t open_connections() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace tmpi::rdv

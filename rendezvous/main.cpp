@@ -1,0 +1,132 @@
+// mpi-rendezvous: the node sidecar (default), or `mpi-rendezvous serve`, the coordinator on
+// its own (mpi-launcher embeds the same service), for debugging and for tests.
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "common/topology.h"
+#include "rendezvous/coordinator_service.h"
+#include "rendezvous/sidecar.h"
+
+#include <boost/asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+namespace tmpi::rdv {
+
+namespace {
+
+constexpr const char* kSynopsis =
+    "mpi-rendezvous [options]          the node sidecar\n"
+    "       mpi-rendezvous serve [options]    the coordinator alone";
+
+Status serve(const Params& params) {
+  TMPI_ASSIGN(CoordinatorConfig config, coordinator_config(params.str("hosts"), params.str("ssh-dir")));
+  config.deadline = params.duration("rendezvous-timeout");
+  config.beat_interval = params.duration("beat-interval");
+  config.lost_after = params.duration("lost-after");
+  boost::asio::io_context io;
+  std::optional<Error> failure;
+  CoordinatorCallbacks callbacks;
+  callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
+  callbacks.barrier_open = [] { spdlog::info("rendezvous: every host is ready; the barrier is open"); };
+  callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
+  callbacks.host_lost = [](const std::string& host, const std::string& why) {
+    spdlog::error("rendezvous: host {} lost: {}", host, why);
+  };
+  callbacks.deadline = [&](const std::string& summary) {
+    failure = make_error(Exit::kTimeout, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
+                         params.duration("rendezvous-timeout").count() / 1000, summary);
+    io.stop();
+  };
+  CoordinatorService service(io, config, callbacks);
+  TMPI_ASSIGN(unsigned short port,
+              service.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("rendezvous-port"))));
+  spdlog::info("coordinator on {}:{} for {} hosts", params.str("listen-address"), port, config.hosts.size());
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });
+  io.run();
+  if (failure) return *failure;
+  return ok_status();
+}
+
+std::string default_host(const Topology& topology) {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  std::string host = name;
+  if (host.find('.') == std::string::npos && !topology.subdomain.empty()) host += "." + topology.subdomain;
+  return host;
+}
+
+Status sidecar(const Params& params) {
+  TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
+  TMPI_ASSIGN(Topology topology, parse_hosts_json(hosts_text, params.str("hosts")));
+  SidecarOptions options;
+  options.host = params.is_set("host") ? params.str("host") : default_host(topology);
+  const Host* self = nullptr;
+  for (const auto& host : topology.hosts) {
+    if (host.name == options.host) self = &host;
+  }
+  if (self == nullptr) {
+    return make_error(Exit::kUsage, "host {} is not in {}; pass --host NAME as hosts.json names this pod",
+                      options.host, params.str("hosts"));
+  }
+  options.slots = self->slots;
+  options.gpus = self->gpus;
+  options.coordinator = params.str("coordinator");
+  if (options.coordinator.empty()) {
+    if (!topology.launcher) return make_error(Exit::kUsage, "{} names no launcher; pass --coordinator HOST:PORT", params.str("hosts"));
+    options.coordinator = fmt::format("{}:{}", topology.launcher->name, params.integer("rendezvous-port"));
+  }
+  options.ssh_port = static_cast<int>(params.integer("ssh-port"));
+  options.deadline = params.duration("deadline");
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string path = params.str("ssh-dir") + "/" + name;
+    if (!file_exists(path)) continue;
+    TMPI_ASSIGN(options.private_key, read_file(path, 64 * 1024));
+    break;
+  }
+  if (options.private_key.empty()) {
+    return make_error(Exit::kUsage, "no job key in {}; run `mpi-init --role node` first", params.str("ssh-dir"));
+  }
+  Sidecar sidecar(options);
+  // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
+  boost::asio::io_context io;
+  HttpServer probe(io, [&](Call call, Respond respond) {
+    if (call.target == "/readyz") {
+      return respond(sidecar.ssh_ready() ? Reply{200, "ready\n", "text/plain"}
+                                         : Reply{503, "sshd does not accept the job key yet\n", "text/plain"});
+    }
+    respond(call.target == "/healthz" ? Reply{200, "ok\n", "text/plain"} : Reply{404, "{}", "application/json"});
+  });
+  TMPI_ASSIGN(unsigned short probe_port,
+              probe.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("probe-port"))));
+  std::thread probe_thread([&io] { io.run(); });
+  spdlog::info("sidecar for {}: coordinator {}, /readyz on port {}", options.host, options.coordinator, probe_port);
+  Status result = sidecar.run();
+  io.stop();
+  probe_thread.join();
+  return result;
+}
+
+Status run(const std::vector<std::string>& args) {
+  TMPI_ASSIGN(Params params, Params::parse(kScopeRendezvous, args, current_environment()));
+  if (params.help_requested()) {
+    std::cout << help_text(kSynopsis, kScopeRendezvous);
+    return ok_status();
+  }
+  TMPI_CHECK(log::setup_from("mpi-rendezvous", params));
+  const auto& words = params.positional();
+  if (words.empty()) return sidecar(params);
+  if (words.size() == 1 && words[0] == "serve") return serve(params);
+  return make_error(Exit::kUsage, "unknown command '{}'; see --help", words[0]);
+}
+
+}  // namespace
+
+}  // namespace tmpi::rdv
+
+int main(int argc, char** argv) { return tmpi::cli::run("mpi-rendezvous", argc, argv, tmpi::rdv::run); }

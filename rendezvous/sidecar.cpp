@@ -1,0 +1,118 @@
+// See sidecar.h. The loop: probe sshd, register (retrying refusals and unreachable
+// coordinators), then beat every beatMillis; a 409 means the coordinator forgot us (it
+// restarted): register again. The deadline restarts on every accepted registration or beat.
+#include "rendezvous/sidecar.h"
+
+#include "common/http_client.h"
+#include "common/proof.h"
+#include "common/ssh_probe.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+namespace tmpi::rdv {
+
+using nlohmann::json;
+
+struct Sidecar::Answer {
+  long status = 0;
+  json body;
+};
+
+Sidecar::Sidecar(SidecarOptions options)
+    : options_(std::move(options)), key_(derive_rendezvous_key(options_.private_key)) {}
+
+Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::string& body, Millis timeout) {
+  static thread_local HttpClient client{TlsConfig{}};
+  HttpRequest request;
+  request.method = "POST";
+  request.url = fmt::format("http://{}{}", options_.coordinator, target);
+  request.body = body;
+  request.headers = {"Content-Type: application/json"};
+  request.timeout = timeout;
+  TMPI_ASSIGN(HttpResponse response, client.send(request));
+  return Answer{response.status, json::parse(response.body, nullptr, false)};
+}
+
+void Sidecar::probe_ssh_now() {
+  SshVerdict verdict = probe_ssh(SshTarget{options_.ssh_host, options_.ssh_port, "", Millis(5000)}, options_.private_key);
+  if (verdict.ok != ssh_ready_.load() || verdict.problem != ssh_problem_) {
+    if (verdict.ok) {
+      spdlog::info("sshd on port {} accepts the job key", options_.ssh_port);
+    } else {
+      spdlog::warn("sshd on port {}: {}", options_.ssh_port, verdict.problem);
+    }
+  }
+  ssh_ready_.store(verdict.ok);
+  ssh_problem_ = verdict.problem;
+}
+
+Status Sidecar::run() {
+  Backoff backoff(Millis(200), Millis(5000));
+  Millis beat_every(5000);
+  bool registered = false;
+  long long seq = 0;
+  auto last_contact = Clock::now();
+  auto last_probe = Clock::now() - options_.probe_every;
+  bool last_reported_ssh = false;
+  std::string last_problem = "the coordinator never answered";
+  while (!stop_.load()) {
+    if (Clock::now() - last_contact >= options_.deadline) {
+      return make_error(Exit::kTimeout, "gave up after {} s without the coordinator at {}: {}; raise TMPI_DEADLINE",
+                        options_.deadline.count() / 1000, options_.coordinator, last_problem);
+    }
+    if (Clock::now() - last_probe >= options_.probe_every) {
+      probe_ssh_now();
+      last_probe = Clock::now();
+      if (registered && ssh_ready_.load() != last_reported_ssh) registered = false;  // tell the coordinator
+    }
+    Millis request_timeout = std::min(Millis(10000), std::max(Millis(500), options_.deadline / 4));
+    if (!registered) {
+      std::string nonce = random_nonce();
+      bool ready = ssh_ready_.load();
+      json body = {{"host", options_.host}, {"slots", options_.slots}, {"gpus", options_.gpus},
+                   {"version", "0.1.0"}, {"sshReady", ready}, {"sshProblem", ssh_problem_}, {"nonce", nonce},
+                   {"proof", hmac_hex(key_, fmt::format("register|{}|{}|{}|{}|{}", options_.host, options_.slots,
+                                                        options_.gpus, ready ? "true" : "false", nonce))}};
+      auto answer = post("/v1/register", body.dump(), request_timeout);
+      if (answer && answer->status == 200) {
+        last_contact = Clock::now();
+        registered = true;
+        last_reported_ssh = ready;
+        beat_every = Millis(answer->body.value("beatMillis", 5000));
+        spdlog::info("registered with {} as {} (sshReady={})", options_.coordinator, options_.host, ready);
+        if (answer->body.value("jobEnded", false)) return ok_status();
+        continue;
+      }
+      last_problem = answer ? fmt::format("HTTP {}: {}", answer->status, answer->body.value("error", ""))
+                            : answer.error().message;
+      spdlog::info("register: {}; retrying", last_problem);  // a refusal too: DNS may lag a new pod
+      std::this_thread::sleep_for(backoff.next());
+      continue;
+    }
+    std::this_thread::sleep_for(beat_every);
+    ++seq;
+    json body = {{"host", options_.host}, {"seq", seq}, {"proof", hmac_hex(key_, fmt::format("beat|{}|{}", options_.host, seq))}};
+    auto answer = post("/v1/beat", body.dump(), request_timeout);
+    if (!answer) {
+      last_problem = answer.error().message;
+      spdlog::info("beat: {}; retrying", last_problem);
+      std::this_thread::sleep_for(backoff.next());
+      continue;
+    }
+    last_contact = Clock::now();
+    backoff = Backoff(Millis(200), Millis(5000));
+    if (answer->status == 409) {
+      spdlog::info("the coordinator does not know us (it restarted?); registering again");
+      registered = false;
+    } else if (answer->status == 200 && answer->body.value("jobEnded", false)) {
+      spdlog::info("the job has ended; exiting");
+      return ok_status();
+    }
+  }
+  return make_error(Exit::kTimeout, "stopped before the job ended: {}", last_problem);
+}
+
+}  // namespace tmpi::rdv

@@ -1,0 +1,46 @@
+// The node sidecar (`mpi-rendezvous`): proves that its pod's sshd accepts the job key,
+// registers with the coordinator, beats, and exits 0 when the coordinator says the job has
+// ended. It serves /readyz for the pod's readiness probe: ready only while sshd accepts
+// the key. Every wait is under one deadline, with backoff and jitter between tries.
+#pragma once
+
+#include "common/backoff.h"
+#include "common/error.h"
+
+#include <atomic>
+#include <string>
+
+namespace tmpi::rdv {
+
+struct SidecarOptions {
+  std::string host;         // this pod's name in hosts.json
+  std::string coordinator;  // "host:port"
+  std::string private_key;  // the job key's text
+  int ssh_port = 2222;
+  std::string ssh_host = "127.0.0.1";  // where this pod's own sshd answers
+  Millis deadline{600000};             // the longest time without reaching the coordinator
+  Millis probe_every{15000};           // how often sshd is asked again
+  int slots = 1, gpus = 0;
+};
+
+class Sidecar {
+ public:
+  explicit Sidecar(SidecarOptions options);
+  // Runs until the job ends (Ok) or the deadline passes (Exit::kTimeout).
+  Status run();
+  // For /readyz: true while the last probe found sshd accepting the job key.
+  bool ssh_ready() const { return ssh_ready_.load(); }
+  void stop() { stop_.store(true); }
+
+ private:
+  struct Answer;
+  Expected<Answer> post(const std::string& target, const std::string& body, Millis timeout);
+  void probe_ssh_now();
+
+  SidecarOptions options_;
+  std::string key_;
+  std::atomic<bool> ssh_ready_{false}, stop_{false};
+  std::string ssh_problem_ = "not probed yet";
+};
+
+}  // namespace tmpi::rdv

@@ -1,0 +1,166 @@
+// The coordinator over real sockets on 127.0.0.1, port 0: many client threads register
+// and beat, each from its own loopback address (its host name is that address, so the
+// "name resolves to the peer" check runs for real); malformed, oversized and silent
+// clients get 400 or are cut off without stalling anyone else; the connection cap holds.
+#include "common/http_client.h"
+#include "common/proof.h"
+#include "rendezvous/coordinator_service.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace tmpi::rdv {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kKey = derive_rendezvous_key("job key for the socket test");
+
+class Running {
+ public:
+  Running(int hosts, ServerLimits limits = {}) {
+    CoordinatorConfig config;
+    for (int i = 0; i < hosts; ++i) config.hosts.push_back(fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200));
+    config.key = kKey;
+    CoordinatorCallbacks callbacks;
+    callbacks.barrier_open = [this] { opened_ = true; };
+    service_ = std::make_unique<CoordinatorService>(io_, config, callbacks, limits);
+    port_ = *service_->listen("127.0.0.1", 0);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Running() {
+    io_.stop();
+    thread_.join();
+  }
+  unsigned short port() const { return port_; }
+  bool opened() const { return opened_; }
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<CoordinatorService> service_;
+  unsigned short port_ = 0;
+  std::atomic<bool> opened_{false};
+  std::thread thread_;
+};
+
+long post(HttpClient& client, unsigned short port, const std::string& from, const std::string& target, const json& body,
+          json* answer = nullptr) {
+  HttpRequest request;
+  request.method = "POST";
+  request.url = fmt::format("http://127.0.0.1:{}{}", port, target);
+  request.body = body.dump();
+  request.local_address = from;
+  auto response = client.send(request);
+  if (!response) return -1;
+  if (answer != nullptr) *answer = json::parse(response->body, nullptr, false);
+  return response->status;
+}
+
+json register_body(const std::string& host) {
+  std::string nonce = random_nonce();
+  return {{"host", host}, {"slots", 1}, {"gpus", 0}, {"sshReady", true}, {"nonce", nonce},
+          {"proof", hmac_hex(kKey, fmt::format("register|{}|1|0|true|{}", host, nonce))}};
+}
+
+TEST(RendezvousSockets, ManyClientThreadsRegisterAndBeat) {
+  constexpr int kHosts = 64, kThreads = 8;
+  Running coordinator(kHosts);
+  std::atomic<int> accepted{0}, beats{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      HttpClient client{TlsConfig{}};
+      for (int i = t; i < kHosts; i += kThreads) {
+        std::string host = fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200);
+        if (post(client, coordinator.port(), host, "/v1/register", register_body(host)) == 200) ++accepted;
+        json beat = {{"host", host}, {"seq", 1}, {"proof", hmac_hex(kKey, fmt::format("beat|{}|1", host))}};
+        if (post(client, coordinator.port(), host, "/v1/beat", beat) == 200) ++beats;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(accepted.load(), kHosts);
+  EXPECT_EQ(beats.load(), kHosts);
+  EXPECT_TRUE(coordinator.opened());
+  HttpClient client{TlsConfig{}};
+  auto hosts = client.send(HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/v1/hosts", coordinator.port()), "", {}, 2s, ""});
+  ASSERT_TRUE(hosts);
+  EXPECT_EQ(json::parse(hosts->body)["ready"], kHosts);
+}
+
+TEST(RendezvousSockets, ANameThatResolvesElsewhereIsRefused) {
+  Running coordinator(2);
+  HttpClient client{TlsConfig{}};
+  json answer;
+  // 127.0.1.3 claims to be 127.0.1.2.
+  EXPECT_EQ(post(client, coordinator.port(), "127.0.1.3", "/v1/register", register_body("127.0.1.2"), &answer), 403);
+  EXPECT_NE(answer["error"].get<std::string>().find("does not resolve to the sender's address 127.0.1.3"), std::string::npos);
+}
+
+// Sends raw bytes on a new connection; returns what came back before the server closed.
+std::string raw_exchange(unsigned short port, const std::string& bytes, std::chrono::milliseconds wait) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return "connect failed";
+  if (!bytes.empty()) (void)!write(fd, bytes.data(), bytes.size());
+  timeval timeout{static_cast<long>(wait.count() / 1000), static_cast<long>(wait.count() % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST(RendezvousSockets, MalformedOversizedAndSilentClientsDoNotStallTheLoop) {
+  ServerLimits limits;
+  limits.header_timeout = 300ms;
+  limits.body_bytes = 1024;
+  Running coordinator(1, limits);
+  EXPECT_NE(raw_exchange(coordinator.port(), "GARBAGE\r\n\r\n", 2s).find("400"), std::string::npos);
+  std::string big = fmt::format("POST /v1/register HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{}", std::string(5000, 'a'));
+  EXPECT_NE(raw_exchange(coordinator.port(), big, 2s).find("400"), std::string::npos);
+  auto start = Clock::now();
+  std::thread silent([&] { EXPECT_EQ(raw_exchange(coordinator.port(), "", 5s), ""); });
+  // While a silent client holds a connection, others are served at once.
+  HttpClient client{TlsConfig{}};
+  auto health = client.send(HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/healthz", coordinator.port()), "", {}, 1s, ""});
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  silent.join();
+  EXPECT_LT(Clock::now() - start, 3s) << "the silent client was not cut off at the header deadline";
+}
+
+TEST(RendezvousSockets, ConnectionCapClosesTheExtraConnection) {
+  ServerLimits limits;
+  limits.max_connections = 2;
+  Running coordinator(1, limits);
+  int held[2];
+  for (int& fd : held) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(coordinator.port());
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 1s), "");
+  for (int fd : held) close(fd);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_NE(raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2s).find("200 OK"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tmpi::rdv
