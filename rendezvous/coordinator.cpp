@@ -152,7 +152,11 @@ Reply Coordinator::end(const Call& call) {
   return json_reply(200, {{"jobEnded", true}});
 }
 
-void Coordinator::end_job() { job_ended_ = true; }
+void Coordinator::end_job() {
+  if (job_ended_) return;
+  job_ended_ = true;
+  if (callbacks_.job_ended) callbacks_.job_ended();
+}
 
 void Coordinator::check_barrier() {
   if (barrier_open_ || deadline_passed_ || ready_count() != static_cast<int>(hosts_.size())) return;

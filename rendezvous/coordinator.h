@@ -66,6 +66,7 @@ struct CoordinatorCallbacks {
   std::function<void(const std::string& summary)> deadline;  // the barrier did not open in time
   std::function<void(const std::string& host, const std::string& why)> host_lost;
   std::function<void(const std::string& what)> refused;      // a refused registration, for the log
+  std::function<void()> job_ended;                           // sidecars are told on their next beat
 };
 
 class Coordinator {

@@ -2,6 +2,8 @@
 // its own (mpi-launcher embeds the same service), for debugging and for tests.
 #include "common/cli.h"
 #include "common/files.h"
+#include "common/http_client.h"
+#include "common/proof.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "common/topology.h"
@@ -9,7 +11,10 @@
 #include "rendezvous/sidecar.h"
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
+#include <netdb.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <iostream>
@@ -21,7 +26,8 @@ namespace {
 
 constexpr const char* kSynopsis =
     "mpi-rendezvous [options]          the node sidecar\n"
-    "       mpi-rendezvous serve [options]    the coordinator alone";
+    "       mpi-rendezvous serve [options]    the coordinator alone\n"
+    "       mpi-rendezvous end [options]      tell the coordinator that the job has ended";
 
 Status serve(const Params& params) {
   TMPI_ASSIGN(CoordinatorConfig config, coordinator_config(params.str("hosts"), params.str("ssh-dir")));
@@ -42,6 +48,13 @@ Status serve(const Params& params) {
                          params.duration("rendezvous-timeout").count() / 1000, summary);
     io.stop();
   };
+  // After the end, serve two more beat intervals so that every sidecar hears of it.
+  boost::asio::steady_timer linger(io);
+  callbacks.job_ended = [&] {
+    spdlog::info("rendezvous: the job has ended; telling the sidecars");
+    linger.expires_after(config.beat_interval * 2 + Millis(1000));
+    linger.async_wait([&](const boost::system::error_code& ec) { if (!ec) io.stop(); });
+  };
   CoordinatorService service(io, config, callbacks);
   TMPI_ASSIGN(unsigned short port,
               service.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("rendezvous-port"))));
@@ -53,45 +66,80 @@ Status serve(const Params& params) {
   return ok_status();
 }
 
-std::string default_host(const Topology& topology) {
+// What `hostname -f` prints: the canonical name of this pod's hostname (from /etc/hosts,
+// where Kubernetes writes "IP hostname.subdomain... hostname"), else hostname.subdomain.
+std::string default_host(const std::string& subdomain) {
   char name[256] = {0};
   gethostname(name, sizeof name - 1);
   std::string host = name;
-  if (host.find('.') == std::string::npos && !topology.subdomain.empty()) host += "." + topology.subdomain;
+  addrinfo hints{};
+  hints.ai_flags = AI_CANONNAME;
+  addrinfo* found = nullptr;
+  if (host.find('.') == std::string::npos && getaddrinfo(name, nullptr, &hints, &found) == 0) {
+    if (found != nullptr && found->ai_canonname != nullptr) host = found->ai_canonname;
+    freeaddrinfo(found);
+  }
+  if (host.find('.') == std::string::npos && !subdomain.empty()) host += "." + subdomain;
   return host;
 }
 
+Expected<std::string> job_key(const std::string& ssh_dir) {
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string path = ssh_dir + "/" + name;
+    if (file_exists(path)) return read_file(path, 64 * 1024);
+  }
+  return make_error(Exit::kUsage, "no job key in {}; run `mpi-init --role node` first", ssh_dir);
+}
+
+// `mpi-rendezvous end`: tells the coordinator that the job has ended (for debugging; the
+// launcher does it itself).
+Status end_job(const Params& params) {
+  TMPI_ASSIGN(std::string key, job_key(params.str("ssh-dir")));
+  std::string coordinator = params.str("coordinator");
+  if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
+  std::string nonce = random_nonce();
+  nlohmann::json body = {{"nonce", nonce}, {"proof", hmac_hex(derive_rendezvous_key(key), "end|" + nonce)}};
+  HttpClient client{TlsConfig{}};
+  TMPI_ASSIGN(HttpResponse response,
+              client.send(HttpRequest{"POST", fmt::format("http://{}/v1/end", coordinator), body.dump(),
+                                      {"Content-Type: application/json"}, Millis(5000), ""}));
+  if (response.status != 200) {
+    return make_error(Exit::kUsage, "{} refused the end: HTTP {} {}", coordinator, response.status, response.body);
+  }
+  spdlog::info("told {} that the job has ended", coordinator);
+  return ok_status();
+}
+
+// A node pod has no hosts.json unless one is mounted: then --coordinator names the
+// launcher, and the pod's name is its own `hostname -f`.
 Status sidecar(const Params& params) {
-  TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
-  TMPI_ASSIGN(Topology topology, parse_hosts_json(hosts_text, params.str("hosts")));
   SidecarOptions options;
-  options.host = params.is_set("host") ? params.str("host") : default_host(topology);
-  const Host* self = nullptr;
-  for (const auto& host : topology.hosts) {
-    if (host.name == options.host) self = &host;
-  }
-  if (self == nullptr) {
-    return make_error(Exit::kUsage, "host {} is not in {}; pass --host NAME as hosts.json names this pod",
-                      options.host, params.str("hosts"));
-  }
-  options.slots = self->slots;
-  options.gpus = self->gpus;
   options.coordinator = params.str("coordinator");
+  Topology topology;
+  if (file_exists(params.str("hosts")) || options.coordinator.empty()) {
+    TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
+    TMPI_ASSIGN(topology, parse_hosts_json(hosts_text, params.str("hosts")));
+  }
+  options.host = params.is_set("host") ? params.str("host") : default_host(topology.subdomain);
+  if (!topology.hosts.empty()) {
+    const Host* self = nullptr;
+    for (const auto& host : topology.hosts) {
+      if (host.name == options.host) self = &host;
+    }
+    if (self == nullptr) {
+      return make_error(Exit::kUsage, "host {} is not in {}; pass --host NAME as hosts.json names this pod",
+                        options.host, params.str("hosts"));
+    }
+    options.slots = self->slots;
+    options.gpus = self->gpus;
+  }
   if (options.coordinator.empty()) {
     if (!topology.launcher) return make_error(Exit::kUsage, "{} names no launcher; pass --coordinator HOST:PORT", params.str("hosts"));
     options.coordinator = fmt::format("{}:{}", topology.launcher->name, params.integer("rendezvous-port"));
   }
   options.ssh_port = static_cast<int>(params.integer("ssh-port"));
   options.deadline = params.duration("deadline");
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string path = params.str("ssh-dir") + "/" + name;
-    if (!file_exists(path)) continue;
-    TMPI_ASSIGN(options.private_key, read_file(path, 64 * 1024));
-    break;
-  }
-  if (options.private_key.empty()) {
-    return make_error(Exit::kUsage, "no job key in {}; run `mpi-init --role node` first", params.str("ssh-dir"));
-  }
+  TMPI_ASSIGN(options.private_key, job_key(params.str("ssh-dir")));
   Sidecar sidecar(options);
   // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
   boost::asio::io_context io;
@@ -122,6 +170,7 @@ Status run(const std::vector<std::string>& args) {
   const auto& words = params.positional();
   if (words.empty()) return sidecar(params);
   if (words.size() == 1 && words[0] == "serve") return serve(params);
+  if (words.size() == 1 && words[0] == "end") return end_job(params);
   return make_error(Exit::kUsage, "unknown command '{}'; see --help", words[0]);
 }
 

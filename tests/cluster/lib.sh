@@ -18,3 +18,50 @@ expect_eq() { [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"; }
 
 # Open MPI refuses root unless told; the Trainer images set the same two variables.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# --- The project's own path, shared by the tests that build on mpi-init ---
+ETC_MPI="${CIB_DIR:-}/etc-mpi"   # the launcher's /etc/mpi volume
+SECRET="${CIB_DIR:-}/secret"     # the job's SSH Secret, as the kubelet mounts it
+
+# write_pod_list: the pod list the API would give for this cluster (JobSet names, cib IPs).
+write_pod_list() {
+  local nodes; nodes=$(node_pods | wc -l)
+  python3 "$(dirname "${BASH_SOURCE[0]}")/../initcontainer/make_pods.py" "$nodes" --jobset "$(subdomain)" --gpus 0 |
+    jq --argjson ips "$("$CIB" pods | awk '{ print $2 }' | jq -R . | jq -s .)" \
+       '.items |= [to_entries[] | .value.status.podIP = $ips[.key] | .value]' > "$CIB_DIR/pods.json"
+}
+
+# init_launcher [mpi-init args]: mpi-init in the launcher pod, then the job Secret from its key.
+init_launcher() {
+  write_pod_list
+  in_pod "$(launcher_pod)" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --pods "$CIB_DIR/pods.json" --out "$ETC_MPI" \
+    --log-level warn "$@"
+  local ssh_dir="$CIB_DIR/pods/$(launcher_pod)/home/.ssh" key
+  key=$(ls "$ssh_dir" | grep -E '^id_[a-z0-9]+$' | head -n 1)
+  mkdir -p "$SECRET"
+  cp "$ssh_dir/$key" "$SECRET/ssh-privatekey"; cp "$ssh_dir/$key.pub" "$SECRET/ssh-publickey"
+  chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
+}
+
+# init_node POD: `mpi-init --role node` from the Secret, then sshd with the config it wrote.
+init_node() {
+  in_pod "$1" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  "$CIB" sshd "$1" "$CIB_DIR/pods/$1/home/.ssh/sshd_config"
+}
+
+# start_sidecar POD [args]: the node sidecar in the background; its pid in $CIB_DIR/pods/POD/sidecar.pid.
+start_sidecar() {
+  local pod=$1; shift
+  "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/rendezvous/mpi-rendezvous" \
+    --coordinator "$(launcher_pod).$(subdomain):29410" "$@" > "$CIB_DIR/pods/$pod/sidecar.log" 2>&1 &
+  echo $! > "$CIB_DIR/pods/$pod/sidecar.pid"
+}
+
+# wait_for TEXT FILE SECONDS: until FILE contains TEXT.
+wait_for() {
+  local deadline=$((SECONDS + $3))
+  until grep -qF -- "$1" "$2" 2>/dev/null; do
+    (( SECONDS < deadline )) || fail "no '$1' in $2 after $3 s:"$'\n'"$(cat "$2" 2>/dev/null)"
+    sleep 0.2
+  done
+}
