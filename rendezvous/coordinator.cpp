@@ -15,7 +15,10 @@ namespace {
 
 using nlohmann::json;
 
-Reply json_reply(int status, const json& body) { return Reply{status, body.dump(), "application/json"}; }
+// Targets and hosts come off the wire and may hold invalid UTF-8: replace it, never throw.
+std::string dump(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+Reply json_reply(int status, const json& body) { return Reply{status, dump(body), "application/json"}; }
 
 std::string text_field(const json& body, const char* key) {
   auto it = body.find(key);
@@ -220,7 +223,7 @@ std::string Coordinator::hosts_json(Clock::time_point now) const {
               {"ready", ready_count()},
               {"expected", hosts_.size()},
               {"hosts", hosts}}
-      .dump();
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string Coordinator::metrics() const {

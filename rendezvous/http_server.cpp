@@ -68,9 +68,14 @@ class Session : public std::enable_shared_from_this<Session> {
     Call call{std::string(request.method_string()), std::string(request.target()), std::move(request.body()), peer_, {}};
     bool keep_alive = request.keep_alive();
     stream_.expires_never();  // the handler may take a while (DNS); the reply is not timed
-    state_->handler(std::move(call), [self = shared_from_this(), keep_alive](Reply reply) {
-      self->write(std::move(reply), keep_alive);
-    });
+    // One bad request must not end the loop that serves every other pod.
+    try {
+      state_->handler(std::move(call), [self = shared_from_this(), keep_alive](Reply reply) {
+        self->write(std::move(reply), keep_alive);
+      });
+    } catch (const std::exception& e) {
+      write(Reply{500, fmt::format("{{\"error\":\"internal error\"}}")}, false);
+    }
   }
 
   void write(Reply reply, bool keep_alive) {
