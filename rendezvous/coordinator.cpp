@@ -109,7 +109,7 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   entry.version = text_field(body, "version");
   entry.last_seq = -1;
   entry.last_beat = now;
-  entry.state = ssh_ready ? HostState::kReady : HostState::kSshFailed;
+  set_state(entry, ssh_ready ? HostState::kReady : HostState::kSshFailed);
   std::string problem = text_field(body, "sshProblem");
   entry.reason = ssh_ready ? "" : (problem.empty() ? "sshd is not ready" : problem);
   ++counters_["registrations"];
@@ -180,16 +180,16 @@ void Coordinator::tick(Clock::time_point now) {
   if (!barrier_open_ || job_ended_) return;
   for (auto& [name, entry] : hosts_) {
     if (entry.state == HostState::kReady && now - entry.last_beat >= config_.lost_after) {
-      entry.state = HostState::kLost;
+      set_state(entry, HostState::kLost);
       entry.reason = fmt::format("no beat for {} s", ms_between(entry.last_beat, now) / 1000);
       if (callbacks_.host_lost) callbacks_.host_lost(name, entry.reason);
     }
   }
 }
 
-int Coordinator::ready_count() const {
-  return static_cast<int>(std::count_if(hosts_.begin(), hosts_.end(),
-                                        [](const auto& item) { return item.second.state == HostState::kReady; }));
+void Coordinator::set_state(HostEntry& entry, HostState state) {
+  ready_ += (state == HostState::kReady ? 1 : 0) - (entry.state == HostState::kReady ? 1 : 0);
+  entry.state = state;
 }
 
 std::string Coordinator::summary(std::size_t max_named) const {

@@ -82,7 +82,7 @@ class Coordinator {
 
   bool barrier_open() const { return barrier_open_; }
   bool job_ended() const { return job_ended_; }
-  int ready_count() const;
+  int ready_count() const { return ready_; }
   // "61/64 hosts ready; waiting for a (no registration), b (sshd refused the job key)"
   std::string summary(std::size_t max_named = 8) const;
   const std::map<std::string, HostEntry>& hosts() const { return hosts_; }
@@ -95,6 +95,7 @@ class Coordinator {
   Reply end(const Call& call);
   Reply refuse(int status, const std::string& host, const std::string& why);
   void check_barrier();
+  void set_state(HostEntry& entry, HostState state);
 
   CoordinatorConfig config_;
   CoordinatorCallbacks callbacks_;
@@ -102,6 +103,7 @@ class Coordinator {
   std::set<std::string> nonces_;
   Clock::time_point start_, last_progress_;
   bool barrier_open_ = false, deadline_passed_ = false, job_ended_ = false;
+  int ready_ = 0;  // hosts in kReady, kept as states change: the barrier check is O(1)
   std::map<std::string, long long> counters_;  // registrations, refusals, beats
 };
 
