@@ -43,7 +43,10 @@ const char* state_name(HostState state) {
 
 Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callbacks, Clock::time_point now)
     : config_(std::move(config)), callbacks_(std::move(callbacks)), start_(now), last_progress_(now) {
-  for (const auto& name : config_.hosts) hosts_[name].name = name;
+  for (const auto& name : config_.hosts) {
+    hosts_[name].name = name;
+    if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
+  }
   for (const char* counter : {"registrations", "refusals", "beats"}) counters_[counter] = 0;
 }
 
@@ -104,7 +107,7 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
     return refuse(409, host, fmt::format("already registered from {}", entry.address));
   }
   entry.address = call.peer;
-  entry.slots = slots;
+  if (slots > 0) entry.slots = slots;
   entry.gpus = gpus;
   entry.version = text_field(body, "version");
   entry.last_seq = -1;

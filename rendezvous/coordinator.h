@@ -53,6 +53,7 @@ struct HostEntry {
 
 struct CoordinatorConfig {
   std::vector<std::string> hosts;  // expected host names (FQDN)
+  std::map<std::string, int> slots;  // from hosts.json; a sidecar that knows none sends 0
   std::string key;                 // derive_rendezvous_key(job private key)
   Millis beat_interval{5000};      // told to sidecars
   Millis lost_after{15000};        // no beat for this long after the barrier: lost

@@ -57,7 +57,10 @@ Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, co
   TMPI_ASSIGN(std::string text, read_file(hosts_file));
   TMPI_ASSIGN(Topology topology, parse_hosts_json(text, hosts_file));
   CoordinatorConfig config;
-  for (const auto& host : topology.hosts) config.hosts.push_back(host.name);
+  for (const auto& host : topology.hosts) {
+    config.hosts.push_back(host.name);
+    config.slots[host.name] = host.slots;
+  }
   for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
     std::string path = ssh_dir + "/" + name;
     if (!file_exists(path)) continue;

@@ -20,7 +20,7 @@ struct SidecarOptions {
   std::string ssh_host = "127.0.0.1";  // where this pod's own sshd answers
   Millis deadline{600000};             // the longest time without reaching the coordinator
   Millis probe_every{15000};           // how often sshd is asked again
-  int slots = 1, gpus = 0;
+  int slots = 0, gpus = 0;  // 0: unknown here (no hosts.json); the coordinator has them
 };
 
 class Sidecar {

@@ -3,9 +3,11 @@
 # TMPI_DEMO_NODES (default 2) node pods, through the project's own path:
 #   1. launcher pod: mpi-init writes the topology and makes the job key;
 #   2. the key travels to the node pods as the job's Secret would (a read-only folder with
-#      ssh-privatekey and ssh-publickey); each node pod runs `mpi-init --role node` and
-#      starts sshd with the config it wrote;
-#   3. the launcher runs the MPI job over ssh with strict host key checking.
+#      ssh-privatekey and ssh-publickey); each node pod runs `mpi-init --role node`, starts
+#      sshd with the config it wrote, and its mpi-rendezvous sidecar;
+#   3. the launcher's coordinator waits until every sidecar has proved its sshd accepts the
+#      job key (the barrier), then the launcher runs the MPI job over ssh with strict host
+#      key checking, and tells the sidecars the job has ended: they exit 0.
 # It installs what is missing, builds, and tears every pod down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,13 +48,28 @@ chmod 0444 "$secret"/*; chmod 0555 "$secret"
 for node in $nodes; do
   $cib exec "$node" -- "$bin/initcontainer/mpi-init" --role node --ssh-secret "$secret" --log-level warn
   $cib sshd "$node" "$(pod_dir "$node")/home/.ssh/sshd_config"
-  echo "   $node: identity installed, sshd on 2222 with the job key as host key"
+  $cib exec "$node" -- "$bin/rendezvous/mpi-rendezvous" --coordinator "$launcher.demo:29410" \
+    --log-level warn > "$(pod_dir "$node")/sidecar.log" 2>&1 &
+  echo "   $node: identity installed, sshd on 2222 (job key = host key), sidecar started"
 done
 
-echo "== launcher: mpirun across $nodes_n node pods (sidecars and mpi-launcher: coming)"
+echo "== launcher: the rendezvous (every sidecar proves its sshd accepts the job key)"
+$cib exec "$launcher" -- "$bin/rendezvous/mpi-rendezvous" serve --hosts "$etc_mpi/hosts.json" \
+  --beat-interval 1s > "$CIB_DIR/coordinator.log" 2>&1 &
+until grep -q "barrier is open" "$CIB_DIR/coordinator.log"; do
+  kill -0 $! 2>/dev/null || { cat "$CIB_DIR/coordinator.log"; exit 3; }
+  sleep 0.2
+done
+$cib exec "$launcher" -- curl -s http://127.0.0.1:29410/v1/hosts |
+  jq -r '.hosts[] | "   \(.name): \(.state) at \(.address), \(.slots) slots"'
+
+echo "== launcher: mpirun across $nodes_n node pods (mpi-launcher: coming)"
 start=$(date +%s.%N)
 $cib exec "$launcher" -- env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   mpirun.openmpi --hostfile "$etc_mpi/hostfile" --mca btl tcp,self \
   --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
   "$bin/tests/cluster/mpi_hello_openmpi" | sort -V | sed 's/^/   /'
-printf '== done in %.1f s; tearing the cluster down\n' "$(echo "$(date +%s.%N) - $start" | bc)"
+printf '== the job took %.1f s; telling the sidecars it has ended\n' "$(echo "$(date +%s.%N) - $start" | bc)"
+$cib exec "$launcher" -- "$bin/rendezvous/mpi-rendezvous" end --log-level warn
+wait
+echo "== every sidecar exited 0; tearing the cluster down"

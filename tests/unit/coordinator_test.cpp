@@ -176,7 +176,10 @@ namespace {
 // Found by fuzz_rendezvous_request: a target with invalid UTF-8 made the reply's JSON
 // serialisation throw, which would have ended the coordinator's I/O thread.
 TEST(CoordinatorWire, InvalidUtf8InTheTargetGetsA404NotAnException) {
-  Coordinator coordinator(CoordinatorConfig{{"a.j"}, "k"}, {}, Clock::now());
+  CoordinatorConfig config;
+  config.hosts = {"a.j"};
+  config.key = "k";
+  Coordinator coordinator(config, {}, Clock::now());
   Reply reply = coordinator.handle(Call{"GET", "/v1/hos\xff\xffts", "", "10.0.0.1", {}}, Clock::now());
   EXPECT_EQ(reply.status, 404);
   EXPECT_FALSE(reply.body.empty());
