@@ -47,7 +47,7 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     hosts_[name].name = name;
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
-  for (const char* counter : {"registrations", "refusals", "beats"}) counters_[counter] = 0;
+  for (const char* counter : {"registrations", "refusals", "beats", "rank_starts", "rank_exits"}) counters_[counter] = 0;
 }
 
 std::optional<std::string> Coordinator::host_to_resolve(const Call& call) const {
@@ -70,6 +70,7 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == "/v1/register") return register_host(call, now);
     if (call.target == "/v1/beat") return beat(call, now);
     if (call.target == "/v1/end") return end(call);
+    if (call.target == "/v1/rank") return rank(call);
   }
   return json_reply(404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
 }
@@ -156,6 +157,31 @@ Reply Coordinator::end(const Call& call) {
   }
   end_job();
   return json_reply(200, {{"jobEnded", true}});
+}
+
+Reply Coordinator::rank(const Call& call) {
+  json body = json::parse(call.body, nullptr, false);
+  if (!body.is_object() || !body.contains("rank") || !body["rank"].is_number_integer()) {
+    return refuse(400, "", "a rank report needs rank (integer), event, nonce and proof");
+  }
+  RankEvent event;
+  event.rank = body["rank"].get<int>();
+  event.event = text_field(body, "event");
+  event.host = text_field(body, "host");
+  event.code = body.value("code", -1);
+  event.signal = body.value("signal", 0);
+  event.seconds = body.value("seconds", 0.0);
+  event.tail = text_field(body, "tail");
+  std::string nonce = text_field(body, "nonce");
+  std::string message = fmt::format("rank|{}|{}|{}|{}", event.rank, event.event, event.code, nonce);
+  if (nonce.empty() || !proof_matches(hmac_hex(config_.key, message), text_field(body, "proof")) ||
+      !nonces_.insert(nonce).second) {
+    return refuse(403, event.host, "a rank report needs a fresh nonce and a proof");
+  }
+  ++counters_[event.event == "exit" ? "rank_exits" : "rank_starts"];
+  ranks_[event.rank] = event;
+  if (callbacks_.rank_event) callbacks_.rank_event(event);
+  return json_reply(200, {{"jobEnded", job_ended_}});
 }
 
 void Coordinator::end_job() {

@@ -12,6 +12,8 @@
 //        the answer says whether the job has ended (then the sidecar exits 0).
 //   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
 //   /metrics (Prometheus text). POST /v1/end {nonce, proof = HMAC(key, "end|nonce")}.
+//   POST /v1/rank {rank, host, event, code, signal, seconds, tail, nonce,
+//        proof = HMAC(key, "rank|rank|event|code|nonce")}: from the rank agents.
 #pragma once
 
 #include "common/backoff.h"
@@ -51,6 +53,15 @@ struct HostEntry {
   Clock::time_point last_beat{};
 };
 
+// A rank agent's report (POST /v1/rank): its start, or its exit with code or signal.
+struct RankEvent {
+  int rank = -1;
+  std::string host, event;  // "start" or "exit"
+  int code = 0, signal = 0;
+  double seconds = 0;
+  std::string tail;  // the last lines of its stderr
+};
+
 struct CoordinatorConfig {
   std::vector<std::string> hosts;  // expected host names (FQDN)
   std::map<std::string, int> slots;  // from hosts.json; a sidecar that knows none sends 0
@@ -68,6 +79,7 @@ struct CoordinatorCallbacks {
   std::function<void(const std::string& host, const std::string& why)> host_lost;
   std::function<void(const std::string& what)> refused;      // a refused registration, for the log
   std::function<void()> job_ended;                           // sidecars are told on their next beat
+  std::function<void(const RankEvent& event)> rank_event;    // a rank started or exited
 };
 
 class Coordinator {
@@ -87,6 +99,7 @@ class Coordinator {
   // "61/64 hosts ready; waiting for a (no registration), b (sshd refused the job key)"
   std::string summary(std::size_t max_named = 8) const;
   const std::map<std::string, HostEntry>& hosts() const { return hosts_; }
+  const std::map<int, RankEvent>& ranks() const { return ranks_; }
   std::string hosts_json(Clock::time_point now) const;
   std::string metrics() const;
 
@@ -94,6 +107,7 @@ class Coordinator {
   Reply register_host(const Call& call, Clock::time_point now);
   Reply beat(const Call& call, Clock::time_point now);
   Reply end(const Call& call);
+  Reply rank(const Call& call);
   Reply refuse(int status, const std::string& host, const std::string& why);
   void check_barrier();
   void set_state(HostEntry& entry, HostState state);
@@ -106,6 +120,7 @@ class Coordinator {
   bool barrier_open_ = false, deadline_passed_ = false, job_ended_ = false;
   int ready_ = 0;  // hosts in kReady, kept as states change: the barrier check is O(1)
   std::map<std::string, long long> counters_;  // registrations, refusals, beats
+  std::map<int, RankEvent> ranks_;             // the last report of each rank
 };
 
 }  // namespace tmpi::rdv

@@ -1,0 +1,108 @@
+// See job.h.
+#include "launcher/job.h"
+
+#include "common/files.h"
+#include "launcher/process.h"
+#include "launcher/rank_agent.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+
+namespace tmpi::launch {
+
+namespace {
+
+std::string self_exe() {
+  char path[PATH_MAX] = {0};
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "mpi-launcher";
+}
+
+Expected<Flavour> choose_flavour(const Params& params, std::string& program) {
+  const std::string& wanted = params.str("mpi");
+  if (wanted == "mpich" || wanted == "intel") {
+    if (program.empty()) program = "mpiexec.hydra";
+    return wanted == "mpich" ? Flavour::kMpich : Flavour::kIntel;
+  }
+  if (program.empty()) program = "mpirun";
+  auto version = run_capture({program, "--version"}, {}, Millis(10000));
+  if (!version) {
+    return make_error(Exit::kUsage, "cannot run `{} --version` to tell the MPI: {}; pass --mpi and --mpirun", program,
+                      version.error().message);
+  }
+  TMPI_ASSIGN(Flavour flavour, detect_flavour(version->output));
+  if (wanted == "openmpi" && flavour != Flavour::kOpenMpi4 && flavour != Flavour::kOpenMpi5) {
+    return make_error(Exit::kUsage, "--mpi openmpi, but {} is {}; pass --mpirun PATH", program, flavour_name(flavour));
+  }
+  return flavour;
+}
+
+}  // namespace
+
+Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& command) {
+  Job job;
+  TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
+  TMPI_ASSIGN(job.topology, parse_hosts_json(hosts_text, params.str("hosts")));
+  job.ssh_dir = params.str("ssh-dir");
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    if (file_exists(job.ssh_dir + "/" + name)) {
+      job.key_path = job.ssh_dir + "/" + name;
+      break;
+    }
+  }
+  if (job.key_path.empty()) return make_error(Exit::kUsage, "no job key in {}; run mpi-init first", job.ssh_dir);
+  TMPI_ASSIGN(job.private_key, read_file(job.key_path, 64 * 1024));
+  if (job.topology.launcher) {
+    job.launcher_name = job.topology.launcher->name;
+  } else {
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    job.launcher_name = name;
+  }
+  LaunchPlan& plan = job.plan;
+  plan.launcher = params.str("mpirun");
+  TMPI_ASSIGN(plan.flavour, choose_flavour(params, plan.launcher));
+  bool hydra = plan.flavour == Flavour::kMpich || plan.flavour == Flavour::kIntel;
+  std::string dir = std::filesystem::path(params.str("hosts")).parent_path().string();
+  plan.hostfile = dir + (hydra ? "/hostfile.hydra" : "/hostfile");
+  plan.np = params.is_set("np") ? static_cast<int>(params.integer("np")) : job.topology.total_slots();
+  if (plan.np < 1) return make_error(Exit::kUsage, "--np {}: needs 1 or more ranks", plan.np);
+  plan.ssh_options = {"-F", "/dev/null", "-p", params.str("ssh-port"), "-i", job.key_path,
+                      "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + job.ssh_dir + "/known_hosts",
+                      "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+                      "-o", "KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
+                      "-o", "LogLevel=ERROR"};
+  if (hydra) {
+    // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them.
+    plan.ssh_wrapper = fmt::format("/tmp/tmpi-ssh-{}", getpid());
+    TMPI_CHECK(write_atomic(plan.ssh_wrapper, "#!/bin/sh\nexec ssh " + shell_join(plan.ssh_options) + " \"$@\"\n", {0755}));
+  }
+  plan.iface = params.str("iface");
+  plan.as_root = getuid() == 0;
+  job.env = {{"TMPI_COORDINATOR", fmt::format("{}:{}", job.launcher_name, params.integer("rendezvous-port"))},
+             {"TMPI_MASTER_ADDR", params.str("master-addr").empty() ? job.topology.hosts.front().name : params.str("master-addr")},
+             {"TMPI_MASTER_PORT", params.str("master-port")},
+             {"TMPI_LOG_LEVEL", params.str("log-level")}};
+  std::vector<int> slots;
+  for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
+  job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : current_environment()) names.push_back(name);
+  for (const auto& [name, value] : job.env) names.push_back(name);
+  plan.env_names = forwarded_env(names, params.list("env"), params.list("env-prefix"));
+  plan.command = {self_exe(), "rank", "--"};
+  plan.command.insert(plan.command.end(), command.begin(), command.end());
+  return job;
+}
+
+LaunchPlan plan_for(const Job& job, std::vector<std::string> command, std::vector<std::string> extra_args) {
+  LaunchPlan plan = job.plan;
+  plan.command = std::move(command);
+  plan.extra_args = std::move(extra_args);
+  return plan;
+}
+
+}  // namespace tmpi::launch

@@ -1,0 +1,108 @@
+// mpi-launcher: the launcher pod's main command.
+//   run [options] -- CMD ARGS   wait for the hosts, preflight, launch, supervise, report
+//   check                       the preflight alone, as a table
+//   hosts                       the health table from the coordinator, or hosts.json
+//   shell                       an interactive shell ready for mpirun (kubectl exec -it)
+//   rank -- CMD                 the rank agent (MPI runs it as every rank)
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/http_client.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "launcher/job.h"
+#include "launcher/rank_agent.h"
+#include "launcher/run.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <iostream>
+
+namespace tmpi::launch {
+
+namespace {
+
+constexpr const char* kSynopsis =
+    "mpi-launcher run [options] -- CMD ARGS...\n"
+    "       mpi-launcher check | hosts | shell [options]\n"
+    "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
+
+Status rank(const Params& params) {
+  RankAgentOptions options;
+  options.coordinator = params.str("coordinator");
+  options.master_addr = params.str("master-addr");
+  options.master_port = params.str("master-port");
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string path = params.str("ssh-dir") + "/" + name;
+    if (!file_exists(path)) continue;
+    TMPI_ASSIGN(options.private_key, read_file(path, 64 * 1024));
+    break;
+  }
+  if (options.private_key.empty()) options.coordinator.clear();  // no key: no reports
+  if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-launcher rank -- CMD ARGS...");
+  int code = run_rank(options, current_environment(), params.rest());
+  std::cout.flush();
+  std::exit(code);  // the rank's own status, whatever it is
+}
+
+Status hosts(const Params& params) {
+  std::string coordinator = params.str("coordinator");
+  if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
+  HttpClient client{TlsConfig{}};
+  auto answer = client.send(HttpRequest{"GET", fmt::format("http://{}/v1/hosts", coordinator), "", {}, Millis(3000), ""});
+  if (answer && answer->status == 200) {
+    auto table = nlohmann::json::parse(answer->body);
+    std::cout << fmt::format("barrier {}: {}/{} hosts ready\n", table["barrier"].get<std::string>(),
+                             table["ready"].get<int>(), table["expected"].get<int>());
+    for (const auto& host : table["hosts"]) {
+      std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", host["name"].get<std::string>(), host["state"].get<std::string>(),
+                               host["address"].get<std::string>(), host["reason"].get<std::string>());
+    }
+    return ok_status();
+  }
+  TMPI_ASSIGN(std::string text, read_file(params.str("hosts")));
+  std::cout << "(no coordinator at " << coordinator << "; hosts.json:)\n" << text;
+  return ok_status();
+}
+
+Status shell(const Params& params) {
+  TMPI_ASSIGN(Job job, prepare_job(params, {"YOUR_PROGRAM"}));
+  std::cout << fmt::format("trainer-mpi shell: {} hosts, {} slots, {} ({})\n", job.topology.hosts.size(),
+                           job.topology.total_slots(), flavour_name(job.plan.flavour), job.plan.launcher);
+  for (const auto& host : job.topology.hosts) std::cout << fmt::format("  {} slots={}\n", host.name, host.slots);
+  std::cout << "The exact MPI command (YOUR_PROGRAM as each rank):\n  " << shell_join(build_command(job.plan)) << "\n"
+            << "Preflight: mpi-launcher check      Health: mpi-launcher hosts\n";
+  for (const auto& [name, value] : job.env) setenv(name.c_str(), value.c_str(), 1);
+  setenv("TMPI_MPI_COMMAND", shell_join(build_command(job.plan)).c_str(), 1);
+  const char* user_shell = std::getenv("SHELL");
+  std::string program = user_shell != nullptr ? user_shell : "/bin/bash";
+  execl(program.c_str(), program.c_str(), "-i", nullptr);
+  return make_error(Exit::kUsage, "cannot start {}", program);
+}
+
+Status run(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << help_text(kSynopsis, kScopeLauncher);
+    return args.empty() ? make_error(Exit::kUsage, "no subcommand; see --help") : ok_status();
+  }
+  std::string command = args[0];
+  TMPI_ASSIGN(Params params, Params::parse(kScopeLauncher, {args.begin() + 1, args.end()}, current_environment()));
+  if (params.help_requested()) {
+    std::cout << help_text(kSynopsis, kScopeLauncher);
+    return ok_status();
+  }
+  TMPI_CHECK(log::setup_from("mpi-launcher", params));
+  if (command == "run") return run_job(params);
+  if (command == "check") return check_job(params);
+  if (command == "rank") return rank(params);
+  if (command == "hosts") return hosts(params);
+  if (command == "shell") return shell(params);
+  return make_error(Exit::kUsage, "unknown subcommand '{}'; one of run, check, hosts, shell, rank", command);
+}
+
+}  // namespace
+
+}  // namespace tmpi::launch
+
+int main(int argc, char** argv) { return tmpi::cli::run("mpi-launcher", argc, argv, tmpi::launch::run); }

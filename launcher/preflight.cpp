@@ -1,0 +1,104 @@
+// See preflight.h.
+#include "launcher/preflight.h"
+
+#include "common/ssh_probe.h"
+
+#include <fmt/format.h>
+#include <netdb.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace tmpi::launch {
+
+namespace {
+
+std::string short_name(const std::string& name) { return name.substr(0, name.find('.')); }
+
+}  // namespace
+
+std::vector<CheckRow> check_dns(const std::vector<std::string>& names) {
+  std::vector<CheckRow> rows;
+  for (const auto& name : names) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    int rc = getaddrinfo(name.c_str(), nullptr, &hints, &found);
+    if (rc != 0) {
+      rows.push_back({name, "dns", fmt::format("does not resolve ({})", gai_strerror(rc))});
+    } else {
+      freeaddrinfo(found);
+    }
+  }
+  return rows;
+}
+
+std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port, const std::string& private_key,
+                                int concurrency, Millis timeout) {
+  std::vector<CheckRow> rows(hosts.size());
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  int count = std::max(1, std::min<int>(concurrency, static_cast<int>(hosts.size())));
+  for (int w = 0; w < count; ++w) {
+    workers.emplace_back([&] {
+      for (std::size_t i; (i = next++) < hosts.size();) {
+        SshVerdict verdict = probe_ssh(SshTarget{hosts[i], port, "", timeout}, private_key);
+        if (!verdict.ok) rows[i] = {hosts[i], "ssh", verdict.problem};
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const CheckRow& row) { return row.host.empty(); }), rows.end());
+  return rows;
+}
+
+std::vector<std::string> expected_placement(const Topology& topology, int np) {
+  std::vector<std::string> out;
+  while (static_cast<int>(out.size()) < np && topology.total_slots() > 0) {
+    for (const auto& host : topology.hosts) {
+      for (int s = 0; s < host.slots && static_cast<int>(out.size()) < np; ++s) out.push_back(host.name);
+    }
+  }
+  return out;
+}
+
+std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, const std::string& output) {
+  static const std::regex ompi(R"(^\[\d+,(\d+)\]<stdout>:\s*(\S+))"), hydra(R"(^\[(\d+)\]\s+(\S+))");
+  std::map<int, std::string> ran;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (std::regex_search(line, match, ompi) || std::regex_search(line, match, hydra)) {
+      ran[std::stoi(match[1].str())] = match[2].str();
+    }
+  }
+  std::vector<CheckRow> rows;
+  for (std::size_t rank = 0; rank < expected.size(); ++rank) {
+    auto it = ran.find(static_cast<int>(rank));
+    if (it == ran.end()) {
+      rows.push_back({expected[rank], "placement", fmt::format("rank {} did not report where it ran", rank)});
+    } else if (short_name(it->second) != short_name(expected[rank])) {
+      rows.push_back({expected[rank], "placement",
+                      fmt::format("rank {} ran on {}, the hostfile puts it here; is the MPI ignoring the hostfile?",
+                                  rank, it->second)});
+    }
+  }
+  return rows;
+}
+
+std::string render_table(const std::vector<CheckRow>& rows) {
+  std::size_t host_width = 4, check_width = 5;
+  for (const auto& row : rows) {
+    host_width = std::max(host_width, row.host.size());
+    check_width = std::max(check_width, row.check.size());
+  }
+  std::string out = fmt::format("{:<{}}  {:<{}}  {}\n", "HOST", host_width, "CHECK", check_width, "REASON");
+  for (const auto& row : rows) out += fmt::format("{:<{}}  {:<{}}  {}\n", row.host, host_width, row.check, check_width, row.reason);
+  return out;
+}
+
+}  // namespace tmpi::launch

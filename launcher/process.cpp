@@ -1,0 +1,104 @@
+// See process.h.
+#include "launcher/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+namespace tmpi::launch {
+
+namespace {
+
+int decode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// In the child: its own process group, the extra variables, then exec.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  setpgid(0, 0);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(signal, SIG_DFL);
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> words;
+  for (const auto& word : argv) words.push_back(const_cast<char*>(word.c_str()));
+  words.push_back(nullptr);
+  execvp(words[0], words.data());
+  fprintf(stderr, "mpi-launcher: cannot run %s: %s\n", words[0], std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
+Expected<ProcessGroup> ProcessGroup::spawn(const std::vector<std::string>& argv,
+                                           const std::map<std::string, std::string>& env) {
+  pid_t pid = fork();
+  if (pid < 0) return make_error(Exit::kJobFailed, "cannot fork: {}", std::strerror(errno));
+  if (pid == 0) exec_child(argv, env);
+  setpgid(pid, pid);  // also here, so that a signal sent at once finds the group
+  return ProcessGroup(pid);
+}
+
+std::optional<int> ProcessGroup::poll() {
+  if (status_) return status_;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) status_ = decode(status);
+  return status_;
+}
+
+void ProcessGroup::signal(int sig) const { kill(-pid_, sig); }
+
+int ProcessGroup::stop(Millis grace) {
+  if (poll()) return *status_;
+  signal(SIGTERM);
+  auto end = Clock::now() + grace;
+  while (Clock::now() < end) {
+    if (poll()) return *status_;
+    std::this_thread::sleep_for(Millis(50));
+  }
+  signal(SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  status_ = decode(status);
+  return *status_;
+}
+
+Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                               Millis timeout) {
+  int out[2];
+  if (pipe(out) != 0) return make_error(Exit::kJobFailed, "cannot make a pipe: {}", std::strerror(errno));
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    close(out[0]);
+    close(out[1]);
+    exec_child(argv, env);
+  }
+  close(out[1]);
+  Captured captured;
+  auto end = Clock::now() + timeout;
+  char buffer[4096];
+  while (true) {
+    auto left = std::chrono::duration_cast<Millis>(end - Clock::now()).count();
+    if (left <= 0) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      close(out[0]);
+      return make_error(Exit::kTimeout, "{} did not finish in {} s", argv[0], timeout.count() / 1000);
+    }
+    pollfd fd{out[0], POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(std::min<long>(left, 200))) <= 0) continue;
+    ssize_t n = read(out[0], buffer, sizeof buffer);
+    if (n <= 0) break;
+    captured.output.append(buffer, static_cast<std::size_t>(n));
+  }
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  captured.status = decode(status);
+  return captured;
+}
+
+}  // namespace tmpi::launch

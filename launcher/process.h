@@ -1,0 +1,44 @@
+// Child processes of the launcher: the MPI launcher of the job (in its own process group,
+// so that a teardown reaches every local process it started), and short commands whose
+// output we read (`mpirun --version`, the placement probe), each under a time limit.
+#pragma once
+
+#include "common/backoff.h"
+#include "common/error.h"
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tmpi::launch {
+
+class ProcessGroup {
+ public:
+  // Starts argv with extra variables set; stdout and stderr are the launcher's.
+  static Expected<ProcessGroup> spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  // The exit status (128+signal for a signal) once it has exited; nullopt while it runs.
+  std::optional<int> poll();
+  void signal(int sig) const;  // to the whole group
+  // SIGTERM, then SIGKILL after `grace` if it has not exited; returns its status.
+  int stop(Millis grace);
+  pid_t pid() const { return pid_; }
+
+ private:
+  explicit ProcessGroup(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+  std::optional<int> status_;
+};
+
+struct Captured {
+  int status = 0;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv to completion (killed at `timeout`: Exit::kTimeout) and returns its output.
+Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                               Millis timeout);
+
+}  // namespace tmpi::launch

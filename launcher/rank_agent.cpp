@@ -1,0 +1,201 @@
+// See rank_agent.h. The agent outlives nothing: PR_SET_PDEATHSIG ties it to the MPI daemon
+// that started it, and the command to the agent, so that a daemon killed in a teardown
+// leaves no rank behind on its node.
+#include "launcher/rank_agent.h"
+
+#include "common/http_client.h"
+#include "common/proof.h"
+
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <cstdio>
+#include <deque>
+#include <sstream>
+
+namespace tmpi::launch {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void remember_signal(int signal) { g_signal = signal; }
+
+int int_of(const std::map<std::string, std::string>& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    auto it = env.find(name);
+    if (it != env.end() && !it->second.empty() && it->second.find_first_not_of("0123456789") == std::string::npos) {
+      return std::stoi(it->second);
+    }
+  }
+  return -1;
+}
+
+std::string hostname() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+void report(const RankAgentOptions& options, const RankIdentity& id, const nlohmann::json& fields) {
+  if (options.coordinator.empty()) return;
+  static HttpClient client{TlsConfig{}};
+  std::string nonce = random_nonce();
+  nlohmann::json body = fields;
+  body["rank"] = id.rank;
+  body["host"] = hostname();
+  body["nonce"] = nonce;
+  std::string event = fields.value("event", "");
+  body["proof"] = hmac_hex(derive_rendezvous_key(options.private_key),
+                           fmt::format("rank|{}|{}|{}|{}", id.rank, event, fields.value("code", -1), nonce));
+  auto sent = client.send(HttpRequest{"POST", fmt::format("http://{}/v1/rank", options.coordinator),
+                                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                                      {"Content-Type: application/json"}, Millis(3000), ""});
+  if (!sent || sent->status != 200) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
+}
+
+}  // namespace
+
+Expected<RankIdentity> rank_identity(const std::map<std::string, std::string>& env) {
+  RankIdentity id;
+  id.rank = int_of(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
+  id.world_size = int_of(env, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"});
+  id.local_rank = int_of(env, {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"});
+  id.local_world_size = int_of(env, {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"});
+  if (id.rank < 0 || id.world_size < 1) {
+    return make_error(Exit::kUsage, "no MPI rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK); "
+                      "`mpi-launcher rank` runs under mpirun or mpiexec");
+  }
+  if (id.local_rank < 0) id.local_rank = 0;
+  if (id.local_world_size < 1) id.local_world_size = 1;
+  id.node_rank = (id.rank - id.local_rank) / id.local_world_size;
+  if (auto layout = env.find("TMPI_SLOT_LAYOUT"); layout != env.end()) {
+    // Walk the hosts' slots, round after round (by-slot mapping), to the host of this rank.
+    std::vector<std::pair<int, int>> runs;  // (slots, hosts)
+    int total = 0;
+    std::istringstream in(layout->second);
+    for (std::string run; std::getline(in, run, ',');) {
+      int slots = 0, hosts = 0;
+      if (std::sscanf(run.c_str(), "%dx%d", &slots, &hosts) == 2 && slots > 0 && hosts > 0) {
+        runs.emplace_back(slots, hosts);
+        total += slots * hosts;
+      }
+    }
+    if (total > 0) {
+      int offset = id.rank % total, host = 0;
+      for (const auto& [slots, hosts] : runs) {
+        if (offset < slots * hosts) {
+          id.node_rank = host + offset / slots;
+          break;
+        }
+        offset -= slots * hosts;
+        host += hosts;
+      }
+    }
+  }
+  return id;
+}
+
+std::string slot_layout(const std::vector<int>& slots) {
+  std::string out;
+  for (std::size_t i = 0; i < slots.size();) {
+    std::size_t j = i;
+    while (j < slots.size() && slots[j] == slots[i]) ++j;
+    out += fmt::format("{}{}x{}", out.empty() ? "" : ",", slots[i], j - i);
+    i = j;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> torch_env(const RankIdentity& id, const std::string& master_addr,
+                                             const std::string& master_port) {
+  return {{"RANK", std::to_string(id.rank)},
+          {"WORLD_SIZE", std::to_string(id.world_size)},
+          {"LOCAL_RANK", std::to_string(id.local_rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(id.local_world_size)},
+          {"NODE_RANK", std::to_string(id.node_rank)},
+          {"MASTER_ADDR", master_addr},
+          {"MASTER_PORT", master_port}};
+}
+
+int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,
+             const std::vector<std::string>& command) {
+  auto id = rank_identity(env);
+  if (!id) {
+    spdlog::error("{}", id.error().message);
+    return static_cast<int>(Exit::kUsage);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGTERM);  // the MPI daemon died: stop this rank
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) std::signal(signal, remember_signal);
+  int err_pipe[2];
+  if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kJobFailed);
+  auto start = Clock::now();
+  report(options, *id, {{"event", "start"}});
+  pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (const auto& [name, value] : torch_env(*id, options.master_addr, options.master_port)) {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+    dup2(err_pipe[1], STDERR_FILENO);
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    std::vector<char*> argv;
+    for (const auto& word : command) argv.push_back(const_cast<char*>(word.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    fprintf(stderr, "mpi-launcher rank: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  std::deque<std::string> tail;
+  std::string partial;
+  int status = 0;
+  bool exited = false, pipe_open = true;
+  Clock::time_point exited_at{};
+  // After the command exits, its stderr may stay open in a grandchild: wait 1 s at most.
+  while (!exited || (pipe_open && Clock::now() - exited_at < Millis(1000))) {
+    if (g_signal != 0) {
+      kill(child, g_signal);
+      g_signal = 0;
+    }
+    if (pipe_open) {
+      pollfd fd{err_pipe[0], POLLIN, 0};
+      if (poll(&fd, 1, 100) > 0) {
+        char buffer[4096];
+        ssize_t n = read(err_pipe[0], buffer, sizeof buffer);
+        if (n <= 0) {
+          pipe_open = false;
+        } else {
+          (void)!write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));  // pass it through
+          partial.append(buffer, static_cast<std::size_t>(n));
+          for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1)) {
+            tail.push_back(partial.substr(0, nl));
+            if (tail.size() > options.tail_lines) tail.pop_front();
+          }
+        }
+      }
+    } else {
+      usleep(50000);
+    }
+    if (!exited && waitpid(child, &status, WNOHANG) == child) {
+      exited = true;
+      exited_at = Clock::now();
+    }
+  }
+  close(err_pipe[0]);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::string joined;
+  for (const auto& line : tail) joined += line + "\n";
+  report(options, *id,
+         {{"event", "exit"}, {"code", code}, {"signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0},
+          {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}, {"tail", joined}});
+  return code;
+}
+
+}  // namespace tmpi::launch

@@ -1,0 +1,46 @@
+// The rank agent (`mpi-launcher rank -- CMD`): MPI starts it as every rank. It reads the
+// rank from PMIx or the implementation's variables, exports the torch-style variables
+// that Megatron-LM and DeepSpeed read, runs CMD, forwards signals to it, keeps the last
+// lines of its stderr, and reports its start and its exit (code or signal, and that tail)
+// to the launcher's coordinator, so that the first failed rank stops the whole job.
+#pragma once
+
+#include "common/backoff.h"
+#include "common/error.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tmpi::launch {
+
+struct RankIdentity {
+  int rank = -1, world_size = -1, local_rank = -1, local_world_size = -1, node_rank = -1;
+};
+
+// Open MPI (OMPI_COMM_WORLD_*), PMIx (PMIX_RANK), MPICH and Intel hydra (PMI_RANK,
+// PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS). NODE_RANK, the index of this rank's host:
+// from TMPI_SLOT_LAYOUT (the launcher's slots per host in hostfile order, run-length
+// coded: "8x96,4x32"), else (rank - local rank) / local size, which holds when every host
+// has the same slots. (OMPI_COMM_WORLD_NODE_RANK is not that: it is a local rank.)
+Expected<RankIdentity> rank_identity(const std::map<std::string, std::string>& env);
+
+// "8,8,4" -> "8x2,4x1": the compact layout the launcher passes to every rank.
+std::string slot_layout(const std::vector<int>& slots);
+
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT.
+std::map<std::string, std::string> torch_env(const RankIdentity& id, const std::string& master_addr,
+                                             const std::string& master_port);
+
+struct RankAgentOptions {
+  std::string coordinator;   // host:port of the launcher's coordinator ("" = do not report)
+  std::string private_key;   // the job key, for the reports' proofs
+  std::string master_addr, master_port;
+  std::size_t tail_lines = 20;
+};
+
+// Runs command as this rank; returns the exit status to pass on (128+signal for a signal).
+int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,
+             const std::vector<std::string>& command);
+
+}  // namespace tmpi::launch

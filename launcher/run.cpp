@@ -1,0 +1,284 @@
+// `mpi-launcher run`: readiness (--wait) -> preflight -> launch -> supervision -> report.
+// The coordinator runs on its own I/O thread from the start: it is the sidecars' barrier
+// and it hears every rank agent. Its callbacks only record facts under a mutex; the main
+// thread acts on them (tears the job down on the first failed rank or a lost host).
+#include "launcher/run.h"
+
+#include "common/files.h"
+#include "common/proof.h"
+#include "launcher/job.h"
+#include "launcher/preflight.h"
+#include "launcher/process.h"
+#include "rendezvous/coordinator_service.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <future>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+namespace tmpi::launch {
+
+namespace {
+
+using nlohmann::json;
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+struct Failure {
+  int code = 1;
+  std::string reason;
+};
+
+// What the coordinator's callbacks learn, read by the main thread.
+// A rank killed by a signal (SIGTERM, SIGKILL) was usually stopped by MPI because of
+// something else (a lost daemon): it is only a secondary cause, kept in case nothing
+// better explains the failure.
+struct Shared {
+  std::mutex mutex;
+  bool barrier = false;
+  std::optional<std::string> deadline;
+  std::optional<Failure> failure;    // the first rank that failed on its own, or a lost host
+  std::optional<Failure> secondary;  // the first rank that was killed by a signal
+  int started = 0, exited = 0;
+};
+
+struct Phase {
+  std::string name;
+  double seconds;
+};
+
+class Coordinator {
+ public:
+  Coordinator(const Params& params, const Job& job, Shared& shared) {
+    rdv::CoordinatorConfig config;
+    for (const auto& host : job.topology.hosts) {
+      config.hosts.push_back(host.name);
+      config.slots[host.name] = host.slots;
+    }
+    config.key = derive_rendezvous_key(job.private_key);
+    config.deadline = params.duration("rendezvous-timeout");
+    config.beat_interval = params.duration("beat-interval");
+    config.lost_after = params.duration("lost-after");
+    beat_ = config.beat_interval;
+    rdv::CoordinatorCallbacks callbacks;
+    callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
+    callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
+    callbacks.barrier_open = [&shared] {
+      std::lock_guard lock(shared.mutex);
+      shared.barrier = true;
+    };
+    callbacks.deadline = [&shared](const std::string& summary) {
+      std::lock_guard lock(shared.mutex);
+      shared.deadline = summary;
+    };
+    callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
+      std::lock_guard lock(shared.mutex);
+      if (!shared.failure) shared.failure = Failure{1, fmt::format("host {} lost ({})", host, why)};
+    };
+    callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
+      std::lock_guard lock(shared.mutex);
+      if (event.event == "start") ++shared.started;
+      if (event.event != "exit") return;
+      ++shared.exited;
+      if (event.code == 0) return;
+      auto& slot = event.signal != 0 ? shared.secondary : shared.failure;
+      if (slot) return;
+      slot = Failure{event.code, event.signal != 0
+                                     ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s", event.rank,
+                                                   event.host, event.signal, event.seconds)
+                                     : fmt::format("rank {} on {} exited with code {} after {:.0f} s", event.rank,
+                                                   event.host, event.code, event.seconds)};
+      if (!event.tail.empty()) spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
+    };
+    service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
+  }
+  Status start(const Params& params) {
+    TMPI_CHECK(service_->listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("rendezvous-port"))));
+    thread_ = std::thread([this] { io_.run(); });
+    return ok_status();
+  }
+  // Tells the sidecars the job has ended, serves them two more beats, then stops.
+  void finish(bool linger) {
+    boost::asio::post(io_, [this] { service_->engine().end_job(); });
+    if (linger) std::this_thread::sleep_for(beat_ * 2 + Millis(500));
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  json snapshot() {
+    std::promise<json> done;
+    boost::asio::post(io_, [&] {
+      json hosts = json::parse(service_->engine().hosts_json(Clock::now()));
+      json ranks = json::array();
+      for (const auto& [rank, event] : service_->engine().ranks()) {
+        ranks.push_back({{"rank", rank}, {"host", event.host}, {"state", event.event == "exit" ? "exited" : "running"},
+                         {"code", event.code}, {"signal", event.signal}, {"seconds", event.seconds}});
+      }
+      done.set_value({{"hosts", hosts["hosts"]}, {"ranks", ranks}});
+    });
+    return done.get_future().get();
+  }
+  ~Coordinator() { finish(false); }
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<rdv::CoordinatorService> service_;
+  std::thread thread_;
+  Millis beat_{5000};
+};
+
+Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
+  const std::string& mode = params.str("wait");
+  if (mode == "none") return ok_status();
+  Deadline deadline(params.duration("rendezvous-timeout"));
+  std::vector<std::string> names;
+  for (const auto& host : job.topology.hosts) names.push_back(host.name);
+  auto last_progress = Clock::now();
+  while (true) {
+    if (mode == "sidecar") {
+      std::lock_guard lock(shared.mutex);
+      if (shared.barrier) return ok_status();
+      if (shared.deadline) {
+        return make_error(Exit::kTimeout, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
+                          deadline.budget().count() / 1000, *shared.deadline);
+      }
+    } else {  // ssh: poll every sshd ourselves
+      auto rows = check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(3000));
+      if (rows.empty()) return ok_status();
+      std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(), names.size(),
+                                        rows.front().host, rows.front().reason);
+      if (deadline.expired()) {
+        return make_error(Exit::kTimeout, "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
+                          deadline.budget().count() / 1000, summary, render_table(rows));
+      }
+      if (Clock::now() - last_progress >= Millis(5000)) {
+        spdlog::info("ssh wait: {}", summary);
+        last_progress = Clock::now();
+      }
+    }
+    std::this_thread::sleep_for(Millis(200));
+  }
+}
+
+Status preflight(const Params& params, const Job& job) {
+  std::vector<std::string> names = {job.launcher_name};
+  for (const auto& host : job.topology.hosts) names.push_back(host.name);
+  auto rows = check_dns(names);
+  if (rows.empty() && params.str("wait") != "ssh") {
+    std::vector<std::string> hosts(names.begin() + 1, names.end());
+    rows = check_ssh(hosts, static_cast<int>(params.integer("ssh-port")), job.private_key);
+  }
+  if (rows.empty()) {
+    bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
+    LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
+    auto ran = run_capture(build_command(probe), job.env, Millis(120000));
+    if (!ran) return make_error(Exit::kPreflight, "placement check: {}", ran.error().message);
+    rows = check_placement(expected_placement(job.topology, job.plan.np), ran->output);
+    if (ran->status != 0 && rows.empty()) rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
+  }
+  if (rows.empty()) return ok_status();
+  std::cerr << render_table(rows);
+  return make_error(Exit::kPreflight, "preflight failed on {} check(s); no rank was started (see the table above)", rows.size());
+}
+
+}  // namespace
+
+Status check_job(const Params& params) {
+  TMPI_ASSIGN(Job job, prepare_job(params, {"true"}));
+  TMPI_CHECK(preflight(params, job));
+  std::cout << fmt::format("preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says\n",
+                           job.topology.hosts.size(), job.plan.np);
+  return ok_status();
+}
+
+Status run_job(const Params& params) {
+  if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
+  if (params.str("check") != "none") {
+    return make_error(Exit::kUsage, "--check {}: nccl-check is not built yet; use --check none", params.str("check"));
+  }
+  auto t0 = Clock::now();
+  std::vector<Phase> phases;
+  auto phase_done = [&](const char* name, Clock::time_point since) {
+    phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
+  };
+  TMPI_ASSIGN(Job job, prepare_job(params, params.rest()));
+  if (params.flag("dry-run")) {
+    std::cout << shell_join(build_command(job.plan)) << "\n";
+    return ok_status();
+  }
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  Shared shared;
+  Coordinator coordinator(params, job, shared);
+  TMPI_CHECK(coordinator.start(params));
+  auto since = Clock::now();
+  TMPI_CHECK(wait_for_hosts(params, job, shared));
+  phase_done("wait", since);
+  if (params.flag("preflight")) {
+    since = Clock::now();
+    TMPI_CHECK(preflight(params, job));
+    phase_done("preflight", since);
+  }
+  std::vector<std::string> command = build_command(job.plan);
+  spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour), shell_join(command));
+  since = Clock::now();
+  TMPI_ASSIGN(ProcessGroup mpi, ProcessGroup::spawn(command, job.env));
+  std::optional<Failure> failure;
+  std::optional<int> status;
+  while (!(status = mpi.poll())) {
+    {
+      std::lock_guard lock(shared.mutex);
+      failure = shared.failure;
+    }
+    if (failure || g_stop_signal != 0) {
+      if (!failure) failure = Failure{1, fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal)};
+      int running;
+      {
+        std::lock_guard lock(shared.mutex);
+        running = std::max(0, job.plan.np - shared.exited);
+      }
+      spdlog::error("{}; stopping {} other ranks", failure->reason, running);
+      status = mpi.stop(params.duration("grace"));
+      break;
+    }
+    std::this_thread::sleep_for(Millis(50));
+  }
+  phase_done("job", since);
+  std::optional<Failure> secondary;
+  {
+    std::lock_guard lock(shared.mutex);
+    if (!failure && shared.failure) failure = shared.failure;  // a rank report that raced mpirun's exit
+    secondary = shared.secondary;
+  }
+  if (!failure && (*status != 0 || secondary)) {
+    // MPI stopped the job without a rank failing on its own: is a host gone?
+    std::vector<std::string> names;
+    for (const auto& host : job.topology.hosts) names.push_back(host.name);
+    auto rows = check_dns(names);
+    if (rows.empty()) rows = check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(2000));
+    if (!rows.empty()) failure = Failure{1, fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason)};
+  }
+  if (!failure && secondary) failure = secondary;
+  if (!failure && *status != 0) failure = Failure{1, fmt::format("{} exited with status {}", job.plan.launcher, *status)};
+  if (failure) spdlog::error("{}", failure->reason);
+  json report = coordinator.snapshot();
+  report["phases"] = json::array();
+  for (const auto& phase : phases) report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
+  report["exit"] = {{"code", failure ? failure->code : 0}, {"reason", failure ? failure->reason : "every rank exited 0"},
+                    {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+  report["command"] = command;
+  if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
+    spdlog::warn("report not written: {}", written.error().message);
+  }
+  coordinator.finish(params.str("wait") == "sidecar");
+  if (!failure) {
+    spdlog::info("job finished: every rank exited 0");
+    return ok_status();
+  }
+  return Error{failure->code == 0 ? Exit::kJobFailed : static_cast<Exit>(failure->code), failure->reason};
+}
+
+}  // namespace tmpi::launch

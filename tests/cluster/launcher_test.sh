@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# mpi-launcher end to end on the cluster in a box (1 launcher, 2 nodes, 2 slots each),
+# with real sshd, sidecars and MPI. One case per run:
+#   run-openmpi | run-mpich   an allreduce, then a probe of the torch variables on every rank
+#   placement                 a hostfile that puts ranks elsewhere than hosts.json: exit 4
+#   rank-fails                rank 1 exits 3: the launcher exits 3, names it, stops the others
+#   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
+#   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
+#   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts
+source "$(dirname "$0")/lib.sh"
+case_name=$1
+launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
+L="$TMPI_BUILD_DIR/launcher/mpi-launcher"
+report="$CIB_DIR/report.json"
+init_launcher --slots 2
+for node in "${nodes[@]}"; do init_node "$node"; done
+with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
+launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod
+  in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
+    --beat-interval 1s --lost-after 3s --grace 3s "$@"
+}
+# The mpi-launcher process itself (in the launcher pod), not the shell that started it.
+launcher_pid() {
+  ip netns pids "$("$CIB" ns "$launcher")" | while read -r pid; do
+    [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"mpi-launcher run"* ]] && echo "$pid"
+  done | head -n 1
+}
+# Processes of the job still alive in any pod (the pause process excluded).
+leftovers() {
+  for pod in $(pods); do
+    ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
+      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
+      case $cmd in *"sleep 60"*|*"mpi-launcher rank"*|*orted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
+    done
+  done
+}
+probe='echo "probe $(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"'
+check_probe() {  # the torch variables of every rank, as the hostfile places them
+  local out=$1
+  for rank in 0 1 2 3; do
+    local node=${nodes[$((rank / 2))]}
+    expect_contains "$out" "probe $node RANK=$rank LOCAL_RANK=$((rank % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 NODE_RANK=$((rank / 2)) MASTER_ADDR=${nodes[0]}.$sub MASTER_PORT=29500" "torch variables of rank $rank"
+  done
+}
+
+case $case_name in
+  run-openmpi)
+    with_sidecars
+    out=$(launch -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1) || fail "the run failed: $out"
+    expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
+    expect_contains "$out" "rank 3/4 on ${nodes[1]}" "placement"
+    [[ $(jq -r .exit.code "$report") == 0 && $(jq '.ranks | length' "$report") == 4 ]] || fail "report: $(cat "$report")"
+    [[ $(jq -r '[.phases[].name] | join(",")' "$report") == "wait,preflight,job" ]] || fail "phases: $(cat "$report")"
+    for node in "${nodes[@]}"; do wait "$(cat "$CIB_DIR/pods/$node/sidecar.pid")" || fail "sidecar of $node did not exit 0"; done
+    with_sidecars
+    out=$(launch --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
+    check_probe "$out"
+    pass "Open MPI: allreduce, report, sidecars done, torch variables on every rank" ;;
+  run-mpich)
+    # No sidecars: --wait ssh polls every sshd itself (clusters with Trainer's plugin only).
+    out=$(launch --wait ssh --mpi mpich -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_mpich" 2>&1) || fail "the run failed: $out"
+    expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
+    expect_contains "$out" "mpiexec.hydra -f $ETC_MPI/hostfile.hydra -np 4 -launcher ssh -launcher-exec" "hydra command"
+    out=$(launch --wait ssh --mpi mpich --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
+    check_probe "$out"
+    pass "MPICH hydra: allreduce and torch variables on every rank" ;;
+  placement)
+    with_sidecars
+    printf '%s slots=4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile"   # disagrees with hosts.json
+    rc=0; out=$(launch -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    expect_contains "$out" "rank 2 ran on ${nodes[0]}" "placement table"
+    [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started after a failed preflight"
+    pass "a wrong placement is caught: exit 4" ;;
+  rank-fails)
+    with_sidecars
+    t0=$SECONDS; rc=0
+    out=$(launch -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
+    [[ $rc == 3 ]] || fail "expected exit 3, got $rc: $out"
+    expect_contains "$out" "rank 1 on ${nodes[0]} exited with code 3" "the failed rank is named"
+    expect_contains "$out" "stopping 3 other ranks" "the others are stopped"
+    expect_contains "$out" "bad input on rank 1" "the rank's stderr tail"
+    (( SECONDS - t0 < 20 )) || fail "the teardown took $((SECONDS - t0)) s"
+    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    [[ $(jq -r .exit.code "$report") == 3 ]] || fail "report exit: $(jq .exit "$report")"
+    pass "rank 1 exits 3: the launcher exits 3 in $((SECONDS - t0)) s and stops the others" ;;
+  node-killed)
+    with_sidecars
+    launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    sleep 2
+    t0=$SECONDS; "$CIB" stop "${nodes[1]}"
+    timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 10 s after the node died"
+    rc=0; wait "$pid" || rc=$?
+    [[ $rc != 0 ]] || fail "the launcher exited 0 after losing a node"
+    log=$(cat "$CIB_DIR/launcher.log")
+    grep -qE "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log" || fail "the lost host is not named: $log"
+    pass "a killed node: the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
+  sigterm)
+    with_sidecars
+    launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    sleep 2
+    [[ -n $(leftovers) ]] || fail "no rank is running before the SIGTERM"
+    kill -TERM "$(launcher_pid)"
+    timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher ignored SIGTERM"
+    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    pass "SIGTERM: the job stopped, nothing left in any pod" ;;
+  ssh-refused)
+    : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
+    rc=0; out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
+    expect_contains "$out" "sshd refused the job key" "the reason"
+    [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
+    pass "an sshd that refuses the key: exit 4 before any rank starts" ;;
+  *) fail "unknown case $case_name" ;;
+esac
