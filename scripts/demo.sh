@@ -5,9 +5,10 @@
 #   2. the key travels to the node pods as the job's Secret would (a read-only folder with
 #      ssh-privatekey and ssh-publickey); each node pod runs `mpi-init --role node`, starts
 #      sshd with the config it wrote, and its mpi-rendezvous sidecar;
-#   3. the launcher's coordinator waits until every sidecar has proved its sshd accepts the
-#      job key (the barrier), then the launcher runs the MPI job over ssh with strict host
-#      key checking, and tells the sidecars the job has ended: they exit 0.
+#   3. `mpi-launcher run`: its coordinator waits until every sidecar has proved that its
+#      sshd accepts the job key (the barrier); the preflight checks DNS, ssh and rank
+#      placement; mpirun runs every rank under the rank agent, over ssh with strict host
+#      key checking; the report is written and the sidecars told that the job has ended.
 # It installs what is missing, builds, and tears every pod down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,23 +54,14 @@ for node in $nodes; do
   echo "   $node: identity installed, sshd on 2222 (job key = host key), sidecar started"
 done
 
-echo "== launcher: the rendezvous (every sidecar proves its sshd accepts the job key)"
-$cib exec "$launcher" -- "$bin/rendezvous/mpi-rendezvous" serve --hosts "$etc_mpi/hosts.json" \
-  --beat-interval 1s > "$CIB_DIR/coordinator.log" 2>&1 &
-until grep -q "barrier is open" "$CIB_DIR/coordinator.log"; do
-  kill -0 $! 2>/dev/null || { cat "$CIB_DIR/coordinator.log"; exit 3; }
-  sleep 0.2
-done
-$cib exec "$launcher" -- curl -s http://127.0.0.1:29410/v1/hosts |
-  jq -r '.hosts[] | "   \(.name): \(.state) at \(.address), \(.slots) slots"'
-
-echo "== launcher: mpirun across $nodes_n node pods (mpi-launcher: coming)"
+echo "== launcher: mpi-launcher run (rendezvous barrier, preflight, mpirun, supervision)"
 start=$(date +%s.%N)
-$cib exec "$launcher" -- env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-  mpirun.openmpi --hostfile "$etc_mpi/hostfile" --mca btl tcp,self \
-  --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-  "$bin/tests/cluster/mpi_hello_openmpi" | sort -V | sed 's/^/   /'
-printf '== the job took %.1f s; telling the sidecars it has ended\n' "$(echo "$(date +%s.%N) - $start" | bc)"
-$cib exec "$launcher" -- "$bin/rendezvous/mpi-rendezvous" end --log-level warn
+$cib exec "$launcher" -- "$bin/launcher/mpi-launcher" run --hosts "$etc_mpi/hosts.json" --iface eth0 \
+  --report "$etc_mpi/report.json" --beat-interval 1s -- "$bin/tests/cluster/mpi_hello_openmpi" 2>&1 |
+  sed -E 's/^[0-9T:.-]+Z //; s/(launching [0-9]+ ranks \([a-z0-9]+\)): .*/\1/' | sed 's/^/   /'
+printf '== done in %.1f s; from report.json:\n' "$(echo "$(date +%s.%N) - $start" | bc)"
+jq -r '(.phases[] | "   phase \(.name): \(.seconds * 100 | round / 100) s"),
+       (.hosts[] | "   host \(.name): \(.state) at \(.address)"),
+       "   exit \(.exit.code): \(.exit.reason)"' "$etc_mpi/report.json"
 wait
-echo "== every sidecar exited 0; tearing the cluster down"
+echo "== every sidecar exited 0 (the launcher told them the job ended); tearing the cluster down"
