@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Rows, on a cluster in a box of 1 launcher and 8 nodes (2 slots each), medians of 5:
+#  1. mpi-launcher run against plain mpirun --hostfile of the same allreduce program, without
+#     and with the preflight (target: at most 1.05 without it);
+#  2. the preflight's ssh fan-out (libssh, parallel) against a serial `ssh host true` loop
+#     over the same 8 pods (target: at most 0.5). Here every sshd shares the same 2 cores;
+#     on a real cluster each has its own machine and the fan-out costs about one handshake.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ ${1:-} != --in-cluster ]]; then
+  export CIB_ROOT=$TMPI_BUILD_DIR/cib CIB_QUIET=1
+  exec "$root/tests/cluster/cib" run --jobset bench --nodes 8 -- bash "$0" --in-cluster
+fi
+source "$root/tests/cluster/lib.sh"
+launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
+init_launcher --slots 2
+for node in "${nodes[@]}"; do init_node "$node"; done
+hello="$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi"
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+timed() { local t0; t0=$(date +%s.%N); in_pod "$launcher" "$@" >/dev/null 2>&1; echo "$(date +%s.%N) - $t0" | bc; }
+for _ in 1 2 3 4 5; do
+  timed mpirun.openmpi --hostfile "$ETC_MPI/hostfile" -np 16 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+    --mca oob_tcp_if_include eth0 --allow-run-as-root "$hello" >> "$CIB_DIR/plain"
+  timed "$TMPI_BUILD_DIR/launcher/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight false \
+    --iface eth0 --report "$CIB_DIR/r.json" -- "$hello" >> "$CIB_DIR/ours"
+  timed "$TMPI_BUILD_DIR/launcher/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none \
+    --iface eth0 --report "$CIB_DIR/r.json" -- "$hello" >> "$CIB_DIR/ours_pf"
+  timed "$TMPI_BUILD_DIR/bench/ssh_fanout" "$CIB_DIR/pods/$launcher/home/.ssh/id_ed25519" 2222 \
+    $(for n in "${nodes[@]}"; do echo "$n.$sub"; done) >> "$CIB_DIR/fanout"
+  timed bash -c "for n in ${nodes[*]}; do ssh \$n.$sub true; done" >> "$CIB_DIR/loop"
+done
+plain=$(median < "$CIB_DIR/plain"); ours=$(median < "$CIB_DIR/ours"); ours_pf=$(median < "$CIB_DIR/ours_pf")
+fanout=$(median < "$CIB_DIR/fanout"); loop=$(median < "$CIB_DIR/loop")
+printf '| mpi-launcher run vs plain mpirun, 16 ranks on 8 pods, no preflight | %.2f s | %.2f s | %.2f | <= 1.05 |\n' \
+  "$ours" "$plain" "$(echo "$ours / $plain" | bc -l)"
+printf '| mpi-launcher run vs plain mpirun, with the preflight (DNS, ssh, placement) | %.2f s | %.2f s | %.2f | - |\n' \
+  "$ours_pf" "$plain" "$(echo "$ours_pf / $plain" | bc -l)"
+printf '| preflight ssh fan-out over 8 pods (libssh, curve25519) vs serial ssh loop | %.2f s | %.2f s | %.2f | <= 0.5 |\n' \
+  "$fanout" "$loop" "$(echo "$fanout / $loop" | bc -l)"
