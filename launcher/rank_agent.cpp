@@ -131,11 +131,14 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     return static_cast<int>(Exit::kUsage);
   }
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // the MPI daemon died: stop this rank
-  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) std::signal(signal, remember_signal);
+  // No SA_RESTART: a signal interrupts waitpid, so that it is forwarded at once.
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(signal, &action, nullptr);
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kJobFailed);
   auto start = Clock::now();
-  report(options, *id, {{"event", "start"}});
   pid_t child = fork();
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -153,6 +156,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     _exit(127);
   }
   close(err_pipe[1]);
+  report(options, *id, {{"event", "start"}});  // after the fork: the rank does not wait for it
   std::deque<std::string> tail;
   std::string partial;
   int status = 0;
@@ -180,8 +184,13 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
           }
         }
       }
-    } else {
-      usleep(50000);
+    } else if (!exited) {
+      // stderr is closed: wait for the exit itself (a signal interrupts it, to be forwarded).
+      if (waitpid(child, &status, 0) == child) {
+        exited = true;
+        exited_at = Clock::now();
+      }
+      continue;
     }
     if (!exited && waitpid(child, &status, WNOHANG) == child) {
       exited = true;
