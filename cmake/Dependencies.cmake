@@ -29,3 +29,7 @@ else()
   set(TMPI_HAVE_NCCL OFF)
 endif()
 message(STATUS "trainer-mpi: NCCL parts ${TMPI_HAVE_NCCL} (${TMPI_CUDA_ROOT})")
+
+# Link only the libraries a binary really uses (Debian's linker does not by default): the
+# rank agent starts once per rank, and every shared library costs it load time.
+add_link_options(-Wl,--as-needed)

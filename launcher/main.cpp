@@ -6,7 +6,7 @@
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include "common/cli.h"
 #include "common/files.h"
-#include "common/http_client.h"
+#include "common/plain_http.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "launcher/job.h"
@@ -49,8 +49,7 @@ Status rank(const Params& params) {
 Status hosts(const Params& params) {
   std::string coordinator = params.str("coordinator");
   if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
-  HttpClient client{TlsConfig{}};
-  auto answer = client.send(HttpRequest{"GET", fmt::format("http://{}/v1/hosts", coordinator), "", {}, Millis(3000), ""});
+  auto answer = plain_http("GET", coordinator, "/v1/hosts", "", Millis(3000));
   if (answer && answer->status == 200) {
     auto table = nlohmann::json::parse(answer->body);
     std::cout << fmt::format("barrier {}: {}/{} hosts ready\n", table["barrier"].get<std::string>(),

@@ -3,7 +3,7 @@
 // leaves no rank behind on its node.
 #include "launcher/rank_agent.h"
 
-#include "common/http_client.h"
+#include "common/plain_http.h"
 #include "common/proof.h"
 
 #include <nlohmann/json.hpp>
@@ -44,7 +44,6 @@ std::string hostname() {
 
 void report(const RankAgentOptions& options, const RankIdentity& id, const nlohmann::json& fields) {
   if (options.coordinator.empty()) return;
-  static HttpClient client{TlsConfig{}};
   std::string nonce = random_nonce();
   nlohmann::json body = fields;
   body["rank"] = id.rank;
@@ -53,9 +52,8 @@ void report(const RankAgentOptions& options, const RankIdentity& id, const nlohm
   std::string event = fields.value("event", "");
   body["proof"] = hmac_hex(derive_rendezvous_key(options.private_key),
                            fmt::format("rank|{}|{}|{}|{}", id.rank, event, fields.value("code", -1), nonce));
-  auto sent = client.send(HttpRequest{"POST", fmt::format("http://{}/v1/rank", options.coordinator),
-                                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                                      {"Content-Type: application/json"}, Millis(3000), ""});
+  auto sent = plain_http("POST", options.coordinator, "/v1/rank",
+                         body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), Millis(3000));
   if (!sent || sent->status != 200) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
 }
 
