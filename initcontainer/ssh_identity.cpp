@@ -3,6 +3,7 @@
 #include "initcontainer/ssh_identity.h"
 
 #include "common/files.h"
+#include "common/job_key.h"
 
 #include <libssh/libssh.h>
 
@@ -84,24 +85,16 @@ Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_vie
 }
 
 Expected<KeyPair> key_pair_from_secret_dir(const std::string& dir) {
-  for (const char* name : {"ssh-privatekey", "id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string path = dir + "/" + name;
-    if (!file_exists(path)) continue;
-    TMPI_ASSIGN(std::string text, read_file(path, 64 * 1024));
-    return key_pair_from_private(std::move(text), path);
-  }
-  return make_error(Exit::kUsage, "--ssh-secret {}: no ssh-privatekey or id_rsa in it; mount the job's "
-                    "SSH Secret there (type kubernetes.io/ssh-auth)", dir);
+  auto file = find_key_file(dir, {"ssh-privatekey", "id_ed25519", "id_ecdsa", "id_rsa"},
+                            "the Secret has no ssh-privatekey or id_rsa; mount the job's SSH Secret there "
+                            "(type kubernetes.io/ssh-auth)");
+  if (!file) return make_error(Exit::kUsage, "--ssh-secret {}", file.error().message);
+  return key_pair_from_private(std::move(file->text), file->path);
 }
 
 Expected<KeyPair> key_pair_from_ssh_dir(const std::string& ssh_dir) {
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string path = ssh_dir + "/" + name;
-    if (!file_exists(path)) continue;
-    TMPI_ASSIGN(std::string text, read_file(path, 64 * 1024));
-    return key_pair_from_private(std::move(text), path);
-  }
-  return make_error(Exit::kUsage, "no identity in {}", ssh_dir);
+  TMPI_ASSIGN(KeyFile file, find_job_key(ssh_dir));
+  return key_pair_from_private(std::move(file.text), file.path);
 }
 
 std::string render_known_hosts(const KeyPair& key, const Topology& topology, int port) {

@@ -2,6 +2,7 @@
 #include "launcher/job.h"
 
 #include "common/files.h"
+#include "common/job_key.h"
 #include "launcher/process.h"
 #include "launcher/rank_agent.h"
 
@@ -47,14 +48,9 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
   TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
   TMPI_ASSIGN(job.topology, parse_hosts_json(hosts_text, params.str("hosts")));
   job.ssh_dir = params.str("ssh-dir");
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    if (file_exists(job.ssh_dir + "/" + name)) {
-      job.key_path = job.ssh_dir + "/" + name;
-      break;
-    }
-  }
-  if (job.key_path.empty()) return make_error(Exit::kUsage, "no job key in {}; run mpi-init first", job.ssh_dir);
-  TMPI_ASSIGN(job.private_key, read_file(job.key_path, 64 * 1024));
+  TMPI_ASSIGN(KeyFile key, find_job_key(job.ssh_dir));
+  job.key_path = std::move(key.path);
+  job.private_key = std::move(key.text);
   if (job.topology.launcher) {
     job.launcher_name = job.topology.launcher->name;
   } else {

@@ -6,6 +6,7 @@
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include "common/cli.h"
 #include "common/files.h"
+#include "common/job_key.h"
 #include "common/plain_http.h"
 #include "common/log.h"
 #include "common/params.h"
@@ -33,13 +34,11 @@ Status rank(const Params& params) {
   options.coordinator = params.str("coordinator");
   options.master_addr = params.str("master-addr");
   options.master_port = params.str("master-port");
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string path = params.str("ssh-dir") + "/" + name;
-    if (!file_exists(path)) continue;
-    TMPI_ASSIGN(options.private_key, read_file(path, 64 * 1024));
-    break;
+  if (auto key = find_job_key(params.str("ssh-dir")); key) {
+    options.private_key = std::move(key->text);
+  } else {
+    options.coordinator.clear();  // no key on this node: the rank runs, unreported
   }
-  if (options.private_key.empty()) options.coordinator.clear();  // no key: no reports
   if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-launcher rank -- CMD ARGS...");
   int code = run_rank(options, current_environment(), params.rest());
   std::cout.flush();

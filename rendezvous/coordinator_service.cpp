@@ -2,6 +2,7 @@
 #include "rendezvous/coordinator_service.h"
 
 #include "common/files.h"
+#include "common/job_key.h"
 #include "common/proof.h"
 #include "common/topology.h"
 
@@ -61,15 +62,9 @@ Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, co
     config.hosts.push_back(host.name);
     config.slots[host.name] = host.slots;
   }
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string path = ssh_dir + "/" + name;
-    if (!file_exists(path)) continue;
-    TMPI_ASSIGN(std::string key, read_file(path, 64 * 1024));
-    config.key = derive_rendezvous_key(key);
-    return config;
-  }
-  return make_error(Exit::kUsage, "no job key (id_ed25519, id_ecdsa or id_rsa) in {}; run mpi-init first, or pass "
-                    "--ssh-dir", ssh_dir);
+  TMPI_ASSIGN(KeyFile key, find_job_key(ssh_dir));
+  config.key = derive_rendezvous_key(key.text);
+  return config;
 }
 
 }  // namespace tmpi::rdv

@@ -3,6 +3,7 @@
 #include "common/cli.h"
 #include "common/files.h"
 #include "common/http_client.h"
+#include "common/job_key.h"
 #include "common/proof.h"
 #include "common/log.h"
 #include "common/params.h"
@@ -83,18 +84,11 @@ std::string default_host(const std::string& subdomain) {
   return host;
 }
 
-Expected<std::string> job_key(const std::string& ssh_dir) {
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string path = ssh_dir + "/" + name;
-    if (file_exists(path)) return read_file(path, 64 * 1024);
-  }
-  return make_error(Exit::kUsage, "no job key in {}; run `mpi-init --role node` first", ssh_dir);
-}
-
 // `mpi-rendezvous end`: tells the coordinator that the job has ended (for debugging; the
 // launcher does it itself).
 Status end_job(const Params& params) {
-  TMPI_ASSIGN(std::string key, job_key(params.str("ssh-dir")));
+  TMPI_ASSIGN(KeyFile key_file, find_job_key(params.str("ssh-dir")));
+  const std::string& key = key_file.text;
   std::string coordinator = params.str("coordinator");
   if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
   std::string nonce = random_nonce();
@@ -139,7 +133,8 @@ Status sidecar(const Params& params) {
   }
   options.ssh_port = static_cast<int>(params.integer("ssh-port"));
   options.deadline = params.duration("deadline");
-  TMPI_ASSIGN(options.private_key, job_key(params.str("ssh-dir")));
+  TMPI_ASSIGN(KeyFile key, find_job_key(params.str("ssh-dir")));
+  options.private_key = std::move(key.text);
   Sidecar sidecar(options);
   // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
   boost::asio::io_context io;
