@@ -73,6 +73,7 @@ Status shell(const Params& params) {
             << "Preflight: mpi-launcher check      Health: mpi-launcher hosts\n";
   for (const auto& [name, value] : job.env) setenv(name.c_str(), value.c_str(), 1);
   setenv("TMPI_MPI_COMMAND", shell_join(build_command(job.plan)).c_str(), 1);
+  std::cout.flush();  // exec replaces the process: what is buffered would be lost
   const char* user_shell = std::getenv("SHELL");
   std::string program = user_shell != nullptr ? user_shell : "/bin/bash";
   execl(program.c_str(), program.c_str(), "-i", nullptr);

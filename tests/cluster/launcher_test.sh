@@ -7,6 +7,7 @@
 #   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts
+#   subcommands               --dry-run, --env-prefix, check, hosts, shell
 source "$(dirname "$0")/lib.sh"
 case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
@@ -116,5 +117,34 @@ case $case_name in
     expect_contains "$out" "sshd refused the job key" "the reason"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
     pass "an sshd that refuses the key: exit 4 before any rank starts" ;;
+  subcommands)
+    out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --mpi mpich --dry-run -- python train.py) ||
+      fail "--dry-run failed"
+    expect_contains "$out" "mpiexec.hydra -f $ETC_MPI/hostfile.hydra -np 4 -launcher ssh -launcher-exec /tmp/tmpi-ssh-" "dry run"
+    expect_contains "$out" "rank -- python train.py" "dry run wraps the rank"
+    [[ ! -e $report ]] || fail "a dry run must not run anything"
+    # Trainer #3427: variables reach the ranks only when asked for.
+    with_sidecars
+    out=$(in_pod "$launcher" env MY_FLAG=on OTHER_FLAG=on "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
+            --report "$report" --beat-interval 1s --env-prefix MY_ --preflight false -- \
+            sh -c 'echo "flags my=$MY_FLAG other=$OTHER_FLAG"' 2>&1) || fail "run: $out"
+    [[ $(grep -c "flags my=on other=$" <<<"$out") == 4 ]] || fail "--env-prefix: $out"
+    out=$(in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --iface eth0) || fail "check: $out"
+    expect_contains "$out" "preflight passed: 2 hosts" "check"
+    with_sidecars
+    in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" --beat-interval 1s \
+      --preflight false -- sleep 4 > "$CIB_DIR/launcher.log" 2>&1 &
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    out=$(in_pod "$launcher" "$L" hosts) || fail "hosts: $out"
+    expect_contains "$out" "barrier open: 2/2 hosts ready" "hosts"
+    expect_contains "$out" "${nodes[1]}.$sub" "hosts"
+    wait
+    out=$(in_pod "$launcher" "$L" hosts --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "hosts without a coordinator: $out"
+    expect_contains "$out" "no coordinator" "hosts falls back to hosts.json"
+    out=$(echo 'echo "command: $TMPI_MPI_COMMAND"; exit 0' |
+          in_pod "$launcher" env SHELL=/bin/bash "$L" shell --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "shell: $out"
+    expect_contains "$out" "trainer-mpi shell: 2 hosts, 4 slots" "shell banner"
+    expect_contains "$out" "command: mpirun --hostfile $ETC_MPI/hostfile -np 4" "the shell's environment"
+    pass "--dry-run, --env-prefix, check, hosts and shell" ;;
   *) fail "unknown case $case_name" ;;
 esac
