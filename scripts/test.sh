@@ -11,5 +11,9 @@ for preset in ${TMPI_TEST_PRESETS:-dev asan fuzz}; do
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
   echo "== $preset: ctest"
-  ctest --preset "$preset" -j "$jobs" ${TMPI_CTEST_ARGS:-}
+  # The extended Open MPI 5 test runs our binaries inside a Debian 13 root, where the
+  # sanitizer runtimes of this compiler do not exist: it runs in the dev preset only.
+  extra=""
+  [[ $preset == asan ]] && extra="-LE extended"
+  ctest --preset "$preset" -j "$jobs" $extra ${TMPI_CTEST_ARGS:-}
 done

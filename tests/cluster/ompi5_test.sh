@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Open MPI 5 (PRRTE) for real (extended label): every pod runs its sshd, and the launcher
+# runs mpi-launcher and mpirun 5, from a Debian 13 root (tests/cluster/ompi5_root.sh),
+# bound into each pod's own mount namespace with the pod's /tmp, /etc/hosts and passwd.
+# The job is the allreduce program (libmpi.so.40 resolves to Open MPI 5's inside the
+# root); the launcher must detect Open MPI 5, pass PRRTE's parameters, and the placement
+# check must pass: no rank may run on the launcher (Trainer #4028).
+source "$(dirname "$0")/lib.sh"
+root=$(bash "$(dirname "$0")/ompi5_root.sh")
+launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+# enter_root POD: bind what the pod sees into the root, in the pod's own mount namespace.
+enter_root() {
+  in_pod "$1" bash -c '
+    root=$1; shift
+    for dir in proc dev sys tmp run/sshd; do mkdir -p "$root/$dir"; done
+    mountpoint -q "$root/sys" || mount --rbind /sys "$root/sys"
+    mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+    mountpoint -q "$root/dev" || mount --rbind /dev "$root/dev"
+    mountpoint -q "$root/tmp" || mount --bind /tmp "$root/tmp"
+    for file in /etc/hosts /etc/passwd /etc/resolv.conf; do touch "$root$file"; mount --bind "$file" "$root$file"; done
+    for dir in "$@"; do mkdir -p "$root$dir"; mountpoint -q "$root$dir" || mount --bind "$dir" "$root$dir"; done
+  ' _ "$root" "$repo" "$TMPI_BUILD_DIR" "$CIB_DIR"
+}
+init_launcher --slots 2
+for pod in $(pods); do enter_root "$pod"; done
+for node in "${nodes[@]}"; do
+  in_pod "$node" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  "$CIB" exec "$node" -- chroot "$root" /usr/sbin/sshd -D -e -f "$CIB_DIR/pods/$node/home/.ssh/sshd_config" \
+    > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
+  start_sidecar "$node" --deadline 60s
+done
+out=$(in_pod "$launcher" chroot "$root" "$TMPI_BUILD_DIR/launcher/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" \
+        --iface eth0 --report "$CIB_DIR/report.json" --beat-interval 1s --rendezvous-timeout 120s -- \
+        "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1) || fail "the Open MPI 5 run failed: $out"
+echo "$out"
+expect_contains "$out" "launching 4 ranks (openmpi5)" "Open MPI 5 detected"
+expect_contains "$out" "--prtemca plm_ssh_agent ssh" "PRRTE parameters"
+expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
+for rank in 0 1; do expect_contains "$out" "rank $rank/4 on ${nodes[0]}" "placement"; done
+for rank in 2 3; do expect_contains "$out" "rank $rank/4 on ${nodes[1]}" "placement"; done
+[[ $(jq -r '[.phases[].name] | join(",")' "$CIB_DIR/report.json") == "wait,preflight,job" ]] || fail "the preflight did not run"
+pass "Open MPI 5.0.7 (PRRTE): detected, placement checked, allreduce across the node pods"
