@@ -50,9 +50,10 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
   for (const char* counter : {"registrations", "refusals", "beats", "rank_starts", "rank_exits"}) counters_[counter] = 0;
 }
 
-std::optional<std::string> Coordinator::host_to_resolve(const Call& call) const {
+std::optional<std::string> Coordinator::host_to_resolve(Call& call) const {
   if (call.method != "POST" || call.target != "/v1/register") return std::nullopt;
-  json body = json::parse(call.body, nullptr, false);
+  call.parsed = json::parse(call.body, nullptr, false);
+  const json& body = call.parsed;
   std::string host = body.is_object() ? text_field(body, "host") : "";
   if (host.empty() || hosts_.count(host) == 0) return std::nullopt;
   return host;
@@ -82,7 +83,7 @@ Reply Coordinator::refuse(int status, const std::string& host, const std::string
 }
 
 Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
-  json body = json::parse(call.body, nullptr, false);
+  const json body = call.parsed.is_null() ? json::parse(call.body, nullptr, false) : call.parsed;
   if (!body.is_object()) return refuse(400, "", "the body is not a JSON object");
   std::string host = text_field(body, "host"), nonce = text_field(body, "nonce");
   auto it = hosts_.find(host);

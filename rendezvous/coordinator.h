@@ -19,6 +19,8 @@
 #include "common/backoff.h"
 #include "common/topology.h"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <map>
 #include <optional>
@@ -32,6 +34,7 @@ struct Call {
   std::string method, target, body;
   std::string peer;                    // the peer's IP address
   std::vector<std::string> resolved;   // what the claimed host resolves to (register only)
+  nlohmann::json parsed = nullptr;     // the body, once host_to_resolve has parsed it
 };
 
 struct Reply {
@@ -86,8 +89,9 @@ class Coordinator {
  public:
   Coordinator(CoordinatorConfig config, CoordinatorCallbacks callbacks, Clock::time_point now);
 
-  // The host name a register call claims, when it needs resolving before handle().
-  std::optional<std::string> host_to_resolve(const Call& call) const;
+  // The host name a register call claims, when it needs resolving before handle(); keeps
+  // the parsed body in call.parsed, so that handle() does not parse it again.
+  std::optional<std::string> host_to_resolve(Call& call) const;
   Reply handle(const Call& call, Clock::time_point now);
   // Timers: progress, the deadline, lost hosts. Call it about once a second.
   void tick(Clock::time_point now);

@@ -163,8 +163,11 @@ TEST_F(CoordinatorTest, MetricsAndUnknownEndpoints) {
   EXPECT_NE(metrics.find("tmpi_rendezvous_registrations_total 1"), std::string::npos);
   EXPECT_EQ(send(Call{"GET", "/nope", "", "", {}}).status, 404);
   EXPECT_EQ(send(Call{"GET", "/healthz", "", "", {}}).status, 200);
-  EXPECT_EQ(coordinator_.host_to_resolve(register_call(kHosts[1])), kHosts[1]);
-  EXPECT_FALSE(coordinator_.host_to_resolve(register_call("nobody")));
+  Call known = register_call(kHosts[1]), unknown = register_call("nobody");
+  EXPECT_EQ(coordinator_.host_to_resolve(known), kHosts[1]);
+  EXPECT_TRUE(known.parsed.is_object()) << "parsed once, for handle() to reuse";
+  EXPECT_EQ(send(known).status, 200);
+  EXPECT_FALSE(coordinator_.host_to_resolve(unknown));
 }
 
 }  // namespace
