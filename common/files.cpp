@@ -59,15 +59,31 @@ Status write_atomic(const std::string& path, std::string_view content, FileMode 
   return ok_status();
 }
 
-Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0) {
+namespace {
+
+// An open file and what fstat says of it; the error names the path.
+struct OpenFile {
+  int fd;
+  struct stat st;
+};
+
+Expected<OpenFile> open_for_reading(const std::string& path) {
+  OpenFile file{open(path.c_str(), O_RDONLY | O_CLOEXEC), {}};
+  if (file.fd < 0 || fstat(file.fd, &file.st) != 0) {
     int err = errno;
-    if (fd >= 0) close(fd);
+    if (file.fd >= 0) close(file.fd);
     return make_error(Exit::kUsage, "cannot read {}: {}; check the path and its permissions", path,
                       std::strerror(err));
   }
+  return file;
+}
+
+}  // namespace
+
+Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) {
+  TMPI_ASSIGN(OpenFile file, open_for_reading(path));
+  int fd = file.fd;
+  const struct stat& st = file.st;
   if (static_cast<std::size_t>(st.st_size) > max_bytes) {
     close(fd);
     return make_error(Exit::kUsage, "{} is {} bytes, more than the {} this input may have", path,
@@ -93,14 +109,9 @@ Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) 
 }
 
 Expected<MappedFile> MappedFile::open(const std::string& path, std::size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    int err = errno;
-    if (fd >= 0) close(fd);
-    return make_error(Exit::kUsage, "cannot read {}: {}; check the path and its permissions", path,
-                      std::strerror(err));
-  }
+  TMPI_ASSIGN(OpenFile file, open_for_reading(path));
+  int fd = file.fd;
+  const struct stat& st = file.st;
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {  // a pipe: read it
     close(fd);
     TMPI_ASSIGN(std::string content, read_file(path, max_bytes));
