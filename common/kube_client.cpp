@@ -128,7 +128,6 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
   int tries = 0;
   while (true) {
     ++tries;
-    ++attempts_;
     HttpRequest request;
     request.method = method;
     request.url = config_.server + path;

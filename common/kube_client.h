@@ -57,7 +57,6 @@ class KubeClient {
                               const KubeAction& action, const Deadline& deadline);
 
   const KubeConfig& config() const { return config_; }
-  int attempts() const { return attempts_; }
 
  private:
   Expected<std::string> bearer_token() const;
@@ -65,7 +64,6 @@ class KubeClient {
   KubeConfig config_;
   Millis request_timeout_;
   std::unique_ptr<HttpClient> http_;
-  int attempts_ = 0;
 };
 
 }  // namespace tmpi

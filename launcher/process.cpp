@@ -21,6 +21,12 @@ int decode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + 
   setpgid(0, 0);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(signal, SIG_DFL);
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  exec_command(argv);
+}
+
+}  // namespace
+
+void exec_command(const std::vector<std::string>& argv) {
   std::vector<char*> words;
   for (const auto& word : argv) words.push_back(const_cast<char*>(word.c_str()));
   words.push_back(nullptr);
@@ -28,8 +34,6 @@ int decode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + 
   fprintf(stderr, "mpi-launcher: cannot run %s: %s\n", words[0], std::strerror(errno));
   _exit(127);
 }
-
-}  // namespace
 
 Expected<ProcessGroup> ProcessGroup::spawn(const std::vector<std::string>& argv,
                                            const std::map<std::string, std::string>& env) {

@@ -24,13 +24,16 @@ class ProcessGroup {
   void signal(int sig) const;  // to the whole group
   // SIGTERM, then SIGKILL after `grace` if it has not exited; returns its status.
   int stop(Millis grace);
-  pid_t pid() const { return pid_; }
 
  private:
   explicit ProcessGroup(pid_t pid) : pid_(pid) {}
   pid_t pid_;
   std::optional<int> status_;
 };
+
+// In a forked child: execvp(argv), or a message naming the program and _exit(127), as a
+// shell does for a command it cannot run.
+[[noreturn]] void exec_command(const std::vector<std::string>& argv);
 
 struct Captured {
   int status = 0;

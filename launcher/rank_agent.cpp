@@ -4,6 +4,7 @@
 #include "launcher/rank_agent.h"
 
 #include "common/plain_http.h"
+#include "launcher/process.h"
 #include "common/proof.h"
 
 #include <nlohmann/json.hpp>
@@ -146,12 +147,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     dup2(err_pipe[1], STDERR_FILENO);
     close(err_pipe[0]);
     close(err_pipe[1]);
-    std::vector<char*> argv;
-    for (const auto& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    fprintf(stderr, "mpi-launcher rank: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
+    exec_command(command);
   }
   close(err_pipe[1]);
   report(options, *id, {{"event", "start"}});  // after the fork: the rank does not wait for it

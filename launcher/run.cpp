@@ -5,7 +5,6 @@
 #include "launcher/run.h"
 
 #include "common/files.h"
-#include "common/proof.h"
 #include "launcher/job.h"
 #include "launcher/preflight.h"
 #include "launcher/process.h"
@@ -54,15 +53,7 @@ struct Phase {
 class Coordinator {
  public:
   Coordinator(const Params& params, const Job& job, Shared& shared) {
-    rdv::CoordinatorConfig config;
-    for (const auto& host : job.topology.hosts) {
-      config.hosts.push_back(host.name);
-      config.slots[host.name] = host.slots;
-    }
-    config.key = derive_rendezvous_key(job.private_key);
-    config.deadline = params.duration("rendezvous-timeout");
-    config.beat_interval = params.duration("beat-interval");
-    config.lost_after = params.duration("lost-after");
+    rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, params);
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
     callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };

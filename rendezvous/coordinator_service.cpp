@@ -54,17 +54,25 @@ void CoordinatorService::schedule_tick() {
   });
 }
 
-Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir) {
-  TMPI_ASSIGN(std::string text, read_file(hosts_file));
-  TMPI_ASSIGN(Topology topology, parse_hosts_json(text, hosts_file));
+CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key, const Params& params) {
   CoordinatorConfig config;
   for (const auto& host : topology.hosts) {
     config.hosts.push_back(host.name);
     config.slots[host.name] = host.slots;
   }
-  TMPI_ASSIGN(KeyFile key, find_job_key(ssh_dir));
-  config.key = derive_rendezvous_key(key.text);
+  config.key = derive_rendezvous_key(private_key);
+  config.deadline = params.duration("rendezvous-timeout");
+  config.beat_interval = params.duration("beat-interval");
+  config.lost_after = params.duration("lost-after");
   return config;
+}
+
+Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir,
+                                               const Params& params) {
+  TMPI_ASSIGN(std::string text, read_file(hosts_file));
+  TMPI_ASSIGN(Topology topology, parse_hosts_json(text, hosts_file));
+  TMPI_ASSIGN(KeyFile key, find_job_key(ssh_dir));
+  return coordinator_config(topology, key.text, params);
 }
 
 }  // namespace tmpi::rdv

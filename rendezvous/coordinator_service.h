@@ -4,6 +4,8 @@
 // mpi-launcher embeds it; `mpi-rendezvous serve` runs it alone.
 #pragma once
 
+#include "common/params.h"
+#include "common/topology.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/http_server.h"
 
@@ -36,8 +38,12 @@ class CoordinatorService {
   bool stopped_ = false;
 };
 
-// Loads hosts.json and the job key from ssh_dir into a config (hosts = the hosts that run
-// ranks; the key derived from the private key).
-Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir);
+// The config for a job: its hosts (those that run ranks, with their slots), the key derived
+// from the job's private key, and the timing parameters (rendezvous-timeout, beat-interval,
+// lost-after). mpi-launcher has the topology in hand; `serve` loads it with the next one.
+CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key, const Params& params);
+// The same from hosts.json and the key in ssh_dir.
+Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir,
+                                               const Params& params);
 
 }  // namespace tmpi::rdv

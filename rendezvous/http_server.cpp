@@ -153,6 +153,5 @@ void HttpServer::stop() {
   state_->acceptor.close(ignored);
 }
 
-std::size_t HttpServer::open_connections() const { return state_->connections; }
 
 }  // namespace tmpi::rdv

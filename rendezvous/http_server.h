@@ -39,7 +39,6 @@ class HttpServer {
   // Binds address:port (port 0: any) and starts accepting; returns the bound port.
   Expected<unsigned short> listen(const std::string& address, unsigned short port);
   void stop();
-  std::size_t open_connections() const;
 
   struct State;
 

@@ -31,10 +31,7 @@ constexpr const char* kSynopsis =
     "       mpi-rendezvous end [options]      tell the coordinator that the job has ended";
 
 Status serve(const Params& params) {
-  TMPI_ASSIGN(CoordinatorConfig config, coordinator_config(params.str("hosts"), params.str("ssh-dir")));
-  config.deadline = params.duration("rendezvous-timeout");
-  config.beat_interval = params.duration("beat-interval");
-  config.lost_after = params.duration("lost-after");
+  TMPI_ASSIGN(CoordinatorConfig config, coordinator_config(params.str("hosts"), params.str("ssh-dir"), params));
   boost::asio::io_context io;
   std::optional<Error> failure;
   CoordinatorCallbacks callbacks;
