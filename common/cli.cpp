@@ -26,6 +26,7 @@ int run(std::string_view program, int argc, char** argv, const Main& body) {
   } catch (const std::exception& e) {
     error = Error{Exit::kJobFailed, fmt::format("internal error: {}", e.what())};
   }
+  if (error.message.empty()) return static_cast<int>(error.exit);  // said already (another rank, a table)
   if (spdlog::default_logger_raw() != nullptr && spdlog::default_logger_raw()->name() == program) {
     spdlog::error("{}", error.message);
   } else {

@@ -1,5 +1,6 @@
 // The edge of every binary: main() calls cli::run, which turns an Error (or an escaped
-// exception) into one clear line on stderr and the documented exit code.
+// exception) into one clear line on stderr and the documented exit code. An Error with an
+// empty message exits with its code and prints nothing: it was reported already.
 #pragma once
 
 #include "common/error.h"

@@ -22,6 +22,7 @@ std::string scope_names(unsigned scopes) {
   add(kScopeInit, "mpi-init");
   add(kScopeRendezvous, "mpi-rendezvous");
   add(kScopeLauncher, "mpi-launcher");
+  add(kScopeCheck, "nccl-check");
   return out;
 }
 

@@ -9,7 +9,8 @@ namespace tmpi {
 
 namespace {
 
-constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher;
+constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeCheck;
+constexpr unsigned kSsh = kScopeInit | kScopeRendezvous | kScopeLauncher;
 using T = ParamType;
 
 constexpr std::array kTable = {
@@ -19,8 +20,8 @@ constexpr std::array kTable = {
     ParamSpec{"log-format", "FORMAT", T::kChoice, "text",
               "log as plain lines, or as JSON lines for a log pipeline", kEvery, "text|json"},
     ParamSpec{"ssh-dir", "DIR", T::kPath, "$HOME/.ssh",
-              "where the job's SSH identity, config and known_hosts live", kEvery},
-    ParamSpec{"ssh-port", "PORT", T::kInt, "2222", "the port every pod's sshd listens on", kEvery},
+              "where the job's SSH identity, config and known_hosts live", kSsh},
+    ParamSpec{"ssh-port", "PORT", T::kInt, "2222", "the port every pod's sshd listens on", kSsh},
 
     // mpi-init: where the topology comes from (one source per run).
     ParamSpec{"role", "ROLE", T::kChoice, "launcher",
@@ -112,6 +113,29 @@ constexpr std::array kTable = {
     ParamSpec{"master-addr", "HOST", T::kString, "", "MASTER_ADDR for torch; default: the first host",
               kScopeLauncher},
     ParamSpec{"master-port", "PORT", T::kInt, "29500", "MASTER_PORT for torch", kScopeLauncher},
+    ParamSpec{"nccl-check", "PATH", T::kPath, "",
+              "the nccl-check program for --check; default: nccl-check beside mpi-launcher, else on PATH",
+              kScopeLauncher},
+
+    // nccl-check (the launcher passes the shared ones on to it for --check).
+    ParamSpec{"backend", "KIND", T::kChoice, "mpi", "all-reduce with NCCL on GPUs, or with MPI on CPUs", kScopeCheck,
+              "mpi|nccl"},
+    ParamSpec{"min-bytes", "SIZE", T::kBytes, "1M", "the smallest all-reduce (nccl-tests -b)", kScopeCheck | kScopeLauncher},
+    ParamSpec{"max-bytes", "SIZE", T::kBytes, "256M", "the largest all-reduce (nccl-tests -e)", kScopeCheck | kScopeLauncher},
+    ParamSpec{"step-factor", "N", T::kInt, "4", "each size is this many times the last (nccl-tests -f)", kScopeCheck},
+    ParamSpec{"pair-bytes", "SIZE", T::kBytes, "64M", "the message of each per-node and per-pair test",
+              kScopeCheck | kScopeLauncher},
+    ParamSpec{"iters", "N", T::kInt, "20", "timed iterations per size", kScopeCheck},
+    ParamSpec{"warmup", "N", T::kInt, "5", "untimed iterations before them", kScopeCheck},
+    ParamSpec{"min-busbw", "GBPS", T::kNumber, "0",
+              "a host, GPU or link below this bus bandwidth (GB/s) fails; 0 = no absolute floor",
+              kScopeCheck | kScopeLauncher},
+    ParamSpec{"min-fraction", "X", T::kNumber, "0.5",
+              "a host or link below this fraction of the median host fails", kScopeCheck | kScopeLauncher},
+    ParamSpec{"step-timeout", "DURATION", T::kDuration, "60s",
+              "each step (init, one size, one round) must end by then, else exit 3", kScopeCheck | kScopeLauncher},
+    ParamSpec{"json", "FILE", T::kPath, "", "write the JSON report there (rank 0); - prints it as the last line",
+              kScopeCheck},
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <pwd.h>
 #include <unistd.h>
@@ -76,6 +77,29 @@ Expected<std::chrono::milliseconds> parse_duration(std::string_view text) {
   return std::chrono::milliseconds(*number * it->second);
 }
 
+Expected<double> parse_number(std::string_view text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty() || !std::isfinite(value)) {
+    return make_error(Exit::kUsage, "'{}' is not a number", text);
+  }
+  return value;
+}
+
+Expected<std::uint64_t> parse_bytes(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])) != 0) ++digits;
+  auto number = parse_int(text.substr(0, digits));
+  std::string unit(text.substr(digits));
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  const std::map<std::string, int, std::less<>> shift = {{"", 0}, {"B", 0}, {"K", 10}, {"KIB", 10}, {"M", 20},
+                                                        {"MIB", 20}, {"G", 30}, {"GIB", 30}};
+  auto it = shift.find(unit);
+  if (!number || it == shift.end()) return make_error(Exit::kUsage, "'{}' is not a size (use 4096, 64K, 1M or 1G)", text);
+  if (*number >> (62 - it->second) != 0) return make_error(Exit::kUsage, "'{}' is too large", text);
+  return static_cast<std::uint64_t>(*number) << it->second;
+}
+
 Status validate_param(const ParamSpec& spec, std::string_view value, std::string_view where) {
   auto fail = [&](std::string_view why) {
     return make_error(Exit::kUsage, "{}: {}; {}", where, why, spec.help);
@@ -83,6 +107,12 @@ Status validate_param(const ParamSpec& spec, std::string_view value, std::string
   switch (spec.type) {
     case ParamType::kInt:
       if (auto n = parse_int(value); !n) return fail(n.error().message);
+      break;
+    case ParamType::kNumber:
+      if (auto n = parse_number(value); !n) return fail(n.error().message);
+      break;
+    case ParamType::kBytes:
+      if (auto n = parse_bytes(value); !n) return fail(n.error().message);
       break;
     case ParamType::kDuration:
       if (auto d = parse_duration(value); !d) return fail(d.error().message);
@@ -184,6 +214,16 @@ const std::string& Params::str(std::string_view name) const {
 
 std::int64_t Params::integer(std::string_view name) const {
   auto value = parse_int(str(name));
+  return value ? *value : 0;
+}
+
+double Params::number(std::string_view name) const {
+  auto value = parse_number(str(name));
+  return value ? *value : 0.0;
+}
+
+std::uint64_t Params::bytes(std::string_view name) const {
+  auto value = parse_bytes(str(name));
   return value ? *value : 0;
 }
 

@@ -19,13 +19,16 @@
 
 namespace tmpi {
 
-enum class ParamType { kString, kPath, kInt, kDuration, kBool, kChoice, kList };
+// kNumber: a decimal (0.5, 12.5); kBytes: a size with an optional K, M or G suffix (powers
+// of 1024, as nccl-tests reads -b and -e).
+enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, kChoice, kList };
 
 // Which command reads a parameter; a row may belong to several.
 enum Scope : unsigned {
   kScopeInit = 1U << 0,        // mpi-init
   kScopeRendezvous = 1U << 1,  // mpi-rendezvous
   kScopeLauncher = 1U << 2,    // mpi-launcher
+  kScopeCheck = 1U << 3,       // nccl-check
   kScopeAll = ~0U,
 };
 
@@ -53,6 +56,8 @@ class Params {
 
   const std::string& str(std::string_view name) const;
   std::int64_t integer(std::string_view name) const;
+  double number(std::string_view name) const;
+  std::uint64_t bytes(std::string_view name) const;
   std::chrono::milliseconds duration(std::string_view name) const;
   bool flag(std::string_view name) const;
   std::vector<std::string> list(std::string_view name) const;  // comma-split, repeatable
@@ -74,6 +79,8 @@ class Params {
 // Validates one value against its spec; `where` names the flag or variable in errors.
 Status validate_param(const ParamSpec& spec, std::string_view value, std::string_view where);
 Expected<std::chrono::milliseconds> parse_duration(std::string_view text);
+Expected<double> parse_number(std::string_view text);
+Expected<std::uint64_t> parse_bytes(std::string_view text);
 
 std::string help_text(std::string_view synopsis, unsigned scope);
 std::string markdown_table();

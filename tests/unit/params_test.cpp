@@ -85,6 +85,23 @@ TEST(Params, Durations) {
   EXPECT_FALSE(parse_duration("s"));
 }
 
+TEST(Params, SizesAndNumbers) {
+  auto params = Params::parse(kScopeCheck, {"--max-bytes", "1G", "--min-bytes", "64k", "--min-fraction", "0.25"},
+                              Env{{"TMPI_PAIR_BYTES", "4096"}});
+  ASSERT_TRUE(params);
+  EXPECT_EQ(params->bytes("max-bytes"), std::uint64_t{1} << 30);
+  EXPECT_EQ(params->bytes("min-bytes"), std::uint64_t{64} << 10);
+  EXPECT_EQ(params->bytes("pair-bytes"), 4096U);
+  EXPECT_DOUBLE_EQ(params->number("min-fraction"), 0.25);
+  EXPECT_DOUBLE_EQ(params->number("min-busbw"), 0.0);
+  auto bad_size = Params::parse(kScopeCheck, {"--max-bytes", "12X"}, {});
+  ASSERT_FALSE(bad_size);
+  EXPECT_NE(bad_size.error().message.find("--max-bytes: '12X' is not a size (use 4096, 64K, 1M or 1G)"), std::string::npos);
+  auto bad_number = Params::parse(kScopeCheck, {}, Env{{"TMPI_MIN_BUSBW", "fast"}});
+  ASSERT_FALSE(bad_number);
+  EXPECT_NE(bad_number.error().message.find("TMPI_MIN_BUSBW: 'fast' is not a number"), std::string::npos);
+}
+
 TEST(Params, HelpListsEveryRowOfTheScope) {
   std::string help = help_text("mpi-init", kScopeInit);
   for (const auto& spec : param_table()) {

@@ -1,0 +1,248 @@
+// See driver.h.
+#include "ncclcheck/driver.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+namespace tmpi::check {
+
+namespace {
+
+class CheckRun {
+ public:
+  CheckRun(const Options& options, Progress& progress) : options_(options), progress_(progress) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    host_name_ = name;
+    report_.backend = options.backend;
+    report_.ranks = size_;
+    report_.pair_bytes = options.pair_bytes;
+  }
+
+  ~CheckRun() {
+    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+  }
+  CheckRun(const CheckRun&) = delete;
+  CheckRun& operator=(const CheckRun&) = delete;
+
+  Status run() {
+    TMPI_CHECK(init());
+    TMPI_CHECK(world());
+    TMPI_CHECK(nodes());
+    TMPI_CHECK(links());
+    judge();
+    return ok_status();
+  }
+
+  Report& report() { return report_; }
+  const std::string& step() const { return step_; }
+  const std::string& host_name() const { return host_name_; }
+  int rank() const { return rank_; }
+  std::vector<int> host_of_ranks() const { return host_of_; }
+
+ private:
+  Deadline begin(std::string step) {
+    step_ = std::move(step);
+    return Deadline(options_.step_timeout);
+  }
+
+  // Hosts in rank order, each rank's host and local rank; the backend, agreed by all.
+  Status init() {
+    Deadline deadline = begin("init");
+    TMPI_ASSIGN(auto names, allgather_text(progress_, MPI_COMM_WORLD, host_name_, deadline, step_));
+    for (int r = 0; r < size_; ++r) {
+      const std::string& name = names[static_cast<std::size_t>(r)];
+      auto it = std::find_if(report_.hosts.begin(), report_.hosts.end(), [&](const HostInfo& h) { return h.name == name; });
+      if (it == report_.hosts.end()) {
+        HostInfo host;
+        host.name = name;
+        it = report_.hosts.insert(report_.hosts.end(), host);
+      }
+      it->ranks.push_back(r);
+      host_of_.push_back(static_cast<int>(it - report_.hosts.begin()));
+    }
+    my_host_ = host_of_[static_cast<std::size_t>(rank_)];
+    const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
+    int local_rank = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+    MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_);  // blocking: made once, at the start
+
+    Expected<std::unique_ptr<Fabric>> made = options_.backend == "nccl"
+                                                 ? make_nccl_fabric(progress_, local_rank, host_name_)
+                                                 : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
+    TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, made ? "" : made.error().message, deadline, step_));
+    std::set<std::string> distinct;
+    for (const auto& problem : problems) {
+      if (!problem.empty() && distinct.insert(problem).second) {
+        report_.failure += (report_.failure.empty() ? "" : "; ") + problem;
+      }
+    }
+    if (!report_.failure.empty()) return Error{Exit::kPreflight, report_.failure};
+    fabric_ = std::move(made).value();
+    report_.library = fabric_->library();
+    TMPI_ASSIGN(auto devices, allgather_text(progress_, MPI_COMM_WORLD, fabric_->device().dump(), deadline, step_));
+    for (int r = 0; r < size_; ++r) {
+      auto device = nlohmann::json::parse(devices[static_cast<std::size_t>(r)], nullptr, false);
+      if (!device.is_null() && !device.is_discarded()) {
+        report_.hosts[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].devices.push_back(device);
+      }
+    }
+    return ok_status();
+  }
+
+  Status world() {
+    Group group{"world", {}, MPI_COMM_WORLD};
+    for (int r = 0; r < size_; ++r) group.ranks.push_back(r);
+    for (std::uint64_t bytes : options_.sizes) {
+      Deadline deadline = begin("all-reduce " + human_bytes(bytes));
+      TMPI_ASSIGN(Measure measure, fabric_->allreduce(group, bytes, options_.iterations, deadline, step_));
+      std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong)};
+      TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, sums, deadline, step_));
+      SizeResult size{bytes, sums[0] / size_, 0, 0, static_cast<std::int64_t>(sums[1])};
+      size.algbw = algbw_gbps(bytes, size.seconds);
+      size.busbw = allreduce_busbw(size.algbw, size_);
+      report_.allreduce.push_back(size);
+    }
+    return ok_status();
+  }
+
+  // One all-reduce within each host that has more than one rank, all hosts at once.
+  Status nodes() {
+    Deadline deadline = begin("intra-node all-reduce " + human_bytes(options_.pair_bytes));
+    const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
+    std::vector<double> samples(2 * report_.hosts.size(), 0.0);  // per host: busbw, wrong
+    if (mine.size() > 1) {
+      Group group{fmt::format("host {}", my_host_), mine, node_comm_};
+      TMPI_ASSIGN(Measure measure, fabric_->allreduce(group, options_.pair_bytes, options_.iterations, deadline, step_));
+      std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong)};
+      TMPI_CHECK(allreduce_sum(progress_, node_comm_, sums, deadline, step_));
+      if (rank_ == mine.front()) {
+        double seconds = sums[0] / static_cast<double>(mine.size());
+        samples[2 * static_cast<std::size_t>(my_host_)] =
+            allreduce_busbw(algbw_gbps(options_.pair_bytes, seconds), static_cast<int>(mine.size()));
+        samples[2 * static_cast<std::size_t>(my_host_) + 1] = sums[1];
+      }
+    }
+    TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
+    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+      if (report_.hosts[h].ranks.size() < 2) continue;
+      report_.nodes.push_back({static_cast<int>(h), samples[2 * h], static_cast<std::int64_t>(samples[2 * h + 1])});
+    }
+    return ok_status();
+  }
+
+  // Every pair of hosts once, in rounds of disjoint pairs; then each suspect again, beside
+  // a good peer.
+  Status links() {
+    int hosts = static_cast<int>(report_.hosts.size());
+    auto rounds = pair_rounds(hosts);
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+      TMPI_CHECK(link_round(rounds[r], fmt::format("links round {}/{}", r + 1, rounds.size()), report_.links));
+    }
+    report_.link_floor = floor_for(options_.threshold, link_reference(report_.links, hosts));
+    auto retests = retest_rounds(report_.links, report_.link_floor, hosts);
+    for (std::size_t r = 0; r < retests.size(); ++r) {
+      TMPI_CHECK(link_round(retests[r], fmt::format("retests round {}/{}", r + 1, retests.size()), report_.retests));
+    }
+    return ok_status();
+  }
+
+  Status link_round(const std::vector<Pair>& pairs, std::string step, std::vector<LinkSample>& out) {
+    Deadline deadline = begin(std::move(step));
+    std::vector<double> samples(2 * pairs.size(), 0.0);  // per pair: GB/s, wrong
+    for (std::size_t p = 0; p < pairs.size(); ++p) {
+      auto [a, b] = pairs[p];
+      if (my_host_ != a && my_host_ != b) continue;
+      Group group{fmt::format("link {}-{}", a, b), {}, MPI_COMM_NULL};
+      for (int host : {a, b}) {
+        const auto& ranks = report_.hosts[static_cast<std::size_t>(host)].ranks;
+        if (fabric_->links_use_every_rank()) {
+          group.ranks.insert(group.ranks.end(), ranks.begin(), ranks.end());
+        } else {
+          group.ranks.push_back(ranks.front());
+        }
+      }
+      std::sort(group.ranks.begin(), group.ranks.end());
+      if (group.index_of(rank_) < 0) break;
+      TMPI_ASSIGN(Measure measure, fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
+      if (rank_ == group.ranks.front()) {
+        samples[2 * p] = fabric_->link_gbps(options_.pair_bytes, measure.seconds, static_cast<int>(group.ranks.size()));
+      }
+      samples[2 * p + 1] = static_cast<double>(measure.wrong);
+      break;
+    }
+    TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
+    for (std::size_t p = 0; p < pairs.size(); ++p) {
+      out.push_back({pairs[p], samples[2 * p], static_cast<std::int64_t>(samples[2 * p + 1])});
+    }
+    return ok_status();
+  }
+
+  void judge() {
+    std::vector<std::string> names;
+    for (const auto& host : report_.hosts) names.push_back(host.name);
+    for (const auto& size : report_.allreduce) {
+      if (size.wrong > 0) {
+        report_.culprits.push_back({"data", "world", fmt::format("all-reduce of {}: {} wrong elements over {} ranks",
+                                                                 human_bytes(size.bytes), size.wrong, size_)});
+      }
+    }
+    const auto& largest = report_.allreduce.back();
+    if (size_ > 1 && largest.busbw < options_.threshold.min_gbps) {
+      report_.culprits.push_back({"world", "world", fmt::format("all-reduce of {}: busbw {:.3g} GB/s, below --min-busbw {:.3g}",
+                                                                human_bytes(largest.bytes), largest.busbw,
+                                                                options_.threshold.min_gbps)});
+    }
+    auto nodes = judge_nodes(report_.nodes, options_.threshold, names);
+    auto links = judge_links(report_.links, report_.retests, report_.link_floor, names);
+    report_.culprits.insert(report_.culprits.end(), nodes.begin(), nodes.end());
+    report_.culprits.insert(report_.culprits.end(), links.begin(), links.end());
+  }
+
+  const Options& options_;
+  Progress& progress_;
+  Report report_;
+  int rank_ = 0, size_ = 1, my_host_ = 0;
+  std::string host_name_, step_;
+  std::vector<int> host_of_;  // world rank -> index in report_.hosts
+  MPI_Comm node_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<Fabric> fabric_;
+};
+
+}  // namespace
+
+Outcome run_check(const Options& options, Progress& progress) {
+  double start = MPI_Wtime();
+  CheckRun run(options, progress);
+  Status status = run.run();
+  Outcome outcome{std::move(run.report()), false};
+  Report& report = outcome.report;
+  if (!status && status.error().exit == Exit::kTimeout) {
+    Timeout timeout{run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}};
+    MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);
+    std::vector<int> host_of = run.host_of_ranks();
+    std::set<std::string> silent;
+    for (int rank : progress.silent_ranks(Millis(2000))) {
+      if (rank < static_cast<int>(host_of.size())) {
+        silent.insert(report.hosts[static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])].name);
+      } else {
+        silent.insert(fmt::format("rank {}", rank));
+      }
+    }
+    timeout.silent_hosts.assign(silent.begin(), silent.end());
+    report.timeout = timeout;
+    outcome.abort = true;
+  } else if (!status && report.failure.empty()) {  // not the failure that every rank agreed on in init
+    report.failure = fmt::format("rank {} on {}: {}", report.ranks > 0 ? run.rank() : 0, run.host_name(),
+                                 status.error().message);
+    outcome.abort = true;
+  }
+  report.seconds = MPI_Wtime() - start;
+  return outcome;
+}
+
+}  // namespace tmpi::check

@@ -1,0 +1,32 @@
+// The plan of nccl-check, the same for both backends: the world all-reduce at every size,
+// then localisation (an all-reduce within each host; a link test per pair of hosts, in
+// rounds of disjoint pairs; a retest of each suspect against a known good peer), then the
+// verdict. Each step has its own deadline (--step-timeout); every rank computes the same
+// verdict from the same all-reduced samples, so every rank exits with the same code.
+#pragma once
+
+#include "ncclcheck/fabric.h"
+#include "ncclcheck/report.h"
+
+namespace tmpi::check {
+
+struct Options {
+  std::string backend = "mpi";
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t pair_bytes = 0;
+  Iterations iterations;
+  Threshold threshold;
+  Millis step_timeout{60000};
+};
+
+// Runs on every rank. The report is the same on every rank, except after a timeout or an
+// error that only this rank saw (a CUDA call that failed): then `abort` is set, and the
+// caller prints the report and aborts the job, since the other ranks would wait for this
+// one until their deadlines.
+struct Outcome {
+  Report report;
+  bool abort = false;
+};
+Outcome run_check(const Options& options, Progress& progress);
+
+}  // namespace tmpi::check

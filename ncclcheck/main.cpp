@@ -1,0 +1,101 @@
+// nccl-check: the GPU-fabric preflight, an MPI program (every rank runs this main).
+//   mpirun ... nccl-check [--backend nccl|mpi] [--min-bytes 1M --max-bytes 256M] [--json FILE|-]
+// Rank 0 prints the table and writes the JSON report. A rank that hits a deadline prints
+// its own report (result "timeout") and aborts the job with exit 3, so nothing hangs.
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "ncclcheck/driver.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <iostream>
+
+#if defined(__SANITIZE_ADDRESS__)
+// MPI libraries keep their allocations until exit; their leaks are not ours to report.
+extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }  // NOLINT
+#endif
+
+namespace tmpi::check {
+
+namespace {
+
+constexpr const char* kSynopsis = "mpirun [MPI options] nccl-check [options]";
+constexpr std::uint64_t kMaxBytes = std::uint64_t{4} << 30;  // MPI counts are ints: 2^31 floats at most
+
+Expected<Options> options_from(const Params& params) {
+  Options options;
+  options.backend = params.str("backend");
+  if (params.bytes("max-bytes") > kMaxBytes || params.bytes("pair-bytes") > kMaxBytes) {
+    return make_error(Exit::kUsage, "--max-bytes and --pair-bytes: 4G at most (MPI counts are 32-bit)");
+  }
+  TMPI_ASSIGN(options.sizes, size_ladder(params.bytes("min-bytes"), params.bytes("max-bytes"), params.integer("step-factor")));
+  options.pair_bytes = params.bytes("pair-bytes");
+  if (options.pair_bytes < 4) return make_error(Exit::kUsage, "--pair-bytes {}: must hold one float", options.pair_bytes);
+  options.iterations = {static_cast<int>(params.integer("warmup")), static_cast<int>(params.integer("iters"))};
+  if (options.iterations.timed < 1 || options.iterations.warmup < 0) {
+    return make_error(Exit::kUsage, "--iters {} --warmup {}: need 1 or more timed and 0 or more warm-up iterations",
+                      options.iterations.timed, options.iterations.warmup);
+  }
+  options.threshold = {params.number("min-busbw"), params.number("min-fraction")};
+  if (options.threshold.min_fraction < 0 || options.threshold.min_fraction > 1) {
+    return make_error(Exit::kUsage, "--min-fraction {}: must be between 0 and 1", options.threshold.min_fraction);
+  }
+  options.step_timeout = params.duration("step-timeout");
+  return options;
+}
+
+// One write, so that mpirun does not interleave other ranks' lines into the table.
+void publish(const Report& report, const std::string& json_path) {
+  std::string out = render_table(report);
+  std::string json = to_json(report).dump();
+  if (json_path == "-") out += "nccl-check report: " + json + "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  if (!json_path.empty() && json_path != "-") {
+    if (auto written = write_atomic(json_path, json + "\n"); !written) {
+      std::cerr << "nccl-check: the report was not written: " << written.error().message << "\n";
+    }
+  }
+}
+
+Status body(const std::vector<std::string>& args) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  TMPI_ASSIGN(Params params, Params::parse(kScopeCheck, args, current_environment()));
+  if (params.help_requested()) {
+    if (rank == 0) std::cout << help_text(kSynopsis, kScopeCheck);
+    return ok_status();
+  }
+  TMPI_CHECK(log::setup_from("nccl-check", params));
+  TMPI_ASSIGN(Options options, options_from(params));
+  Progress progress(MPI_COMM_WORLD);
+  Outcome outcome = run_check(options, progress);
+  const Report& report = outcome.report;
+  if (outcome.abort) {
+    publish(report, params.str("json"));
+    std::string why = report.timeout ? fmt::format("{} timed out", report.timeout->step) : report.failure;
+    std::cerr << "nccl-check: " << why << "; aborting the job with exit " << report.exit_code() << "\n";
+    MPI_Abort(MPI_COMM_WORLD, report.exit_code());
+  }
+  if (rank == 0) publish(report, params.str("json"));
+  if (report.exit_code() == 0) return ok_status();
+  // Every rank exits with the same code; rank 0 alone says why (the table has the details).
+  std::string message = rank != 0 ? "" : !report.failure.empty() ? report.failure
+                                       : fmt::format("{} culprit(s) below threshold or with wrong data: see the table",
+                                                     report.culprits.size());
+  return Error{static_cast<Exit>(report.exit_code()), message};
+}
+
+}  // namespace
+
+}  // namespace tmpi::check
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = tmpi::cli::run("nccl-check", argc, argv, tmpi::check::body);
+  MPI_Finalize();
+  return code;
+}

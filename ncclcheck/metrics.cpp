@@ -1,0 +1,185 @@
+// See metrics.h.
+#include "ncclcheck/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace tmpi::check {
+
+double algbw_gbps(std::uint64_t bytes, double seconds) {
+  return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+}
+
+double allreduce_busbw(double algbw, int ranks) {
+  return ranks > 0 ? algbw * 2.0 * (ranks - 1) / ranks : 0.0;
+}
+
+Expected<std::vector<std::uint64_t>> size_ladder(std::uint64_t min_bytes, std::uint64_t max_bytes, std::int64_t factor) {
+  if (min_bytes < 4) return make_error(Exit::kUsage, "--min-bytes {}: must hold one float (4 bytes) or more", min_bytes);
+  if (max_bytes < min_bytes) {
+    return make_error(Exit::kUsage, "--max-bytes {} is below --min-bytes {}; raise --max-bytes", max_bytes, min_bytes);
+  }
+  if (factor < 2) return make_error(Exit::kUsage, "--step-factor {}: must be 2 or more", factor);
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t size = min_bytes; size < max_bytes; size *= static_cast<std::uint64_t>(factor)) {
+    sizes.push_back(size);
+    if (size > max_bytes / static_cast<std::uint64_t>(factor)) break;
+  }
+  sizes.push_back(max_bytes);
+  return sizes;
+}
+
+std::vector<std::vector<Pair>> pair_rounds(int hosts) {
+  std::vector<std::vector<Pair>> rounds;
+  if (hosts < 2) return rounds;
+  int slots = hosts % 2 == 0 ? hosts : hosts + 1;  // an odd count gets a bye: slot `hosts`
+  std::vector<int> ring(static_cast<std::size_t>(slots));
+  for (int i = 0; i < slots; ++i) ring[static_cast<std::size_t>(i)] = i;
+  for (int round = 0; round < slots - 1; ++round) {
+    std::vector<Pair> pairs;
+    for (int i = 0; i < slots / 2; ++i) {
+      int a = ring[static_cast<std::size_t>(i)];
+      int b = ring[static_cast<std::size_t>(slots - 1 - i)];
+      if (a < hosts && b < hosts) pairs.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    rounds.push_back(std::move(pairs));
+    std::rotate(ring.begin() + 1, ring.end() - 1, ring.end());  // slot 0 stays, the rest turn
+  }
+  return rounds;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+double floor_for(const Threshold& threshold, double reference) {
+  return std::max(threshold.min_gbps, threshold.min_fraction * reference);
+}
+
+double link_reference(const std::vector<LinkSample>& links, int hosts) {
+  std::vector<double> best(static_cast<std::size_t>(std::max(hosts, 0)), -1.0);
+  for (const auto& link : links) {
+    for (int host : {link.hosts.first, link.hosts.second}) {
+      if (host >= 0 && host < hosts) best[static_cast<std::size_t>(host)] = std::max(best[static_cast<std::size_t>(host)], link.gbps);
+    }
+  }
+  std::vector<double> measured;
+  for (double value : best) {
+    if (value >= 0) measured.push_back(value);
+  }
+  return median(measured);
+}
+
+namespace {
+
+bool slow(const LinkSample& link, double floor) { return link.gbps < floor || link.wrong > 0; }
+
+// A suspect host has no good link at all; a host with one good link can move data at full
+// speed, so its slow links are the links' fault (or the other end's).
+std::set<int> suspects_of(const std::vector<LinkSample>& links, double floor, int hosts) {
+  std::vector<bool> measured(static_cast<std::size_t>(hosts), false), good(static_cast<std::size_t>(hosts), false);
+  for (const auto& link : links) {
+    for (int host : {link.hosts.first, link.hosts.second}) {
+      if (host < 0 || host >= hosts) continue;
+      measured[static_cast<std::size_t>(host)] = true;
+      if (!slow(link, floor)) good[static_cast<std::size_t>(host)] = true;
+    }
+  }
+  std::set<int> out;
+  for (int host = 0; host < hosts; ++host) {
+    if (measured[static_cast<std::size_t>(host)] && !good[static_cast<std::size_t>(host)]) out.insert(host);
+  }
+  return out;
+}
+
+int host_count(const std::vector<LinkSample>& links) {
+  int count = 0;
+  for (const auto& link : links) count = std::max({count, link.hosts.first + 1, link.hosts.second + 1});
+  return count;
+}
+
+}  // namespace
+
+std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts) {
+  std::set<int> suspects = suspects_of(links, floor, hosts);
+  std::vector<int> good;
+  for (int host = 0; host < hosts; ++host) {
+    if (suspects.count(host) == 0) good.push_back(host);
+  }
+  std::vector<std::vector<Pair>> rounds;
+  if (suspects.empty() || good.empty()) return rounds;
+  // Each round pairs as many suspects as there are good hosts; a host is in one pair a round.
+  std::vector<int> waiting(suspects.begin(), suspects.end());
+  while (!waiting.empty()) {
+    std::vector<Pair> round;
+    for (std::size_t i = 0; i < good.size() && !waiting.empty(); ++i) {
+      int suspect = waiting.front();
+      waiting.erase(waiting.begin());
+      round.emplace_back(std::min(suspect, good[i]), std::max(suspect, good[i]));
+    }
+    rounds.push_back(std::move(round));
+  }
+  return rounds;
+}
+
+std::vector<Culprit> judge_links(const std::vector<LinkSample>& links, const std::vector<LinkSample>& retests,
+                                 double floor, const std::vector<std::string>& host_names) {
+  auto name = [&](int host) { return host_names.at(static_cast<std::size_t>(host)); };
+  std::vector<Culprit> out;
+  std::set<int> bad_hosts;
+  std::set<int> suspects = suspects_of(links, floor, host_count(links));
+  for (int host : suspects) {
+    for (const auto& retest : retests) {
+      if (retest.hosts.first != host && retest.hosts.second != host) continue;
+      if (!slow(retest, floor)) break;  // fine beside a good peer: not this host
+      int peer = retest.hosts.first == host ? retest.hosts.second : retest.hosts.first;
+      std::string first_pass;
+      for (const auto& link : links) {
+        if (link.hosts.first != host && link.hosts.second != host) continue;
+        int other = link.hosts.first == host ? link.hosts.second : link.hosts.first;
+        first_pass += fmt::format("{}{:.3g} GB/s with {}", first_pass.empty() ? "" : ", ", link.gbps, name(other));
+      }
+      out.push_back({"host", name(host),
+                     fmt::format("{:.3g} GB/s beside the good peer {} (retest){}, below the floor of {:.3g} GB/s; first pass: {}",
+                                 retest.gbps, name(peer), retest.wrong > 0 ? fmt::format(", {} wrong elements", retest.wrong) : "",
+                                 floor, first_pass)});
+      bad_hosts.insert(host);
+      break;
+    }
+  }
+  for (const auto& link : links) {
+    if (!slow(link, floor) || bad_hosts.count(link.hosts.first) > 0 || bad_hosts.count(link.hosts.second) > 0) continue;
+    bool ends_good = suspects.count(link.hosts.first) == 0 && suspects.count(link.hosts.second) == 0;
+    out.push_back({"link", fmt::format("{} <-> {}", name(link.hosts.first), name(link.hosts.second)),
+                   fmt::format("{:.3g} GB/s{}, below the floor of {:.3g} GB/s; {}", link.gbps,
+                               link.wrong > 0 ? fmt::format(", {} wrong elements", link.wrong) : "", floor,
+                               ends_good ? "both ends are fast with other hosts, so the link itself is slow"
+                                         : "no host is fast enough to tell the link from its ends")});
+  }
+  return out;
+}
+
+std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Threshold& threshold,
+                                 const std::vector<std::string>& host_names) {
+  std::vector<double> values;
+  for (const auto& node : nodes) values.push_back(node.busbw);
+  double reference = median(values);
+  double floor = floor_for(threshold, reference);
+  std::vector<Culprit> out;
+  for (const auto& node : nodes) {
+    if (node.busbw >= floor && node.wrong == 0) continue;
+    out.push_back({"node", host_names.at(static_cast<std::size_t>(node.host)),
+                   fmt::format("intra-node all-reduce {:.3g} GB/s busbw{}, below the floor of {:.3g} GB/s (median host {:.3g})",
+                               node.busbw, node.wrong > 0 ? fmt::format(", {} wrong elements", node.wrong) : "", floor,
+                               reference)});
+  }
+  return out;
+}
+
+}  // namespace tmpi::check

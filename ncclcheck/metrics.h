@@ -1,0 +1,77 @@
+// The arithmetic of nccl-check, free of MPI, CUDA and I/O so that unit tests drive it:
+// bandwidth (nccl-tests' definitions), the ladder of sizes, the schedule of pair tests, and
+// the thresholds that turn samples into culprits.
+//
+// Bandwidth, as nccl-tests' PERFORMANCE.md defines it: algbw = bytes / time, in GB/s of
+// 10^9 bytes; for all-reduce, busbw = algbw * 2(n-1)/n, the traffic each link carries, which
+// is comparable across rank counts and with the hardware's peak.
+//
+// Thresholds: a sample fails below max(--min-busbw, --min-fraction x reference). The
+// reference of pair tests is the median over hosts of each host's best link: each host's
+// best link shows what it can do, and the median over hosts ignores a minority of bad ones
+// (a plain median of links would not: with 3 hosts and 1 bad, 2 of 3 links are slow).
+#pragma once
+
+#include "common/error.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tmpi::check {
+
+double algbw_gbps(std::uint64_t bytes, double seconds);
+double allreduce_busbw(double algbw, int ranks);
+
+// min, min*factor, ... up to max (max itself always included); errors name the flags.
+Expected<std::vector<std::uint64_t>> size_ladder(std::uint64_t min_bytes, std::uint64_t max_bytes, std::int64_t factor);
+
+// Every pair of `hosts` hosts exactly once, each host at most once per round, in the fewest
+// rounds: hosts-1 when even, hosts when odd (the circle method of round-robin tournaments).
+using Pair = std::pair<int, int>;  // host indices, first < second
+std::vector<std::vector<Pair>> pair_rounds(int hosts);
+
+double median(std::vector<double> values);
+
+struct Threshold {
+  double min_gbps = 0;        // --min-busbw: an absolute floor, 0 = none
+  double min_fraction = 0.5;  // --min-fraction of the reference
+};
+double floor_for(const Threshold& threshold, double reference);
+
+struct LinkSample {
+  Pair hosts;
+  double gbps = 0;
+  std::int64_t wrong = 0;
+};
+
+// The median over hosts of each host's best link (see the top of this file).
+double link_reference(const std::vector<LinkSample>& links, int hosts);
+
+// The second pass (after cluster-health-scanner): each suspect host (one whose every link
+// is slow) is tested again beside a good host (one with a fast link), in rounds of disjoint
+// pairs. Empty when there is no suspect, or no good host to compare with.
+std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts);
+
+struct Culprit {
+  std::string kind;  // "host", "link", "node" (intra-node), "world", "data", "gpu"
+  std::string name;  // a host name, "a <-> b", or "world"
+  std::string reason;
+};
+
+// Culprits from both passes: a suspect host whose retest beside a good peer is slow too; a
+// slow link that no such host explains (both ends fast elsewhere, or nothing to compare).
+std::vector<Culprit> judge_links(const std::vector<LinkSample>& links, const std::vector<LinkSample>& retests,
+                                 double floor, const std::vector<std::string>& host_names);
+
+// Intra-node samples, one per host (hosts with one rank have none): below the floor fails.
+struct NodeSample {
+  int host = 0;
+  double busbw = 0;
+  std::int64_t wrong = 0;
+};
+std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Threshold& threshold,
+                                 const std::vector<std::string>& host_names);
+
+}  // namespace tmpi::check

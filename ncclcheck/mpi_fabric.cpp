@@ -1,0 +1,105 @@
+// The MPI backend (the CPU twin): MPI_Iallreduce over the group's communicator, and
+// ping-pong between the first ranks of two hosts for a link. Every call is non-blocking
+// and waited on through Progress, under the step's deadline.
+#include "ncclcheck/data_check.h"
+#include "ncclcheck/fabric.h"
+#include "ncclcheck/metrics.h"
+
+#include <algorithm>
+
+namespace tmpi::check {
+
+int Group::index_of(int world_rank) const {
+  auto it = std::find(ranks.begin(), ranks.end(), world_rank);
+  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+}
+
+namespace {
+
+double now_seconds() { return MPI_Wtime(); }
+
+class MpiFabric : public Fabric {
+ public:
+  explicit MpiFabric(Progress& progress) : progress_(progress) { MPI_Comm_rank(MPI_COMM_WORLD, &rank_); }
+
+  std::string library() const override {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+    int length = 0;
+    MPI_Get_library_version(text, &length);
+    std::string line(text, static_cast<std::size_t>(length));
+    line = line.substr(0, line.find_first_of(",\n"));
+    std::replace(line.begin(), line.end(), '\t', ' ');  // MPICH: "MPICH Version:<tab>4.0.2"
+    return line;
+  }
+
+  Expected<Measure> allreduce(const Group& group, std::uint64_t bytes, Iterations iterations, const Deadline& deadline,
+                              std::string_view step) override {
+    std::size_t count = bytes / sizeof(float);
+    std::vector<float> input(count), output(count);
+    fill_pattern(input.data(), count, group.index_of(rank_));
+    poison(output.data(), count);
+    auto once = [&]() -> Status {
+      MPI_Request request;
+      MPI_Iallreduce(input.data(), output.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, group.comm, &request);
+      return progress_.wait(&request, 1, deadline, step);
+    };
+    for (int i = 0; i < iterations.warmup; ++i) TMPI_CHECK(once());
+    MPI_Request barrier;
+    MPI_Ibarrier(group.comm, &barrier);
+    TMPI_CHECK(progress_.wait(&barrier, 1, deadline, step));
+    double start = now_seconds();
+    for (int i = 0; i < iterations.timed; ++i) TMPI_CHECK(once());
+    Measure measure;
+    measure.seconds = (now_seconds() - start) / iterations.timed;
+    measure.wrong = count_wrong_sum(output.data(), count, static_cast<int>(group.ranks.size()));
+    return measure;
+  }
+
+  bool links_use_every_rank() const override { return false; }
+
+  // Rank 0 of the group sends, rank 1 answers, each with its own pattern; the receiver of
+  // each direction checks what arrived after the last iteration.
+  Expected<Measure> link(const Group& group, std::uint64_t bytes, Iterations iterations, const Deadline& deadline,
+                         std::string_view step) override {
+    std::size_t count = bytes / sizeof(float);
+    int me = group.index_of(rank_);
+    int peer = group.ranks.at(me == 0 ? 1 : 0);
+    std::vector<float> outgoing(count), incoming(count);
+    fill_pattern(outgoing.data(), count, me);
+    poison(incoming.data(), count);
+    constexpr int kTag = 7;
+    auto exchange = [&]() -> Status {
+      MPI_Request request;
+      for (int turn = 0; turn < 2; ++turn) {
+        if ((turn == 0) == (me == 0)) {
+          MPI_Isend(outgoing.data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD, &request);
+        } else {
+          MPI_Irecv(incoming.data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD, &request);
+        }
+        TMPI_CHECK(progress_.wait(&request, 1, deadline, step));
+      }
+      return ok_status();
+    };
+    for (int i = 0; i < iterations.warmup; ++i) TMPI_CHECK(exchange());
+    double start = now_seconds();
+    for (int i = 0; i < iterations.timed; ++i) TMPI_CHECK(exchange());
+    Measure measure;
+    measure.seconds = (now_seconds() - start) / (2.0 * iterations.timed);
+    measure.wrong = count_wrong_copy(incoming.data(), count, me == 0 ? 1 : 0);
+    return measure;
+  }
+
+  double link_gbps(std::uint64_t bytes, double seconds, int /*group_size*/) const override {
+    return algbw_gbps(bytes, seconds);
+  }
+
+ private:
+  Progress& progress_;
+  int rank_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Fabric> make_mpi_fabric(Progress& progress) { return std::make_unique<MpiFabric>(progress); }
+
+}  // namespace tmpi::check

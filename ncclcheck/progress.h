@@ -1,0 +1,55 @@
+// Every wait in nccl-check goes through here, so that nothing hangs (DESIGN §2): MPI
+// requests are polled against a deadline, never waited on. While it polls, a rank also
+// answers liveness pings: a rank whose deadline has passed pings every other rank, and
+// names the hosts of those that stay silent (stopped, dead, or behind a broken link)
+// before it aborts the job.
+//
+// MPI is used from one thread only (MPI_THREAD_SINGLE is enough).
+#pragma once
+
+#include "common/backoff.h"
+#include "common/error.h"
+
+#include <mpi.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tmpi::check {
+
+class Progress {
+ public:
+  explicit Progress(MPI_Comm world);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // Polls until every request completes; after the deadline, an Exit::kTimeout error that
+  // names `step`. The requests are left pending then: the caller aborts the job.
+  Status wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step);
+
+  // Answers the pings that have arrived. wait() calls it; so do other polling loops (the
+  // NCCL backend's, while a CUDA stream runs).
+  void serve();
+
+  // After a timeout: pings every other rank and returns the ranks that did not answer
+  // within `patience`.
+  std::vector<int> silent_ranks(Millis patience);
+
+ private:
+  MPI_Comm live_ = MPI_COMM_NULL;  // a duplicate of the world, for pings only
+  int rank_ = 0, size_ = 1;
+  Clock::time_point last_served_;
+};
+
+// Every rank's `text` (up to 1023 bytes each), in rank order, from a non-blocking
+// all-gather over `comm`.
+Expected<std::vector<std::string>> allgather_text(Progress& progress, MPI_Comm comm, const std::string& text,
+                                                  const Deadline& deadline, std::string_view step);
+
+// The sum over `comm` of each value, non-blocking.
+Status allreduce_sum(Progress& progress, MPI_Comm comm, std::vector<double>& values, const Deadline& deadline,
+                     std::string_view step);
+
+}  // namespace tmpi::check

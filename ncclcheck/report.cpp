@@ -1,0 +1,117 @@
+// See report.h.
+#include "ncclcheck/report.h"
+
+#include <fmt/format.h>
+
+namespace tmpi::check {
+
+using nlohmann::json;
+
+int Report::exit_code() const {
+  if (timeout) return static_cast<int>(Exit::kTimeout);
+  if (!culprits.empty() || !failure.empty()) return static_cast<int>(Exit::kPreflight);
+  return 0;
+}
+
+std::string Report::result() const {
+  switch (exit_code()) {
+    case 0: return "pass";
+    case static_cast<int>(Exit::kTimeout): return "timeout";
+    default: return "fail";
+  }
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int unit = 0;
+  while (unit < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return fmt::format("{} {}", bytes, units[unit]);
+}
+
+json to_json(const Report& report) {
+  auto host_name = [&](int index) { return report.hosts.at(static_cast<std::size_t>(index)).name; };
+  auto links = [&](const std::vector<LinkSample>& samples) {
+    json out = json::array();
+    for (const auto& link : samples) {
+      out.push_back({{"hosts", {host_name(link.hosts.first), host_name(link.hosts.second)}},
+                     {"gbps", link.gbps}, {"wrong", link.wrong}});
+    }
+    return out;
+  };
+  json out = {{"result", report.result()},       {"exit_code", report.exit_code()}, {"backend", report.backend},
+              {"library", report.library},        {"ranks", report.ranks},           {"seconds", report.seconds},
+              {"pair_bytes", report.pair_bytes},  {"link_floor_gbps", report.link_floor}};
+  out["hosts"] = json::array();
+  for (const auto& host : report.hosts) {
+    out["hosts"].push_back({{"name", host.name}, {"ranks", host.ranks}, {"devices", host.devices}});
+  }
+  out["allreduce"] = json::array();
+  for (const auto& size : report.allreduce) {
+    out["allreduce"].push_back({{"bytes", size.bytes}, {"seconds", size.seconds}, {"algbw_gbps", size.algbw},
+                                {"busbw_gbps", size.busbw}, {"wrong", size.wrong}});
+  }
+  out["intra_node"] = json::array();
+  for (const auto& node : report.nodes) {
+    out["intra_node"].push_back({{"host", host_name(node.host)}, {"busbw_gbps", node.busbw}, {"wrong", node.wrong}});
+  }
+  out["links"] = links(report.links);
+  out["retests"] = links(report.retests);
+  out["culprits"] = json::array();
+  for (const auto& culprit : report.culprits) {
+    out["culprits"].push_back({{"kind", culprit.kind}, {"name", culprit.name}, {"reason", culprit.reason}});
+  }
+  if (report.timeout) {
+    const Timeout& t = *report.timeout;
+    out["timeout"] = {{"step", t.step}, {"after_seconds", t.after_seconds}, {"rank", t.rank}, {"host", t.host},
+                      {"silent_hosts", t.silent_hosts}};
+  }
+  if (!report.failure.empty()) out["failure"] = report.failure;
+  return out;
+}
+
+std::string render_table(const Report& report) {
+  std::string out = fmt::format("# nccl-check ({}): {} rank(s) on {} host(s); {}\n", report.backend, report.ranks,
+                                report.hosts.size(), report.library.empty() ? "no library started" : report.library);
+  if (!report.allreduce.empty()) {
+    out += fmt::format("# all-reduce, float sum, out of place\n#{:>14} {:>12} {:>10} {:>10} {:>8}\n", "size", "time(us)",
+                       "algbw", "busbw", "#wrong");
+    out += fmt::format("#{:>14} {:>12} {:>10} {:>10} {:>8}\n", "(B)", "", "(GB/s)", "(GB/s)", "");
+    for (const auto& size : report.allreduce) {
+      out += fmt::format(" {:>14} {:>12.1f} {:>10.2f} {:>10.2f} {:>8}\n", size.bytes, size.seconds * 1e6, size.algbw,
+                         size.busbw, size.wrong);
+    }
+  }
+  for (const auto& node : report.nodes) {
+    out += fmt::format("# intra-node {:<40} busbw {:>8.2f} GB/s  #wrong {}\n",
+                       report.hosts.at(static_cast<std::size_t>(node.host)).name, node.busbw, node.wrong);
+  }
+  auto link_lines = [&](const std::vector<LinkSample>& links, const char* label) {
+    for (const auto& link : links) {
+      out += fmt::format("# {} {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", label,
+                         report.hosts.at(static_cast<std::size_t>(link.hosts.first)).name,
+                         report.hosts.at(static_cast<std::size_t>(link.hosts.second)).name, link.gbps, link.wrong,
+                         link.gbps < report.link_floor ? "  SLOW" : "");
+    }
+  };
+  link_lines(report.links, "link");
+  link_lines(report.retests, "retest");
+  if (!report.links.empty()) {
+    out += fmt::format("# link floor {:.3f} GB/s ({} per test)\n", report.link_floor, human_bytes(report.pair_bytes));
+  }
+  for (const auto& culprit : report.culprits) {
+    out += fmt::format("# FAIL {} {}: {}\n", culprit.kind, culprit.name, culprit.reason);
+  }
+  if (report.timeout) {
+    const Timeout& t = *report.timeout;
+    out += fmt::format("# TIMEOUT in {} after {:.1f} s (seen by rank {} on {}){}\n", t.step, t.after_seconds, t.rank, t.host,
+                       t.silent_hosts.empty() ? "" : fmt::format("; no answer from {}", fmt::join(t.silent_hosts, ", ")));
+  }
+  if (!report.failure.empty()) out += "# FAIL " + report.failure + "\n";
+  out += fmt::format("# result: {} in {:.1f} s\n", report.result(), report.seconds);
+  return out;
+}
+
+}  // namespace tmpi::check

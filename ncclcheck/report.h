@@ -1,0 +1,65 @@
+// nccl-check's result, in the two forms its readers need: a table on stdout in the spirit
+// of nccl-tests (size, time, algbw, busbw, #wrong), and a JSON document that the launcher
+// reads (--json) and folds into report.json and the TrainJob status. Rank 0 fills it from
+// what every rank measured; a rank that hits a deadline fills the timeout part itself.
+#pragma once
+
+#include "ncclcheck/metrics.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tmpi::check {
+
+struct SizeResult {
+  std::uint64_t bytes = 0;
+  double seconds = 0;  // one iteration, averaged over ranks (as nccl-tests does)
+  double algbw = 0, busbw = 0;
+  std::int64_t wrong = 0;  // elements that differ from the expected sum, over all ranks
+};
+
+struct HostInfo {
+  std::string name;
+  std::vector<int> ranks;
+  nlohmann::json devices = nlohmann::json::array();  // one object per GPU (NCCL backend)
+};
+
+struct Timeout {
+  std::string step;            // "all-reduce 64 MiB", "pairs round 2", "init"
+  double after_seconds = 0;
+  int rank = 0;                // the rank that saw it
+  std::string host;
+  std::vector<std::string> silent_hosts;  // hosts with a rank that answered no liveness ping
+};
+
+struct Report {
+  std::string backend;  // "mpi" or "nccl"
+  std::string library;  // the MPI library's version line, and NCCL's version
+  int ranks = 0;
+  std::vector<HostInfo> hosts;
+  std::vector<SizeResult> allreduce;
+  std::uint64_t pair_bytes = 0;
+  std::vector<NodeSample> nodes;       // intra-node all-reduce, busbw
+  std::vector<LinkSample> links;       // first pass, one per pair of hosts
+  std::vector<LinkSample> retests;     // second pass
+  double link_floor = 0;
+  std::vector<Culprit> culprits;
+  std::optional<Timeout> timeout;
+  std::string failure;  // a check that could not run (no GPU), else empty
+  double seconds = 0;
+
+  // 0 pass, 3 a deadline passed, 4 a culprit or a failure (DESIGN §3).
+  int exit_code() const;
+  std::string result() const;  // "pass", "timeout", "fail"
+};
+
+nlohmann::json to_json(const Report& report);
+std::string render_table(const Report& report);
+
+// "1 MiB", "256 MiB", "1 GiB", "4 KiB", "100 B".
+std::string human_bytes(std::uint64_t bytes);
+
+}  // namespace tmpi::check
