@@ -5,6 +5,7 @@
 #include "launcher/run.h"
 
 #include "common/files.h"
+#include "launcher/fabric_check.h"
 #include "launcher/job.h"
 #include "launcher/preflight.h"
 #include "launcher/process.h"
@@ -154,7 +155,8 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
   }
 }
 
-Status preflight(const Params& params, const Job& job) {
+// DNS, ssh, placement, then the fabric check (--check); `fabric` gets nccl-check's report.
+Status preflight(const Params& params, const Job& job, json& fabric) {
   std::vector<std::string> names = {job.launcher_name};
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
   auto rows = check_dns(names);
@@ -170,26 +172,34 @@ Status preflight(const Params& params, const Job& job) {
     rows = check_placement(expected_placement(job.topology, job.plan.np), ran->output);
     if (ran->status != 0 && rows.empty()) rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
   }
+  Exit exit = Exit::kPreflight;
+  if (std::string backend = fabric_backend(params.str("check"), job.topology); rows.empty() && backend != "none") {
+    spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
+    TMPI_ASSIGN(FabricCheck checked, run_fabric_check(params, job, backend));
+    std::cout << checked.table << std::flush;
+    fabric = checked.report;
+    rows = checked.rows;
+    exit = checked.exit;
+  }
   if (rows.empty()) return ok_status();
   std::cerr << render_table(rows);
-  return make_error(Exit::kPreflight, "preflight failed on {} check(s); no rank was started (see the table above)", rows.size());
+  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above)", rows.size());
 }
 
 }  // namespace
 
 Status check_job(const Params& params) {
   TMPI_ASSIGN(Job job, prepare_job(params, {"true"}));
-  TMPI_CHECK(preflight(params, job));
-  std::cout << fmt::format("preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says\n",
-                           job.topology.hosts.size(), job.plan.np);
+  json fabric;
+  TMPI_CHECK(preflight(params, job, fabric));
+  std::cout << fmt::format("preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
+                           job.topology.hosts.size(), job.plan.np,
+                           fabric.is_null() ? "" : fmt::format("; the {} fabric check passed", fabric.value("backend", "")));
   return ok_status();
 }
 
 Status run_job(const Params& params) {
   if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
-  if (params.str("check") != "none") {
-    return make_error(Exit::kUsage, "--check {}: nccl-check is not built yet; use --check none", params.str("check"));
-  }
   auto t0 = Clock::now();
   std::vector<Phase> phases;
   auto phase_done = [&](const char* name, Clock::time_point since) {
@@ -208,12 +218,31 @@ Status run_job(const Params& params) {
   auto since = Clock::now();
   TMPI_CHECK(wait_for_hosts(params, job, shared));
   phase_done("wait", since);
+  std::vector<std::string> command = build_command(job.plan);
+  json fabric;
+  // report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
+  auto finish = [&](const std::optional<Failure>& failure) {
+    json report = coordinator.snapshot();
+    report["phases"] = json::array();
+    for (const auto& phase : phases) report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
+    report["exit"] = {{"code", failure ? failure->code : 0}, {"reason", failure ? failure->reason : "every rank exited 0"},
+                      {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    report["command"] = command;
+    if (!fabric.is_null()) report["check"] = fabric;
+    if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
+      spdlog::warn("report not written: {}", written.error().message);
+    }
+    coordinator.finish(params.str("wait") == "sidecar");
+  };
   if (params.flag("preflight")) {
     since = Clock::now();
-    TMPI_CHECK(preflight(params, job));
+    Status checked = preflight(params, job, fabric);
     phase_done("preflight", since);
+    if (!checked) {
+      finish(Failure{static_cast<int>(checked.error().exit), checked.error().message});
+      return checked;
+    }
   }
-  std::vector<std::string> command = build_command(job.plan);
   spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour), shell_join(command));
   since = Clock::now();
   TMPI_ASSIGN(ProcessGroup mpi, ProcessGroup::spawn(command, job.env));
@@ -255,16 +284,7 @@ Status run_job(const Params& params) {
   if (!failure && secondary) failure = secondary;
   if (!failure && *status != 0) failure = Failure{1, fmt::format("{} exited with status {}", job.plan.launcher, *status)};
   if (failure) spdlog::error("{}", failure->reason);
-  json report = coordinator.snapshot();
-  report["phases"] = json::array();
-  for (const auto& phase : phases) report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
-  report["exit"] = {{"code", failure ? failure->code : 0}, {"reason", failure ? failure->reason : "every rank exited 0"},
-                    {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
-  report["command"] = command;
-  if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
-    spdlog::warn("report not written: {}", written.error().message);
-  }
-  coordinator.finish(params.str("wait") == "sidecar");
+  finish(failure);
   if (!failure) {
     spdlog::info("job finished: every rank exited 0");
     return ok_status();

@@ -39,11 +39,12 @@ void Progress::serve() {
   }
 }
 
-Status Progress::wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step) {
+Status Progress::wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step, Poll poll) {
   for (;;) {
     int done = 0;
     MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
     if (done != 0) return ok_status();
+    if (poll == Poll::kYield) std::this_thread::sleep_for(std::chrono::microseconds(200));
     auto now = Clock::now();
     if (now - last_served_ >= kServeEvery) {
       serve();
@@ -97,7 +98,7 @@ Expected<std::vector<std::string>> allgather_text(Progress& progress, MPI_Comm c
   MPI_Request request;
   MPI_Iallgather(mine.data(), static_cast<int>(kTextBytes), MPI_CHAR, all.data(), static_cast<int>(kTextBytes), MPI_CHAR,
                  comm, &request);
-  TMPI_CHECK(progress.wait(&request, 1, deadline, step));
+  TMPI_CHECK(progress.wait(&request, 1, deadline, step, Progress::Poll::kYield));
   std::vector<std::string> out;
   for (int i = 0; i < size; ++i) out.emplace_back(all.data() + kTextBytes * static_cast<std::size_t>(i));
   return out;
@@ -107,7 +108,7 @@ Status allreduce_sum(Progress& progress, MPI_Comm comm, std::vector<double>& val
                      std::string_view step) {
   MPI_Request request;
   MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, comm, &request);
-  return progress.wait(&request, 1, deadline, step);
+  return progress.wait(&request, 1, deadline, step, Progress::Poll::kYield);
 }
 
 }  // namespace tmpi::check

@@ -27,7 +27,11 @@ class Progress {
 
   // Polls until every request completes; after the deadline, an Exit::kTimeout error that
   // names `step`. The requests are left pending then: the caller aborts the job.
-  Status wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step);
+  // A measurement spins (kSpin), as MPI's own blocking calls do; bookkeeping sleeps a little
+  // between polls (kYield), so that a rank with nothing to measure in a round leaves the CPU
+  // to those that have, where ranks share cores.
+  enum class Poll { kSpin, kYield };
+  Status wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step, Poll poll = Poll::kSpin);
 
   // Answers the pings that have arrived. wait() calls it; so do other polling loops (the
   // NCCL backend's, while a CUDA stream runs).

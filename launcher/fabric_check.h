@@ -1,0 +1,38 @@
+// The last preflight step (--check mpi|nccl|auto): nccl-check run as an MPI job over the
+// same hosts and ranks as the job itself, not wrapped by the rank agent. Its table goes to
+// the launcher's stdout; its JSON report (the line "nccl-check report: {...}") goes into
+// report.json, and its culprits become rows of the preflight table.
+#pragma once
+
+#include "common/params.h"
+#include "launcher/job.h"
+#include "launcher/preflight.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tmpi::launch {
+
+// --check auto is nccl when every host has GPUs, else mpi; "none" stays "none".
+std::string fabric_backend(const std::string& check, const Topology& topology);
+
+// The nccl-check command line, with the launcher's thresholds and sizes passed as flags.
+std::vector<std::string> fabric_check_command(const Params& params, const std::string& program,
+                                              const std::string& backend);
+
+struct FabricCheck {
+  nlohmann::json report;       // null when nccl-check printed none
+  std::vector<CheckRow> rows;  // empty: passed
+  Exit exit = Exit::kOk;       // kTimeout when a step's deadline passed, else kPreflight
+  std::string table;           // what nccl-check printed, its report line left out
+};
+
+// Reads nccl-check's output and exit status (pure; unit-tested).
+FabricCheck read_fabric_check(const std::string& output, int status, const std::string& launcher_host);
+
+// Runs it (under a backstop of 20 steps' deadlines) and reads the result.
+Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend);
+
+}  // namespace tmpi::launch

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# nccl-check's MPI backend (the CPU twin) on the cluster in a box: 1 launcher and 3 nodes
+# with 2 slots each, run by `mpi-launcher check|run --check`. One case per run:
+#   pass        every link fine: exit 0, the table, the report in report.json (Open MPI)
+#   mpich       the same through MPICH hydra and nccl-check.mpich
+#   slow-link   node 2's veth limited by tc tbf: it is named as the slow host, exit 4
+#   stopped     node 2's ranks stopped (SIGSTOP) mid-check: a timeout report naming it, exit 3
+#   no-gpu      --check nccl where no GPU exists: exit 4 and the documented message
+source "$(dirname "$0")/lib.sh"
+case_name=$1
+launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
+L="$TMPI_BUILD_DIR/launcher/mpi-launcher"
+NC="$TMPI_BUILD_DIR/ncclcheck/nccl-check"
+report="$CIB_DIR/report.json"
+init_launcher --slots 2
+for node in "${nodes[@]}"; do init_node "$node"; done
+# Small sizes: the CPU twin moves data through veths on the same 2 cores.
+sizes=(--min-bytes 64K --max-bytes 1M --pair-bytes 1M)
+check() {  # check [launcher options]: mpi-launcher check in the launcher pod
+  in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --iface eth0 --nccl-check "$NC" "${sizes[@]}" "$@"
+}
+# The nccl-check processes of one pod.
+check_pids() {
+  ip netns pids "$("$CIB" ns "$1")" | while read -r pid; do
+    if [[ $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") == *"nccl-check --backend"* ]]; then echo "$pid"; fi
+  done
+}
+
+case $case_name in
+  pass)
+    for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done
+    out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" --beat-interval 1s \
+            --check mpi --nccl-check "$NC" "${sizes[@]}" -- true 2>&1) || fail "the run failed: $out"
+    expect_contains "$out" "# nccl-check (mpi): 6 rank(s) on 3 host(s); Open MPI" "the table's title"
+    expect_contains "$out" "size     time(us)      algbw      busbw   #wrong" "the table"
+    expect_contains "$out" "# link ${nodes[0]} <-> ${nodes[2]}:" "a link line"
+    expect_contains "$out" "# result: pass" "the result"
+    [[ $(jq -r .check.result "$report") == pass ]] || fail "report: $(jq .check "$report")"
+    [[ $(jq '.check.allreduce | length' "$report") == 3 ]] || fail "three sizes: $(jq .check.allreduce "$report")"
+    [[ $(jq '[.check.allreduce[].wrong] | add' "$report") == 0 ]] || fail "wrong data: $(jq .check.allreduce "$report")"
+    [[ $(jq '.check.links | length' "$report") == 3 && $(jq '.check.intra_node | length' "$report") == 3 ]] ||
+      fail "3 links and 3 hosts: $(jq .check "$report")"
+    jq -e '[.check.allreduce[].busbw_gbps, .check.links[].gbps] | all(. > 0)' "$report" >/dev/null ||
+      fail "a bandwidth of zero: $(jq .check "$report")"
+    pass "--check mpi over 3 pods: every size, link and host measured, data right, in report.json" ;;
+  mpich)
+    out=$(in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --mpi mpich --check mpi \
+            --nccl-check "$NC.mpich" "${sizes[@]}" 2>&1) || fail "the check failed: $out"
+    expect_contains "$out" "# nccl-check (mpi): 6 rank(s) on 3 host(s); MPICH Version: 4" "MPICH's table"
+    expect_contains "$out" "the mpi fabric check passed" "the verdict"
+    pass "--check mpi through MPICH hydra" ;;
+  slow-link)
+    # tbf shapes what leaves node 2 (its eth0), so every ping-pong with it crawls.
+    ip netns exec "$("$CIB" ns "${nodes[2]}")" tc qdisc add dev eth0 root tbf rate 40mbit burst 32kb latency 50ms
+    rc=0; out=$(check --check mpi 2>&1) || rc=$?
+    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    expect_contains "$out" "SLOW" "the slow links are marked"
+    grep -qE "^${nodes[2]} +mpi host +.*beside the good peer" <<<"$out" || fail "node 2 is not named as the slow host: $out"
+    for node in "${nodes[0]}" "${nodes[1]}"; do
+      ! grep -qE "^$node +mpi" <<<"$out" || fail "$node is blamed too: $out"
+    done
+    grep -E "^# (link|retest|FAIL)|^HOST|mpi host" <<<"$out"
+    pass "a link limited to 40 Mbit/s: ${nodes[2]} named after its retest, exit 4" ;;
+  stopped)
+    t0=$SECONDS
+    # Sizes up to 16 MiB keep the check busy for many seconds; the stop comes after its init
+    # (made of MPI's blocking communicator splits), inside a measured step.
+    sizes=(--min-bytes 1M --max-bytes 16M --pair-bytes 1M)
+    check --check mpi --step-timeout 5s > "$CIB_DIR/check.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do [[ -n $(check_pids "${nodes[2]}") ]] && break; sleep 0.1; done
+    sleep 1.5
+    victims=$(check_pids "${nodes[2]}"); [[ -n $victims ]] || fail "no nccl-check on ${nodes[2]}: $(cat "$CIB_DIR/check.log")"
+    kill -STOP $victims
+    timeout 40 tail --pid="$pid" -f /dev/null || fail "the check hangs 40 s after ${nodes[2]} stopped"
+    rc=0; wait "$pid" || rc=$?
+    out=$(cat "$CIB_DIR/check.log")
+    [[ $rc == 3 ]] || fail "expected exit 3, got $rc: $out"
+    expect_contains "$out" "TIMEOUT in " "the timeout report"
+    grep -qE "^${nodes[2]} +mpi timeout +.*this host does not answer" <<<"$out" || fail "the stopped host is not named: $out"
+    grep -E "TIMEOUT|HOST|timeout" <<<"$out"
+    pass "ranks stopped by SIGSTOP: a timeout report naming ${nodes[2]} after $((SECONDS - t0)) s, exit 3" ;;
+  no-gpu)
+    rc=0; out=$(check --check nccl 2>&1) || rc=$?
+    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    expect_contains "$out" "no CUDA device is visible to rank 0 on ${nodes[0]}" "the message"
+    expect_contains "$out" "use --backend mpi" "the hint"
+    pass "--check nccl without a GPU: exit 4, a clear message" ;;
+  *) fail "unknown case $case_name" ;;
+esac

@@ -1,0 +1,85 @@
+// The launcher's side of nccl-check: which backend --check auto picks, the command it
+// runs, and how it reads the output into preflight rows and exit codes.
+#include "launcher/fabric_check.h"
+
+#include <gtest/gtest.h>
+
+namespace tmpi::launch {
+namespace {
+
+Topology hosts_with_gpus(std::vector<int> gpus) {
+  Topology topology;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    Host host;
+    host.name = "job-node-0-" + std::to_string(i) + ".job";
+    host.gpus = gpus[i];
+    topology.hosts.push_back(host);
+  }
+  return topology;
+}
+
+TEST(FabricCheck, AutoPicksNcclOnlyWhenEveryHostHasGpus) {
+  EXPECT_EQ(fabric_backend("auto", hosts_with_gpus({8, 8})), "nccl");
+  EXPECT_EQ(fabric_backend("auto", hosts_with_gpus({8, 0})), "mpi");
+  EXPECT_EQ(fabric_backend("auto", hosts_with_gpus({})), "mpi");
+  EXPECT_EQ(fabric_backend("mpi", hosts_with_gpus({8})), "mpi");
+  EXPECT_EQ(fabric_backend("none", hosts_with_gpus({8})), "none");
+}
+
+TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
+  auto params = Params::parse(kScopeLauncher, {"--max-bytes", "4M", "--min-busbw", "12.5", "--step-timeout", "9s"}, {});
+  ASSERT_TRUE(params);
+  auto command = fabric_check_command(*params, "/opt/nccl-check", "nccl");
+  std::string joined;
+  for (const auto& word : command) joined += word + " ";
+  EXPECT_EQ(joined.rfind("/opt/nccl-check --backend nccl --json - ", 0), 0U) << joined;
+  EXPECT_NE(joined.find("--max-bytes 4M "), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--min-busbw 12.5 "), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--step-timeout 9s "), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--min-bytes 1M "), std::string::npos) << joined;  // defaults travel too
+}
+
+TEST(FabricCheck, PassKeepsTheTableAndTheReport) {
+  auto out = read_fabric_check("# nccl-check (mpi): 4 rank(s)\n# result: pass in 1.0 s\n"
+                               "nccl-check report: {\"result\":\"pass\",\"backend\":\"mpi\",\"culprits\":[]}\n",
+                               0, "launcher");
+  EXPECT_TRUE(out.rows.empty());
+  EXPECT_EQ(out.exit, Exit::kOk);
+  EXPECT_EQ(out.report["backend"], "mpi");
+  EXPECT_EQ(out.table, "# nccl-check (mpi): 4 rank(s)\n# result: pass in 1.0 s\n");
+}
+
+TEST(FabricCheck, CulpritsBecomeRowsWithExit4) {
+  auto out = read_fabric_check(
+      "nccl-check report: {\"result\":\"fail\",\"backend\":\"mpi\",\"culprits\":[{\"kind\":\"host\",\"name\":\"n-2\","
+      "\"reason\":\"0.01 GB/s beside the good peer n-0\"}]}\n",
+      4, "launcher");
+  ASSERT_EQ(out.rows.size(), 1U);
+  EXPECT_EQ(out.rows[0].host, "n-2");
+  EXPECT_EQ(out.rows[0].check, "mpi host");
+  EXPECT_EQ(out.exit, Exit::kPreflight);
+}
+
+TEST(FabricCheck, ATimeoutNamesTheSilentHostsWithExit3) {
+  // Several ranks may time out and each print a report: the first one is read.
+  std::string report = "{\"result\":\"timeout\",\"backend\":\"mpi\",\"culprits\":[],\"timeout\":{\"step\":\"links round 1/3\","
+                       "\"after_seconds\":5.0,\"rank\":0,\"host\":\"n-0\",\"silent_hosts\":[\"n-2\"]}}";
+  auto out = read_fabric_check("nccl-check report: " + report + "\nnccl-check report: {\"result\":\"timeout\"}\n", 3, "launcher");
+  ASSERT_EQ(out.rows.size(), 1U);
+  EXPECT_EQ(out.rows[0].host, "n-2");
+  EXPECT_NE(out.rows[0].reason.find("links round 1/3 did not finish within 5 s"), std::string::npos) << out.rows[0].reason;
+  EXPECT_EQ(out.exit, Exit::kTimeout);
+}
+
+TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
+  auto out = read_fabric_check("mpirun was unable to launch the specified application\n", 1, "launcher");
+  ASSERT_EQ(out.rows.size(), 1U);
+  EXPECT_EQ(out.rows[0].host, "launcher");
+  EXPECT_NE(out.rows[0].reason.find("exited with status 1 and no report: mpirun was unable"), std::string::npos);
+  EXPECT_EQ(out.exit, Exit::kPreflight);
+  // A passing report with a failed exit status is not a pass.
+  EXPECT_FALSE(read_fabric_check("nccl-check report: {\"result\":\"pass\"}\n", 1, "l").rows.empty());
+}
+
+}  // namespace
+}  // namespace tmpi::launch
