@@ -9,6 +9,9 @@ find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)        # kubeconfig files
 find_package(OpenSSL REQUIRED)         # HMAC-SHA256 for rendezvous proofs
 find_package(GTest REQUIRED)
+# Static archives for the rank agent (common/CMakeLists.txt: tmpi_common_lean).
+find_library(TMPI_CRYPTO_STATIC libcrypto.a REQUIRED)
+find_library(TMPI_BOOST_PO_STATIC libboost_program_options.a REQUIRED)
 find_package(PkgConfig REQUIRED)
 
 # MPI: Debian installs Open MPI and MPICH side by side; tests build the same program

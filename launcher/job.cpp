@@ -89,7 +89,8 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
   for (const auto& [name, value] : current_environment()) names.push_back(name);
   for (const auto& [name, value] : job.env) names.push_back(name);
   plan.env_names = forwarded_env(names, params.list("env"), params.list("env-prefix"));
-  plan.command = {self_exe(), "rank", "--"};
+  plan.command = rank_agent_command(self_exe());
+  plan.command.push_back("--");
   plan.command.insert(plan.command.end(), command.begin(), command.end());
   return job;
 }

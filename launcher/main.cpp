@@ -6,7 +6,6 @@
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include "common/cli.h"
 #include "common/files.h"
-#include "common/job_key.h"
 #include "common/plain_http.h"
 #include "common/log.h"
 #include "common/params.h"
@@ -28,22 +27,6 @@ constexpr const char* kSynopsis =
     "mpi-launcher run [options] -- CMD ARGS...\n"
     "       mpi-launcher check | hosts | shell [options]\n"
     "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
-
-Status rank(const Params& params) {
-  RankAgentOptions options;
-  options.coordinator = params.str("coordinator");
-  options.master_addr = params.str("master-addr");
-  options.master_port = params.str("master-port");
-  if (auto key = find_job_key(params.str("ssh-dir")); key) {
-    options.private_key = std::move(key->text);
-  } else {
-    options.coordinator.clear();  // no key on this node: the rank runs, unreported
-  }
-  if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-launcher rank -- CMD ARGS...");
-  int code = run_rank(options, current_environment(), params.rest());
-  std::cout.flush();
-  std::exit(code);  // the rank's own status, whatever it is
-}
 
 Status hosts(const Params& params) {
   std::string coordinator = params.str("coordinator");
@@ -94,7 +77,7 @@ Status run(const std::vector<std::string>& args) {
   TMPI_CHECK(log::setup_from("mpi-launcher", params));
   if (command == "run") return run_job(params);
   if (command == "check") return check_job(params);
-  if (command == "rank") return rank(params);
+  if (command == "rank") return rank_command(params);
   if (command == "hosts") return hosts(params);
   if (command == "shell") return shell(params);
   return make_error(Exit::kUsage, "unknown subcommand '{}'; one of run, check, hosts, shell, rank", command);

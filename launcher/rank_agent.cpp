@@ -3,6 +3,7 @@
 // leaves no rank behind on its node.
 #include "launcher/rank_agent.h"
 
+#include "common/job_key.h"
 #include "common/plain_http.h"
 #include "launcher/process.h"
 #include "common/proof.h"
@@ -18,6 +19,8 @@
 #include <cstring>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
+#include <iostream>
 #include <sstream>
 
 namespace tmpi::launch {
@@ -199,6 +202,28 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
          {{"event", "exit"}, {"code", code}, {"signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0},
           {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}, {"tail", joined}});
   return code;
+}
+
+Status rank_command(const Params& params) {
+  RankAgentOptions options;
+  options.coordinator = params.str("coordinator");
+  options.master_addr = params.str("master-addr");
+  options.master_port = params.str("master-port");
+  if (auto key = find_job_key(params.str("ssh-dir")); key) {
+    options.private_key = std::move(key->text);
+  } else {
+    options.coordinator.clear();  // no key on this node: the rank runs, unreported
+  }
+  if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-rank -- CMD ARGS...");
+  int code = run_rank(options, current_environment(), params.rest());
+  std::cout.flush();
+  std::exit(code);  // the rank's own status, whatever it is
+}
+
+std::vector<std::string> rank_agent_command(const std::string& launcher_exe) {
+  auto lean = std::filesystem::path(launcher_exe).parent_path() / "mpi-rank";
+  if (access(lean.c_str(), X_OK) == 0) return {lean.string()};
+  return {launcher_exe, "rank"};
 }
 
 }  // namespace tmpi::launch

@@ -7,6 +7,7 @@
 
 #include "common/backoff.h"
 #include "common/error.h"
+#include "common/params.h"
 
 #include <map>
 #include <string>
@@ -42,5 +43,13 @@ struct RankAgentOptions {
 // Runs command as this rank; returns the exit status to pass on (128+signal for a signal).
 int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,
              const std::vector<std::string>& command);
+
+// `mpi-rank -- CMD` and `mpi-launcher rank -- CMD`: the options from the registry and the
+// job key, then run_rank; exits the process with the rank's own status.
+Status rank_command(const Params& params);
+
+// The agent that wraps every rank: mpi-rank beside `launcher_exe` (the lean binary, which
+// images install next to mpi-launcher), else `launcher_exe rank`.
+std::vector<std::string> rank_agent_command(const std::string& launcher_exe);
 
 }  // namespace tmpi::launch
