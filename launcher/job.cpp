@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 #include <filesystem>
 
 namespace tmpi::launch {
@@ -29,6 +30,8 @@ Expected<Flavour> choose_flavour(const Params& params, std::string& program) {
     return wanted == "mpich" ? Flavour::kMpich : Flavour::kIntel;
   }
   if (program.empty()) program = "mpirun";
+  const char* path = std::getenv("PATH");
+  if (auto installed = flavour_from_install(program, path != nullptr ? path : ""); installed) return *installed;
   auto version = run_capture({program, "--version"}, {}, Millis(10000));
   if (!version) {
     return make_error(Exit::kUsage, "cannot run `{} --version` to tell the MPI: {}; pass --mpi and --mpirun", program,

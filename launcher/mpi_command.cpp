@@ -8,8 +8,12 @@
 
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <set>
+#include <sstream>
 
 namespace tmpi::launch {
 
@@ -31,6 +35,30 @@ Expected<Flavour> detect_flavour(std::string_view text) {
   if (has("Open MPI) 4.") || has("Open MPI) 3.") || has("OpenRTE")) return Flavour::kOpenMpi4;
   return make_error(Exit::kUsage, "cannot tell which MPI this is from its --version ('{}'); pass --mpi "
                     "openmpi|mpich|intel", text.substr(0, 80));
+}
+
+std::optional<Flavour> flavour_from_install(const std::string& program, const std::string& path_variable) {
+  namespace fs = std::filesystem;
+  fs::path found;
+  if (program.find('/') != std::string::npos) {
+    found = program;
+  } else {
+    std::istringstream dirs(path_variable);
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
+      if (access(candidate.c_str(), X_OK) == 0) {
+        found = candidate;
+        break;
+      }
+    }
+  }
+  std::error_code error;
+  fs::path real = found.empty() ? fs::path() : fs::canonical(found, error);
+  if (real.empty() || error) return std::nullopt;
+  if (real.filename().string().find("hydra") != std::string::npos) return std::nullopt;
+  if (fs::exists(real.parent_path() / "prted", error)) return Flavour::kOpenMpi5;
+  if (fs::exists(real.parent_path() / "orted", error)) return Flavour::kOpenMpi4;
+  return std::nullopt;
 }
 
 std::vector<std::string> build_command(const LaunchPlan& plan) {

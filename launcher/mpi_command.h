@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ const char* flavour_name(Flavour flavour);
 
 // From the output of `<launcher> --version`.
 Expected<Flavour> detect_flavour(std::string_view version_text);
+
+// Open MPI's major version from its install, without running anything: each runtime keeps
+// its daemon beside its launcher (orted for ORTE, Open MPI 4; prted for PRRTE, Open MPI
+// 5). `program` is resolved on PATH and through its symlinks (Debian's alternatives).
+// nullopt when the install does not say, or the program is hydra's (MPICH and Intel MPI
+// look alike on disk): then `--version` decides.
+std::optional<Flavour> flavour_from_install(const std::string& program, const std::string& path_variable);
 
 struct LaunchPlan {
   Flavour flavour = Flavour::kOpenMpi4;

@@ -6,6 +6,10 @@
 #include "launcher/rank_agent.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace tmpi::launch {
 namespace {
@@ -59,6 +63,36 @@ TEST(MpiCommand, DetectsTheFlavourFromVersionText) {
   auto unknown = detect_flavour("something else");
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message.find("--mpi"), std::string::npos);
+}
+
+// Installs laid out as Debian lays them out: ORTE's orterun with orted, PRRTE's
+// mpirun.openmpi with prted, hydra among them, each reached through symlinks.
+TEST(MpiCommand, TellsOpenMpi4From5ByTheDaemonBesideTheLauncher) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("tmpi-flavour-" + std::to_string(getpid()));
+  auto make = [&](const fs::path& file) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << "#!/bin/sh\n";
+    fs::permissions(file, fs::perms::owner_all);
+  };
+  make(root / "ompi4/bin/orterun");
+  make(root / "ompi4/bin/orted");
+  make(root / "ompi4/bin/mpiexec.hydra");
+  fs::create_symlink(root / "ompi4/bin/orterun", root / "ompi4/bin/mpirun");
+  make(root / "ompi5/bin/mpirun.openmpi");
+  make(root / "ompi5/bin/prted");
+  fs::create_directories(root / "alt");
+  fs::create_symlink(root / "ompi5/bin/mpirun.openmpi", root / "alt/mpirun");
+  make(root / "bare/bin/mpirun");
+
+  EXPECT_EQ(flavour_from_install("mpirun", (root / "ompi4/bin").string()), Flavour::kOpenMpi4);
+  EXPECT_EQ(flavour_from_install("mpirun", "/nonexistent:" + (root / "alt").string()), Flavour::kOpenMpi5);
+  EXPECT_EQ(flavour_from_install((root / "alt/mpirun").string(), ""), Flavour::kOpenMpi5);
+  // hydra beside orted is still hydra, and an install without a daemon says nothing.
+  EXPECT_EQ(flavour_from_install("mpiexec.hydra", (root / "ompi4/bin").string()), std::nullopt);
+  EXPECT_EQ(flavour_from_install("mpirun", (root / "bare/bin").string()), std::nullopt);
+  EXPECT_EQ(flavour_from_install("mpirun", "/nonexistent"), std::nullopt);
+  fs::remove_all(root);
 }
 
 TEST(MpiCommand, ForwardsDefaultsNamesAndPrefixes) {
