@@ -22,10 +22,13 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 namespace tmpi::launch {
 
 namespace {
+
+constexpr Millis kStartReportAfter(2000);
 
 volatile std::sig_atomic_t g_signal = 0;
 void remember_signal(int signal) { g_signal = signal; }
@@ -56,9 +59,12 @@ void report(const RankAgentOptions& options, const RankIdentity& id, const nlohm
   std::string event = fields.value("event", "");
   body["proof"] = hmac_hex(derive_rendezvous_key(options.private_key),
                            fmt::format("rank|{}|{}|{}|{}", id.rank, event, fields.value("code", -1), nonce));
+  auto since = Clock::now();
   auto sent = plain_http("POST", options.coordinator, "/v1/rank",
                          body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), Millis(3000));
   if (!sent || sent->status != 200) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
+  spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
+                std::chrono::duration_cast<Millis>(Clock::now() - since).count());
 }
 
 }  // namespace
@@ -153,7 +159,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     exec_command(command);
   }
   close(err_pipe[1]);
-  report(options, *id, {{"event", "start"}});  // after the fork: the rank does not wait for it
+  // The start is reported once the rank has run for a while: a short rank reports only its
+  // exit (which says how long it ran), and the ranks' start-up, when every core is busy
+  // with MPI_Init, is spared a storm of requests (bench row 1).
+  bool start_reported = false;
   std::deque<std::string> tail;
   std::string partial;
   int status = 0;
@@ -161,6 +170,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   Clock::time_point exited_at{};
   // After the command exits, its stderr may stay open in a grandchild: wait 1 s at most.
   while (!exited || (pipe_open && Clock::now() - exited_at < Millis(1000))) {
+    if (!start_reported && !exited && Clock::now() - start >= kStartReportAfter) {
+      report(options, *id, {{"event", "start"}});
+      start_reported = true;
+    }
     if (g_signal != 0) {
       kill(child, g_signal);
       g_signal = 0;
@@ -182,10 +195,13 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
         }
       }
     } else if (!exited) {
-      // stderr is closed: wait for the exit itself (a signal interrupts it, to be forwarded).
-      if (waitpid(child, &status, 0) == child) {
+      // stderr is closed: poll for the exit itself, still forwarding signals and reporting
+      // the start (a blocking wait would do neither).
+      if (waitpid(child, &status, WNOHANG) == child) {
         exited = true;
         exited_at = Clock::now();
+      } else {
+        std::this_thread::sleep_for(Millis(20));
       }
       continue;
     }
