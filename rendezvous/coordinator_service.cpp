@@ -12,8 +12,7 @@ namespace asio = boost::asio;
 
 CoordinatorService::CoordinatorService(asio::io_context& io, CoordinatorConfig config, CoordinatorCallbacks callbacks,
                                        ServerLimits limits)
-    : io_(io),
-      engine_(std::move(config), std::move(callbacks), Clock::now()),
+    : engine_(std::move(config), std::move(callbacks), Clock::now()),
       server_(io, [this](Call call, Respond respond) { on_call(std::move(call), std::move(respond)); }, limits),
       resolver_(io),
       timer_(io) {}

@@ -30,7 +30,6 @@ class CoordinatorService {
   void on_call(Call call, Respond respond);
   void schedule_tick();
 
-  boost::asio::io_context& io_;
   Coordinator engine_;
   HttpServer server_;
   boost::asio::ip::tcp::resolver resolver_;
