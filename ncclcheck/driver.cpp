@@ -34,6 +34,7 @@ class CheckRun {
     TMPI_CHECK(init());
     TMPI_CHECK(world());
     TMPI_CHECK(nodes());
+    TMPI_CHECK(gpu_links());
     TMPI_CHECK(links());
     judge();
     return ok_status();
@@ -135,6 +136,42 @@ class CheckRun {
     return ok_status();
   }
 
+  // Within every host at once, every pair of its ranks (its GPUs), in rounds of disjoint
+  // pairs, so that a slow GPU or NVLink is named, not only its host.
+  Status gpu_links() {
+    std::size_t most = 0;
+    for (const auto& host : report_.hosts) most = std::max(most, host.ranks.size());
+    auto rounds = pair_rounds(static_cast<int>(most));
+    const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
+    int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+      const auto& round = rounds[r];
+      Deadline deadline = begin(fmt::format("GPU pairs round {}/{}", r + 1, rounds.size()));
+      std::vector<double> samples(2 * report_.hosts.size() * round.size(), 0.0);  // per host and pair: GB/s, wrong
+      for (std::size_t p = 0; p < round.size(); ++p) {
+        auto [a, b] = round[p];
+        if (local != a && local != b) continue;
+        if (b >= static_cast<int>(mine.size())) break;  // this host has fewer ranks
+        Group group{fmt::format("gpus {} {}-{}", my_host_, a, b), {mine[static_cast<std::size_t>(a)], mine[static_cast<std::size_t>(b)]},
+                    MPI_COMM_NULL};
+        TMPI_ASSIGN(Measure measure, fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
+        std::size_t slot = 2 * (static_cast<std::size_t>(my_host_) * round.size() + p);
+        if (local == a) samples[slot] = fabric_->link_gbps(options_.pair_bytes, measure.seconds, 2);
+        samples[slot + 1] = static_cast<double>(measure.wrong);
+        break;
+      }
+      TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
+      for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+        for (std::size_t p = 0; p < round.size(); ++p) {
+          if (round[p].second >= static_cast<int>(report_.hosts[h].ranks.size())) continue;
+          std::size_t slot = 2 * (h * round.size() + p);
+          report_.gpu_links.push_back({static_cast<int>(h), {round[p], samples[slot], static_cast<std::int64_t>(samples[slot + 1])}});
+        }
+      }
+    }
+    return ok_status();
+  }
+
   // Every pair of hosts once, in rounds of disjoint pairs; then each suspect again, beside
   // a good peer.
   Status links() {
@@ -198,9 +235,38 @@ class CheckRun {
                                                                 options_.threshold.min_gbps)});
     }
     auto nodes = judge_nodes(report_.nodes, options_.threshold, names);
+    judge_gpus_of_every_host();
     auto links = judge_links(report_.links, report_.retests, report_.link_floor, names);
     report_.culprits.insert(report_.culprits.end(), nodes.begin(), nodes.end());
     report_.culprits.insert(report_.culprits.end(), links.begin(), links.end());
+  }
+
+  // One floor for every GPU link (the median over all GPUs of each one's best link), then
+  // each host's GPUs judged among themselves.
+  void judge_gpus_of_every_host() {
+    std::vector<int> offset;  // first global GPU index of each host
+    int total = 0;
+    for (const auto& host : report_.hosts) {
+      offset.push_back(total);
+      total += static_cast<int>(host.ranks.size());
+    }
+    std::vector<LinkSample> global;
+    for (const auto& gpu : report_.gpu_links) {
+      int base = offset[static_cast<std::size_t>(gpu.host)];
+      global.push_back({{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
+    }
+    report_.gpu_floor = floor_for(options_.threshold, link_reference(global, total));
+    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+      std::vector<LinkSample> own;
+      for (const auto& gpu : report_.gpu_links) {
+        if (gpu.host == static_cast<int>(h)) own.push_back(gpu.link);
+      }
+      if (own.empty()) continue;
+      std::vector<std::string> gpu_names;
+      for (std::size_t l = 0; l < report_.hosts[h].ranks.size(); ++l) gpu_names.push_back(report_.gpu_name(static_cast<int>(h), static_cast<int>(l)));
+      auto culprits = judge_gpus(own, report_.gpu_floor, gpu_names);
+      report_.culprits.insert(report_.culprits.end(), culprits.begin(), culprits.end());
+    }
   }
 
   const Options& options_;

@@ -80,9 +80,27 @@ namespace {
 
 bool slow(const LinkSample& link, double floor) { return link.gbps < floor || link.wrong > 0; }
 
-// A suspect host has no good link at all; a host with one good link can move data at full
-// speed, so its slow links are the links' fault (or the other end's).
-std::set<int> suspects_of(const std::vector<LinkSample>& links, double floor, int hosts) {
+int host_count(const std::vector<LinkSample>& links) {
+  int count = 0;
+  for (const auto& link : links) count = std::max({count, link.hosts.first + 1, link.hosts.second + 1});
+  return count;
+}
+
+std::string first_pass(const std::vector<LinkSample>& links, int host, const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& link : links) {
+    if (link.hosts.first != host && link.hosts.second != host) continue;
+    int other = link.hosts.first == host ? link.hosts.second : link.hosts.first;
+    out += fmt::format("{}{:.3g} GB/s with {}", out.empty() ? "" : ", ", link.gbps, names.at(static_cast<std::size_t>(other)));
+  }
+  return out;
+}
+
+}  // namespace
+
+// A suspect has no good link at all; a host (or GPU) with one good link can move data at
+// full speed, so its slow links are the links' fault (or the other end's).
+std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int hosts) {
   std::vector<bool> measured(static_cast<std::size_t>(hosts), false), good(static_cast<std::size_t>(hosts), false);
   for (const auto& link : links) {
     for (int host : {link.hosts.first, link.hosts.second}) {
@@ -98,24 +116,16 @@ std::set<int> suspects_of(const std::vector<LinkSample>& links, double floor, in
   return out;
 }
 
-int host_count(const std::vector<LinkSample>& links) {
-  int count = 0;
-  for (const auto& link : links) count = std::max({count, link.hosts.first + 1, link.hosts.second + 1});
-  return count;
-}
-
-}  // namespace
-
 std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts) {
-  std::set<int> suspects = suspects_of(links, floor, hosts);
+  std::set<int> suspect_hosts = suspects(links, floor, hosts);
   std::vector<int> good;
   for (int host = 0; host < hosts; ++host) {
-    if (suspects.count(host) == 0) good.push_back(host);
+    if (suspect_hosts.count(host) == 0) good.push_back(host);
   }
   std::vector<std::vector<Pair>> rounds;
-  if (suspects.empty() || good.empty()) return rounds;
+  if (suspect_hosts.empty() || good.empty()) return rounds;
   // Each round pairs as many suspects as there are good hosts; a host is in one pair a round.
-  std::vector<int> waiting(suspects.begin(), suspects.end());
+  std::vector<int> waiting(suspect_hosts.begin(), suspect_hosts.end());
   while (!waiting.empty()) {
     std::vector<Pair> round;
     for (std::size_t i = 0; i < good.size() && !waiting.empty(); ++i) {
@@ -133,34 +143,49 @@ std::vector<Culprit> judge_links(const std::vector<LinkSample>& links, const std
   auto name = [&](int host) { return host_names.at(static_cast<std::size_t>(host)); };
   std::vector<Culprit> out;
   std::set<int> bad_hosts;
-  std::set<int> suspects = suspects_of(links, floor, host_count(links));
-  for (int host : suspects) {
+  std::set<int> suspect_hosts = suspects(links, floor, host_count(links));
+  for (int host : suspect_hosts) {
     for (const auto& retest : retests) {
       if (retest.hosts.first != host && retest.hosts.second != host) continue;
       if (!slow(retest, floor)) break;  // fine beside a good peer: not this host
       int peer = retest.hosts.first == host ? retest.hosts.second : retest.hosts.first;
-      std::string first_pass;
-      for (const auto& link : links) {
-        if (link.hosts.first != host && link.hosts.second != host) continue;
-        int other = link.hosts.first == host ? link.hosts.second : link.hosts.first;
-        first_pass += fmt::format("{}{:.3g} GB/s with {}", first_pass.empty() ? "" : ", ", link.gbps, name(other));
-      }
       out.push_back({"host", name(host),
                      fmt::format("{:.3g} GB/s beside the good peer {} (retest){}, below the floor of {:.3g} GB/s; first pass: {}",
                                  retest.gbps, name(peer), retest.wrong > 0 ? fmt::format(", {} wrong elements", retest.wrong) : "",
-                                 floor, first_pass)});
+                                 floor, first_pass(links, host, host_names))});
       bad_hosts.insert(host);
       break;
     }
   }
   for (const auto& link : links) {
     if (!slow(link, floor) || bad_hosts.count(link.hosts.first) > 0 || bad_hosts.count(link.hosts.second) > 0) continue;
-    bool ends_good = suspects.count(link.hosts.first) == 0 && suspects.count(link.hosts.second) == 0;
+    bool ends_good = suspect_hosts.count(link.hosts.first) == 0 && suspect_hosts.count(link.hosts.second) == 0;
     out.push_back({"link", fmt::format("{} <-> {}", name(link.hosts.first), name(link.hosts.second)),
                    fmt::format("{:.3g} GB/s{}, below the floor of {:.3g} GB/s; {}", link.gbps,
                                link.wrong > 0 ? fmt::format(", {} wrong elements", link.wrong) : "", floor,
                                ends_good ? "both ends are fast with other hosts, so the link itself is slow"
                                          : "no host is fast enough to tell the link from its ends")});
+  }
+  return out;
+}
+
+std::vector<Culprit> judge_gpus(const std::vector<LinkSample>& links, double floor,
+                                const std::vector<std::string>& gpu_names) {
+  int count = static_cast<int>(gpu_names.size());
+  std::set<int> slow_gpus = count >= 3 ? suspects(links, floor, count) : std::set<int>{};
+  if (static_cast<int>(slow_gpus.size()) == count) slow_gpus.clear();  // nothing fast to compare with
+  std::vector<Culprit> out;
+  for (int gpu : slow_gpus) {
+    out.push_back({"gpu", gpu_names.at(static_cast<std::size_t>(gpu)),
+                   fmt::format("every link of it is below the floor of {:.3g} GB/s: {}", floor, first_pass(links, gpu, gpu_names))});
+  }
+  for (const auto& link : links) {
+    if (!slow(link, floor) || slow_gpus.count(link.hosts.first) > 0 || slow_gpus.count(link.hosts.second) > 0) continue;
+    out.push_back({"gpu link",
+                   fmt::format("{} <-> {}", gpu_names.at(static_cast<std::size_t>(link.hosts.first)),
+                               gpu_names.at(static_cast<std::size_t>(link.hosts.second))),
+                   fmt::format("{:.3g} GB/s{}, below the floor of {:.3g} GB/s", link.gbps,
+                               link.wrong > 0 ? fmt::format(", {} wrong elements", link.wrong) : "", floor)});
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "common/error.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,9 @@ struct LinkSample {
 // The median over hosts of each host's best link (see the top of this file).
 double link_reference(const std::vector<LinkSample>& links, int hosts);
 
+// The suspects: hosts (or GPUs) of the `count` that have no fast link at all.
+std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int count);
+
 // The second pass (after cluster-health-scanner): each suspect host (one whose every link
 // is slow) is tested again beside a good host (one with a fast link), in rounds of disjoint
 // pairs. Empty when there is no suspect, or no good host to compare with.
@@ -64,6 +68,13 @@ struct Culprit {
 // slow link that no such host explains (both ends fast elsewhere, or nothing to compare).
 std::vector<Culprit> judge_links(const std::vector<LinkSample>& links, const std::vector<LinkSample>& retests,
                                  double floor, const std::vector<std::string>& host_names);
+
+// The GPUs of one host, from the links between each pair of them (indices are local ranks,
+// names say "host GPU 3 (0000:19:00.0)"): with 3 or more, a GPU whose every link is slow is
+// named; a slow link between two GPUs that are fast elsewhere is named as a link. Two GPUs
+// cannot be told apart: their slow link is named.
+std::vector<Culprit> judge_gpus(const std::vector<LinkSample>& links, double floor,
+                                const std::vector<std::string>& gpu_names);
 
 // Intra-node samples, one per host (hosts with one rank have none): below the floor fails.
 struct NodeSample {

@@ -21,6 +21,16 @@ std::string Report::result() const {
   }
 }
 
+std::string Report::gpu_name(int host, int local_rank) const {
+  const HostInfo& info = hosts.at(static_cast<std::size_t>(host));
+  const auto& devices = info.devices;
+  if (devices.is_array() && local_rank < static_cast<int>(devices.size())) {
+    const auto& device = devices[static_cast<std::size_t>(local_rank)];
+    return fmt::format("{} GPU {} ({})", info.name, device.value("device", local_rank), device.value("pci_bus_id", "?"));
+  }
+  return fmt::format("{} rank {}", info.name, local_rank);
+}
+
 std::string human_bytes(std::uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int unit = 0;
@@ -59,6 +69,13 @@ json to_json(const Report& report) {
   }
   out["links"] = links(report.links);
   out["retests"] = links(report.retests);
+  out["gpu_links"] = json::array();
+  for (const auto& gpu : report.gpu_links) {
+    out["gpu_links"].push_back({{"host", host_name(gpu.host)},
+                                {"local_ranks", {gpu.link.hosts.first, gpu.link.hosts.second}},
+                                {"gbps", gpu.link.gbps}, {"wrong", gpu.link.wrong}});
+  }
+  out["gpu_floor_gbps"] = report.gpu_floor;
   out["culprits"] = json::array();
   for (const auto& culprit : report.culprits) {
     out["culprits"].push_back({{"kind", culprit.kind}, {"name", culprit.name}, {"reason", culprit.reason}});
@@ -96,6 +113,11 @@ std::string render_table(const Report& report) {
                          link.gbps < report.link_floor ? "  SLOW" : "");
     }
   };
+  for (const auto& gpu : report.gpu_links) {
+    out += fmt::format("# gpu link {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", report.gpu_name(gpu.host, gpu.link.hosts.first),
+                       report.gpu_name(gpu.host, gpu.link.hosts.second), gpu.link.gbps, gpu.link.wrong,
+                       gpu.link.gbps < report.gpu_floor ? "  SLOW" : "");
+  }
   link_lines(report.links, "link");
   link_lines(report.retests, "retest");
   if (!report.links.empty()) {

@@ -27,6 +27,12 @@ struct HostInfo {
   nlohmann::json devices = nlohmann::json::array();  // one object per GPU (NCCL backend)
 };
 
+// A link between two GPUs (local ranks) of one host.
+struct GpuLink {
+  int host = 0;
+  LinkSample link;  // link.hosts holds the two local ranks
+};
+
 struct Timeout {
   std::string step;            // "all-reduce 64 MiB", "pairs round 2", "init"
   double after_seconds = 0;
@@ -46,10 +52,15 @@ struct Report {
   std::vector<LinkSample> links;       // first pass, one per pair of hosts
   std::vector<LinkSample> retests;     // second pass
   double link_floor = 0;
+  std::vector<GpuLink> gpu_links;      // within each host, every pair of its ranks
+  double gpu_floor = 0;
   std::vector<Culprit> culprits;
   std::optional<Timeout> timeout;
   std::string failure;  // a check that could not run (no GPU), else empty
   double seconds = 0;
+
+  // "host GPU 3 (0000:19:00.0)", or "host rank 3" where no device is known.
+  std::string gpu_name(int host, int local_rank) const;
 
   // 0 pass, 3 a deadline passed, 4 a culprit or a failure (DESIGN §3).
   int exit_code() const;

@@ -127,6 +127,27 @@ TEST(Links, WrongDataOrAnAbsoluteFloorFails) {
   EXPECT_EQ(judge_links(links, {}, floor_for({20, 0.5}, 10), names(2)).size(), 1U);  // below --min-busbw 20
 }
 
+TEST(Gpus, ASlowGpuAmongFourIsNamedAndTwoCannotBeToldApart) {
+  std::vector<std::string> gpus = {"n GPU 0", "n GPU 1", "n GPU 2", "n GPU 3"};
+  // GPU 2 is slow with everyone; the link 0-3 alone is slow too.
+  std::vector<LinkSample> links = {{{0, 1}, 300, 0}, {{2, 3}, 20, 0}, {{0, 2}, 25, 0},
+                                   {{1, 3}, 310, 0}, {{0, 3}, 30, 0},  {{1, 2}, 22, 0}};
+  double floor = floor_for({0, 0.5}, link_reference(links, 4));
+  EXPECT_DOUBLE_EQ(floor, 152.5);  // half the median of the best links: 25, 300, 310, 310
+  auto culprits = judge_gpus(links, floor, gpus);
+  ASSERT_EQ(culprits.size(), 2U);
+  EXPECT_EQ(culprits[0].kind, "gpu");
+  EXPECT_EQ(culprits[0].name, "n GPU 2");
+  EXPECT_NE(culprits[0].reason.find("20 GB/s with n GPU 3"), std::string::npos) << culprits[0].reason;
+  EXPECT_EQ(culprits[1].kind, "gpu link");
+  EXPECT_EQ(culprits[1].name, "n GPU 0 <-> n GPU 3");
+  // Two GPUs and their one slow link: the link is named, neither GPU.
+  auto two = judge_gpus({{{0, 1}, 20, 0}}, 150, {"n GPU 0", "n GPU 1"});
+  ASSERT_EQ(two.size(), 1U);
+  EXPECT_EQ(two[0].kind, "gpu link");
+  EXPECT_TRUE(judge_gpus(links, 10, gpus).empty());
+}
+
 TEST(Nodes, BelowTheFractionOfTheMedianHost) {
   std::vector<NodeSample> nodes = {{0, 100, 0}, {1, 95, 0}, {2, 30, 0}, {3, 101, 0}};
   auto culprits = judge_nodes(nodes, {0, 0.5}, names(4));
@@ -198,6 +219,22 @@ TEST(Report, TimeoutWinsAndNamesTheSilentHosts) {
   EXPECT_EQ(json["timeout"]["silent_hosts"], nlohmann::json::array({"node-2"}));
   EXPECT_NE(render_table(report).find("TIMEOUT in links round 2/3 after 5.0 s (seen by rank 0 on node-0); no answer from node-2"),
             std::string::npos);
+}
+
+TEST(Report, GpuLinksAreNamedByDevice) {
+  Report report = sample_report();
+  report.hosts[1].devices = nlohmann::json::array({{{"device", 0}, {"pci_bus_id", "0000:19:00.0"}},
+                                                   {{"device", 1}, {"pci_bus_id", "0000:3b:00.0"}}});
+  report.gpu_links = {{1, {{0, 1}, 0.5, 0}}};
+  report.gpu_floor = 100;
+  EXPECT_EQ(report.gpu_name(1, 1), "node-1 GPU 1 (0000:3b:00.0)");
+  EXPECT_EQ(report.gpu_name(0, 1), "node-0 rank 1");  // the MPI backend knows no device
+  EXPECT_NE(render_table(report).find("# gpu link node-1 GPU 0 (0000:19:00.0) <-> node-1 GPU 1 (0000:3b:00.0): 0.500 GB/s  #wrong 0  SLOW"),
+            std::string::npos)
+      << render_table(report);
+  auto json = to_json(report);
+  EXPECT_EQ(json["gpu_links"][0]["host"], "node-1");
+  EXPECT_EQ(json["gpu_links"][0]["local_ranks"], nlohmann::json::array({0, 1}));
 }
 
 TEST(Report, TableReadsLikeNcclTests) {
