@@ -7,7 +7,7 @@
 #      sshd with the config it wrote, and its mpi-rendezvous sidecar;
 #   3. `mpi-launcher run`: its coordinator waits until every sidecar has proved that its
 #      sshd accepts the job key (the barrier); the preflight checks DNS, ssh and rank
-#      placement; mpirun runs every rank under the rank agent, over ssh with strict host
+#      placement, then the fabric (nccl-check's CPU twin, --check mpi); mpirun runs every rank under the rank agent, over ssh with strict host
 #      key checking; the report is written and the sidecars told that the job has ended.
 # It installs what is missing, builds, and tears every pod down on exit.
 set -euo pipefail
@@ -54,14 +54,16 @@ for node in $nodes; do
   echo "   $node: identity installed, sshd on 2222 (job key = host key), sidecar started"
 done
 
-echo "== launcher: mpi-launcher run (rendezvous barrier, preflight, mpirun, supervision)"
+echo "== launcher: mpi-launcher run (rendezvous barrier, preflight, fabric check, mpirun, supervision)"
 start=$(date +%s.%N)
 $cib exec "$launcher" -- "$bin/launcher/mpi-launcher" run --hosts "$etc_mpi/hosts.json" --iface eth0 \
-  --report "$etc_mpi/report.json" --beat-interval 1s -- "$bin/tests/cluster/mpi_hello_openmpi" 2>&1 |
+  --report "$etc_mpi/report.json" --beat-interval 1s --check mpi --nccl-check "$bin/ncclcheck/nccl-check" \
+  --max-bytes 4M --pair-bytes 1M -- "$bin/tests/cluster/mpi_hello_openmpi" 2>&1 |
   sed -E 's/^[0-9T:.-]+Z //; s/(launching [0-9]+ ranks \([a-z0-9]+\)): .*/\1/' | sed 's/^/   /'
 printf '== done in %.1f s; from report.json:\n' "$(echo "$(date +%s.%N) - $start" | bc)"
 jq -r '(.phases[] | "   phase \(.name): \(.seconds * 100 | round / 100) s"),
        (.hosts[] | "   host \(.name): \(.state) at \(.address)"),
+       "   fabric check: \(.check.result), all-reduce of 4 MiB at \(.check.allreduce[-1].busbw_gbps * 100 | round / 100) GB/s busbw",
        "   exit \(.exit.code): \(.exit.reason)"' "$etc_mpi/report.json"
 wait
 echo "== every sidecar exited 0 (the launcher told them the job ended); tearing the cluster down"
