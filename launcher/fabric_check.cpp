@@ -4,10 +4,6 @@
 #include "launcher/process.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <climits>
-#include <filesystem>
 #include <sstream>
 
 namespace tmpi::launch {
@@ -18,13 +14,8 @@ constexpr std::string_view kReportPrefix = "nccl-check report: ";
 
 // nccl-check beside this mpi-launcher (an image installs both in one folder), else PATH.
 std::string default_program() {
-  char path[PATH_MAX] = {0};
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n > 0) {
-    auto beside = std::filesystem::path(std::string(path, static_cast<std::size_t>(n))).parent_path() / "nccl-check";
-    if (access(beside.c_str(), X_OK) == 0) return beside.string();
-  }
-  return "nccl-check";
+  std::string beside = beside_self("nccl-check");
+  return beside.empty() ? "nccl-check" : beside;
 }
 
 }  // namespace

@@ -15,13 +15,18 @@
 
 namespace tmpi::launch {
 
-namespace {
-
 std::string self_exe() {
   char path[PATH_MAX] = {0};
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
   return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "mpi-launcher";
 }
+
+std::string beside_self(const std::string& name) {
+  auto beside = std::filesystem::path(self_exe()).parent_path() / name;
+  return access(beside.c_str(), X_OK) == 0 ? beside.string() : "";
+}
+
+namespace {
 
 Expected<Flavour> choose_flavour(const Params& params, std::string& program) {
   const std::string& wanted = params.str("mpi");
@@ -92,8 +97,9 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
   for (const auto& [name, value] : current_environment()) names.push_back(name);
   for (const auto& [name, value] : job.env) names.push_back(name);
   plan.env_names = forwarded_env(names, params.list("env"), params.list("env-prefix"));
-  plan.command = rank_agent_command(self_exe());
-  plan.command.push_back("--");
+  // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.
+  std::string agent = beside_self("mpi-rank");
+  plan.command = agent.empty() ? std::vector<std::string>{self_exe(), "rank", "--"} : std::vector<std::string>{agent, "--"};
   plan.command.insert(plan.command.end(), command.begin(), command.end());
   return job;
 }

@@ -20,6 +20,11 @@ struct Job {
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
 };
 
+// This mpi-launcher's own path, and the path of a program installed beside it ("" when
+// there is none): images put mpi-rank and nccl-check in the same folder.
+std::string self_exe();
+std::string beside_self(const std::string& name);
+
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.
 Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& command);
 

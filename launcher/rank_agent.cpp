@@ -19,7 +19,6 @@
 #include <cstring>
 #include <cstdio>
 #include <deque>
-#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -234,12 +233,6 @@ Status rank_command(const Params& params) {
   int code = run_rank(options, current_environment(), params.rest());
   std::cout.flush();
   std::exit(code);  // the rank's own status, whatever it is
-}
-
-std::vector<std::string> rank_agent_command(const std::string& launcher_exe) {
-  auto lean = std::filesystem::path(launcher_exe).parent_path() / "mpi-rank";
-  if (access(lean.c_str(), X_OK) == 0) return {lean.string()};
-  return {launcher_exe, "rank"};
 }
 
 }  // namespace tmpi::launch

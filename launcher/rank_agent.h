@@ -48,8 +48,4 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
 // job key, then run_rank; exits the process with the rank's own status.
 Status rank_command(const Params& params);
 
-// The agent that wraps every rank: mpi-rank beside `launcher_exe` (the lean binary, which
-// images install next to mpi-launcher), else `launcher_exe rank`.
-std::vector<std::string> rank_agent_command(const std::string& launcher_exe);
-
 }  // namespace tmpi::launch

@@ -69,11 +69,11 @@ class CheckRun {
     }
     my_host_ = host_of_[static_cast<std::size_t>(rank_)];
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
-    int local_rank = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+    local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
     MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_);  // blocking: made once, at the start
 
     Expected<std::unique_ptr<Fabric>> made = options_.backend == "nccl"
-                                                 ? make_nccl_fabric(progress_, local_rank, host_name_)
+                                                 ? make_nccl_fabric(progress_, local_rank_, host_name_)
                                                  : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
     TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, made ? "" : made.error().message, deadline, step_));
     std::set<std::string> distinct;
@@ -143,7 +143,7 @@ class CheckRun {
     for (const auto& host : report_.hosts) most = std::max(most, host.ranks.size());
     auto rounds = pair_rounds(static_cast<int>(most));
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
-    int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+    int local = local_rank_;
     for (std::size_t r = 0; r < rounds.size(); ++r) {
       const auto& round = rounds[r];
       Deadline deadline = begin(fmt::format("GPU pairs round {}/{}", r + 1, rounds.size()));
@@ -272,7 +272,7 @@ class CheckRun {
   const Options& options_;
   Progress& progress_;
   Report report_;
-  int rank_ = 0, size_ = 1, my_host_ = 0;
+  int rank_ = 0, size_ = 1, my_host_ = 0, local_rank_ = 0;  // local: index among my host's ranks
   std::string host_name_, step_;
   std::vector<int> host_of_;  // world rank -> index in report_.hosts
   MPI_Comm node_comm_ = MPI_COMM_NULL;
