@@ -7,12 +7,12 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(libssh REQUIRED)            # target: ssh
 find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)        # kubeconfig files
-find_package(OpenSSL REQUIRED)         # HMAC-SHA256 for rendezvous proofs
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # HMAC-SHA256 proofs, nonces
 find_package(GTest REQUIRED)
 # Static archives for the rank agent (common/CMakeLists.txt: tmpi_common_lean).
-find_library(TMPI_CRYPTO_STATIC libcrypto.a REQUIRED)
+find_library(TMPI_SODIUM_STATIC libsodium.a REQUIRED)
 find_library(TMPI_BOOST_PO_STATIC libboost_program_options.a REQUIRED)
-find_package(PkgConfig REQUIRED)
 
 # MPI: Debian installs Open MPI and MPICH side by side; tests build the same program
 # with each implementation's own compiler wrapper (mpicc.openmpi, mpicc.mpich).

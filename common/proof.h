@@ -1,7 +1,7 @@
 // Proofs that a message comes from a pod of this job. Every pod holds the job's private
 // key (the launcher made it or read it from the Secret; nodes mount that Secret), and
 // nobody else does, so a key derived from it authenticates rendezvous messages with no
-// extra secret, whether the key is ours or Trainer's. HMAC-SHA256 from OpenSSL.
+// extra secret, whether the key is ours or Trainer's. HMAC-SHA256 from libsodium.
 #pragma once
 
 #include <string>

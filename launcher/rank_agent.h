@@ -2,7 +2,8 @@
 // rank from PMIx or the implementation's variables, exports the torch-style variables
 // that Megatron-LM and DeepSpeed read, runs CMD, forwards signals to it, keeps the last
 // lines of its stderr, and reports its start and its exit (code or signal, and that tail)
-// to the launcher's coordinator, so that the first failed rank stops the whole job.
+// to the launcher's coordinator, so that the first failed rank stops the whole job. (A
+// rank that exits 0 within 2 s reports nothing: mpirun's exit status says it.)
 #pragma once
 
 #include "common/backoff.h"

@@ -14,10 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <future>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace tmpi::launch {
@@ -107,7 +109,8 @@ class Coordinator {
       json ranks = json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
         ranks.push_back({{"rank", rank}, {"host", event.host}, {"state", event.event == "exit" ? "exited" : "running"},
-                         {"code", event.code}, {"signal", event.signal}, {"seconds", event.seconds}});
+                         {"code", event.code}, {"signal", event.signal}, {"seconds", event.seconds},
+                         {"reported", true}});
       }
       done.set_value({{"hosts", hosts["hosts"]}, {"ranks", ranks}});
     });
@@ -121,6 +124,22 @@ class Coordinator {
   std::thread thread_;
   Millis beat_{5000};
 };
+
+// mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
+// report (see rank_agent.cpp): it is listed from mpirun's status, on the host the
+// hostfile gave it, with "reported": false and no duration.
+void record_clean_exits(json& ranks, const std::vector<std::string>& placement) {
+  std::set<int> heard;
+  for (const auto& rank : ranks) heard.insert(rank["rank"].get<int>());
+  for (int rank = 0; rank < static_cast<int>(placement.size()); ++rank) {
+    if (heard.count(rank) != 0) continue;
+    const std::string& name = placement[static_cast<std::size_t>(rank)];
+    std::string host = name.substr(0, name.find('.'));  // the pod's hostname, as the agents report it
+    ranks.push_back({{"rank", rank}, {"host", host}, {"state", "exited"},
+                     {"code", 0}, {"signal", 0}, {"seconds", nullptr}, {"reported", false}});
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
+}
 
 Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
   const std::string& mode = params.str("wait");
@@ -223,6 +242,7 @@ Status run_job(const Params& params) {
   // report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
   auto finish = [&](const std::optional<Failure>& failure) {
     json report = coordinator.snapshot();
+    if (!failure) record_clean_exits(report["ranks"], expected_placement(job.topology, job.plan.np));
     report["phases"] = json::array();
     for (const auto& phase : phases) report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
     report["exit"] = {{"code", failure ? failure->code : 0}, {"reason", failure ? failure->reason : "every rank exited 0"},
@@ -231,6 +251,8 @@ Status run_job(const Params& params) {
     if (!fabric.is_null()) report["check"] = fabric;
     if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
       spdlog::warn("report not written: {}", written.error().message);
+    } else {
+      spdlog::debug("report written to {}", params.str("report"));
     }
     coordinator.finish(params.str("wait") == "sidecar");
   };

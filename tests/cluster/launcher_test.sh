@@ -31,7 +31,7 @@ leftovers() {
   for pod in $(pods); do
     ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
       cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
-      case $cmd in *"sleep 60"*|*"mpi-launcher rank"*|*orted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
+      case $cmd in *"sleep 60"*|*mpi-rank*|*"mpi-launcher rank"*|*orted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
     done
   done
 }
@@ -50,12 +50,20 @@ case $case_name in
     out=$(launch -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1) || fail "the run failed: $out"
     expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
     expect_contains "$out" "rank 3/4 on ${nodes[1]}" "placement"
-    [[ $(jq -r .exit.code "$report") == 0 && $(jq '.ranks | length' "$report") == 4 ]] || fail "report: $(cat "$report")"
+    # Every rank's clean exit is in the report: these short ranks sent none, so from mpirun's status.
+    [[ $(jq -r .exit.code "$report") == 0 &&
+       $(jq '[.ranks[] | select(.state == "exited" and .code == 0 and .reported == false)] | length' "$report") == 4 &&
+       $(jq -r '.ranks[3].host' "$report") == "${nodes[1]}" ]] || fail "report: $(cat "$report")"
     [[ $(jq -r '[.phases[].name] | join(",")' "$report") == "wait,preflight,job" ]] || fail "phases: $(cat "$report")"
     for node in "${nodes[@]}"; do wait "$(cat "$CIB_DIR/pods/$node/sidecar.pid")" || fail "sidecar of $node did not exit 0"; done
     with_sidecars
     out=$(launch --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
     check_probe "$out"
+    # A rank that runs past its start report (2 s) reports its clean exit itself.
+    with_sidecars
+    out=$(launch --preflight false -- sh -c 'if [ "$RANK" = 3 ]; then sleep 2.5; fi' 2>&1) || fail "the run failed: $out"
+    [[ $(jq -c '[.ranks[] | [.rank, .reported, .code, (.seconds // 0) >= 2.5]]' "$report") == \
+       '[[0,false,0,false],[1,false,0,false],[2,false,0,false],[3,true,0,true]]' ]] || fail "report: $(cat "$report")"
     pass "Open MPI: allreduce, report, sidecars done, torch variables on every rank" ;;
   run-mpich)
     # No sidecars: --wait ssh polls every sshd itself (clusters with Trainer's plugin only).
