@@ -29,6 +29,7 @@ namespace tmpi::launch {
 namespace {
 
 constexpr Millis kStartReportAfter(2000);
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
 void remember_signal(int signal) { g_signal = signal; }
@@ -169,11 +170,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     return static_cast<int>(Exit::kUsage);
   }
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // the MPI daemon died: stop this rank
-  // No SA_RESTART: a signal interrupts waitpid, so that it is forwarded at once.
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(signal, &action, nullptr);
+  for (int signal : kForwarded) sigaction(signal, &action, nullptr);
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kJobFailed);
   auto start = Clock::now();
@@ -189,11 +189,16 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     exec_command(command);
   }
   close(err_pipe[1]);
-  // The child's end is a file descriptor too (pidfd, Linux 5.3+), so one poll() waits for
-  // stderr, the exit and the start report's time at once, and a signal (no SA_RESTART)
-  // interrupts it to be forwarded. Without pidfd, the exit is polled every 20 ms. (The raw
-  // system call: glibc's wrapper is 2.36+, older than many images' libc.)
+  // The child's end is a file descriptor too (pidfd, Linux 5.3+), so one ppoll() waits for
+  // stderr, the exit and the start report's time at once. Without pidfd, the exit is polled
+  // every 20 ms. (The raw system call: glibc's wrapper is 2.36+, newer than many images'.)
   int exit_fd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  // The forwarded signals are blocked but while in ppoll(), which they interrupt: one that
+  // arrives between the check of g_signal and the wait is not left waiting a whole timeout.
+  sigset_t forwarded, waiting;
+  sigemptyset(&forwarded);
+  for (int signal : kForwarded) sigaddset(&forwarded, signal);
+  sigprocmask(SIG_BLOCK, &forwarded, &waiting);
   // The start is reported once the rank has run for a while, so that the ranks' start-up,
   // when every core is busy with MPI_Init, is spared a storm of requests (bench row 1).
   bool start_reported = false;
@@ -216,7 +221,9 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     auto until = exited ? exited_at + Millis(1000) : (start_reported ? now + Millis(1000) : start + kStartReportAfter);
     auto wait = std::chrono::ceil<Millis>(until - now);
     if (!exited && exit_fd < 0) wait = std::min(wait, Millis(20));
-    if (poll(fds, 2, static_cast<int>(std::max<Millis::rep>(wait.count(), 0))) < 0) continue;  // EINTR: a signal
+    auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Millis(0))).count();
+    timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    if (ppoll(fds, 2, &timeout, &waiting) < 0) continue;  // EINTR: a signal to forward
     if (fds[0].revents != 0 && !tail.pass_through(err_pipe[0])) pipe_open = false;
     if (!exited && waitpid(child, &status, WNOHANG) == child) {
       exited = true;

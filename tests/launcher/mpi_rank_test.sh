@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi-rank, the lean rank agent, as MPI runs it: it loads no shared library but libc (so it
 # starts fast and runs inside other images), sets the torch variables, passes on the
-# rank's exit code, and runs without a coordinator or a job key.
+# rank's stderr, exit code and signals, and runs without a coordinator or a job key.
 set -euo pipefail
 A="$TMPI_BUILD_DIR/launcher/mpi-rank"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -14,8 +14,17 @@ export HOME=$home OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_
   OMPI_COMM_WORLD_LOCAL_SIZE=2 TMPI_SLOT_LAYOUT=2x4 TMPI_MASTER_ADDR=job-node-0-0.job
 out=$("$A" -- sh -c 'echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR"')
 [[ $out == "RANK=5 LOCAL_RANK=1 WORLD_SIZE=8 NODE_RANK=2 MASTER_ADDR=job-node-0-0.job" ]] || fail "torch variables: $out"
-rc=0; "$A" -- sh -c 'echo oops >&2; exit 7' 2>/dev/null || rc=$?
-[[ $rc == 7 ]] || fail "expected the rank's exit code 7, got $rc"
+rc=0; err=$("$A" -- sh -c 'echo oops >&2; exit 7' 2>&1 >/dev/null) || rc=$?
+[[ $rc == 7 && $err == oops ]] || fail "expected the rank's exit code 7 and its stderr, got $rc: $err"
+# SIGTERM to the agent reaches the rank, whose own exit code comes back.
+ready=$home/ready
+"$A" -- sh -c "trap 'echo got TERM; exit 9' TERM; touch $ready; while :; do sleep 0.1; done" > "$home/out" &
+agent=$!
+for _ in $(seq 100); do [[ -e $ready ]] && break; sleep 0.1; done
+kill -TERM "$agent"
+timeout 20 tail --pid="$agent" -f /dev/null || kill -KILL "$agent"  # a lost signal fails, not hangs
+rc=0; wait "$agent" || rc=$?
+[[ $rc == 9 && $(cat "$home/out") == "got TERM" ]] || fail "SIGTERM forwarding: rc $rc: $(cat "$home/out")"
 rc=0; out=$(env -u OMPI_COMM_WORLD_RANK "$A" -- true 2>&1) || rc=$?
 [[ $rc == 2 && $out == *"no MPI rank in the environment"* ]] || fail "outside MPI: rc $rc: $out"
-echo "ok: mpi-rank loads only libc, sets the torch variables, passes on exit 7, refuses to run outside MPI"
+echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI"
