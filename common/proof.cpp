@@ -5,15 +5,19 @@
 
 #include <sodium.h>
 
-#include <stdexcept>
+#include <cstdio>
+#include <cstdlib>
 
 namespace tmpi {
 
 namespace {
 
 void ensure_sodium() {
-  // Fails only when the system has no source of randomness at all: nothing can work then.
-  if (sodium_init() < 0) throw std::runtime_error("libsodium could not initialise (no randomness source?)");
+  // Fails only when the system has no source of randomness at all: no proof can be made.
+  if (sodium_init() < 0) {
+    std::fputs("trainer-mpi: libsodium could not initialise (no source of randomness)\n", stderr);
+    std::abort();
+  }
 }
 
 std::string to_hex(const unsigned char* data, std::size_t size) {

@@ -31,7 +31,8 @@ std::string fabric_backend(const std::string& check, const Topology& topology) {
 std::vector<std::string> fabric_check_command(const Params& params, const std::string& program,
                                               const std::string& backend) {
   std::vector<std::string> command = {program.empty() ? default_program() : program, "--backend", backend, "--json", "-"};
-  for (const char* name : {"min-bytes", "max-bytes", "pair-bytes", "min-busbw", "min-fraction", "step-timeout", "log-level"}) {
+  for (const char* name : {"min-bytes", "max-bytes", "step-factor", "pair-bytes", "iters", "warmup", "min-busbw",
+                           "min-fraction", "step-timeout", "log-level"}) {
     command.push_back(fmt::format("--{}", name));
     command.push_back(params.str(name));
   }

@@ -27,7 +27,8 @@ TEST(FabricCheck, AutoPicksNcclOnlyWhenEveryHostHasGpus) {
 }
 
 TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
-  auto params = Params::parse(kScopeLauncher, {"--max-bytes", "4M", "--min-busbw", "12.5", "--step-timeout", "9s"}, {});
+  auto params = Params::parse(kScopeLauncher,
+                              {"--max-bytes", "4M", "--min-busbw", "12.5", "--step-timeout", "9s", "--iters", "5"}, {});
   ASSERT_TRUE(params);
   auto command = fabric_check_command(*params, "/opt/nccl-check", "nccl");
   std::string joined;
@@ -36,6 +37,8 @@ TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
   EXPECT_NE(joined.find("--max-bytes 4M "), std::string::npos) << joined;
   EXPECT_NE(joined.find("--min-busbw 12.5 "), std::string::npos) << joined;
   EXPECT_NE(joined.find("--step-timeout 9s "), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--iters 5 "), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--warmup 5 "), std::string::npos) << joined;
   EXPECT_NE(joined.find("--min-bytes 1M "), std::string::npos) << joined;  // defaults travel too
 }
 
