@@ -2,7 +2,7 @@
 // then localisation (an all-reduce within each host; a link test per pair of hosts, in
 // rounds of disjoint pairs; a retest of each suspect against a known good peer), then the
 // verdict. Each step has its own deadline (--step-timeout); every rank computes the same
-// verdict from the same all-reduced samples, so every rank exits with the same code.
+// verdict from the same all-reduced samples (rank 0 exits with its code: see main.cpp).
 #pragma once
 
 #include "ncclcheck/fabric.h"
