@@ -4,6 +4,7 @@
 #include "launcher/process.h"
 
 #include <fmt/format.h>
+#include <set>
 #include <sstream>
 
 namespace tmpi::launch {
@@ -16,6 +17,22 @@ constexpr std::string_view kReportPrefix = "nccl-check report: ";
 std::string default_program() {
   std::string beside = beside_self("nccl-check");
   return beside.empty() ? "nccl-check" : beside;
+}
+
+// The pod's hostname, as nccl-check's ranks report theirs.
+std::string short_host(const std::string& name) { return name.substr(0, name.find('.')); }
+
+// The hosts that did not answer: by the placement when nccl-check gives the ranks, else
+// the names that nccl-check itself knew.
+std::vector<std::string> silent_hosts(const nlohmann::json& timeout, const std::vector<std::string>& placement) {
+  auto ranks = timeout.value("silent_ranks", std::vector<int>{});
+  if (ranks.empty() || placement.empty()) return timeout.value("silent_hosts", std::vector<std::string>{});
+  std::set<std::string> hosts;
+  for (int rank : ranks) {
+    bool placed = rank >= 0 && rank < static_cast<int>(placement.size());
+    hosts.insert(placed ? short_host(placement[static_cast<std::size_t>(rank)]) : fmt::format("rank {}", rank));
+  }
+  return {hosts.begin(), hosts.end()};
 }
 
 }  // namespace
@@ -39,7 +56,8 @@ std::vector<std::string> fabric_check_command(const Params& params, const std::s
   return command;
 }
 
-FabricCheck read_fabric_check(const std::string& output, int status, const std::string& launcher_host) {
+FabricCheck read_fabric_check(const std::string& output, int status, const std::string& launcher_host,
+                              const std::vector<std::string>& placement) {
   FabricCheck out;
   std::istringstream lines(output);
   std::string line;
@@ -69,7 +87,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     out.exit = Exit::kTimeout;
     std::string reason = fmt::format("{} did not finish within {} s (seen by rank {})", timeout.value("step", ""),
                                      timeout.value("after_seconds", 0.0), timeout.value("rank", -1));
-    auto silent = timeout.value("silent_hosts", std::vector<std::string>{});
+    auto silent = silent_hosts(timeout, placement);
     if (silent.empty()) out.rows.push_back({timeout.value("host", ""), backend + " timeout", reason});
     for (const auto& host : silent) out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});
   }
@@ -86,7 +104,7 @@ Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, con
     return make_error(ran.error().exit, "nccl-check ({}): {}; raise TMPI_STEP_TIMEOUT, or use --check none",
                       backend, ran.error().message);
   }
-  return read_fabric_check(ran->output, ran->status, job.launcher_name);
+  return read_fabric_check(ran->output, ran->status, job.launcher_name, expected_placement(job.topology, job.plan.np));
 }
 
 }  // namespace tmpi::launch

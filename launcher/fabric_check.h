@@ -29,8 +29,11 @@ struct FabricCheck {
   std::string table;           // what nccl-check printed, its report line left out
 };
 
-// Reads nccl-check's output and exit status (pure; unit-tested).
-FabricCheck read_fabric_check(const std::string& output, int status, const std::string& launcher_host);
+// Reads nccl-check's output and exit status (pure; unit-tested). `placement` (rank -> host,
+// as the placement check has just confirmed) names the host of a silent rank when the
+// check timed out before its ranks had exchanged their host names.
+FabricCheck read_fabric_check(const std::string& output, int status, const std::string& launcher_host,
+                              const std::vector<std::string>& placement = {});
 
 // Runs it (under a backstop of 20 steps' deadlines) and reads the result.
 Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend);

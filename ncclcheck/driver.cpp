@@ -288,11 +288,12 @@ Outcome run_check(const Options& options, Progress& progress) {
   Outcome outcome{std::move(run.report()), false};
   Report& report = outcome.report;
   if (!status && status.error().exit == Exit::kTimeout) {
-    Timeout timeout{run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}};
+    Timeout timeout{run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}, {}};
     MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);
     std::vector<int> host_of = run.host_of_ranks();
     std::set<std::string> silent;
-    for (int rank : progress.silent_ranks(Millis(2000))) {
+    timeout.silent_ranks = progress.silent_ranks(Millis(2000));
+    for (int rank : timeout.silent_ranks) {
       if (rank < static_cast<int>(host_of.size())) {
         silent.insert(report.hosts[static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])].name);
       } else {

@@ -83,7 +83,7 @@ json to_json(const Report& report) {
   if (report.timeout) {
     const Timeout& t = *report.timeout;
     out["timeout"] = {{"step", t.step}, {"after_seconds", t.after_seconds}, {"rank", t.rank}, {"host", t.host},
-                      {"silent_hosts", t.silent_hosts}};
+                      {"silent_hosts", t.silent_hosts}, {"silent_ranks", t.silent_ranks}};
   }
   if (!report.failure.empty()) out["failure"] = report.failure;
   return out;

@@ -39,6 +39,7 @@ struct Timeout {
   int rank = 0;                // the rank that saw it
   std::string host;
   std::vector<std::string> silent_hosts;  // hosts with a rank that answered no liveness ping
+  std::vector<int> silent_ranks;          // those ranks; "rank N" above when init never learnt N's host
 };
 
 struct Report {

@@ -74,6 +74,23 @@ TEST(FabricCheck, ATimeoutNamesTheSilentHostsWithExit3) {
   EXPECT_EQ(out.exit, Exit::kTimeout);
 }
 
+TEST(FabricCheck, SilentRanksAreNamedByTheirPlacedHost) {
+  // A stop during init: nccl-check never learnt which host ranks 4 and 5 are on.
+  std::string report = "{\"result\":\"timeout\",\"backend\":\"mpi\",\"culprits\":[],\"timeout\":{\"step\":\"init\","
+                       "\"after_seconds\":5.0,\"rank\":2,\"host\":\"n-1\",\"silent_hosts\":[\"rank 4\",\"rank 5\"],"
+                       "\"silent_ranks\":[4,5,9]}}";
+  std::vector<std::string> placement = {"n-0.job", "n-0.job", "n-1.job", "n-1.job", "n-2.job", "n-2.job"};
+  auto out = read_fabric_check("nccl-check report: " + report + "\n", 3, "launcher", placement);
+  ASSERT_EQ(out.rows.size(), 2U);
+  EXPECT_EQ(out.rows[0].host, "n-2");  // one row for both of its ranks, by its short name
+  EXPECT_NE(out.rows[0].reason.find("this host does not answer"), std::string::npos) << out.rows[0].reason;
+  EXPECT_EQ(out.rows[1].host, "rank 9");  // outside the placement: left as nccl-check said
+  // Without a placement, nccl-check's own names stand.
+  auto bare = read_fabric_check("nccl-check report: " + report + "\n", 3, "launcher");
+  ASSERT_EQ(bare.rows.size(), 2U);
+  EXPECT_EQ(bare.rows[0].host, "rank 4");
+}
+
 TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
   auto out = read_fabric_check("mpirun was unable to launch the specified application\n", 1, "launcher");
   ASSERT_EQ(out.rows.size(), 1U);

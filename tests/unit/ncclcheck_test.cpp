@@ -212,11 +212,12 @@ TEST(Report, JsonHasTheShapeTheLauncherReads) {
 
 TEST(Report, TimeoutWinsAndNamesTheSilentHosts) {
   Report report = sample_report();
-  report.timeout = Timeout{"links round 2/3", 5, 0, "node-0", {"node-2"}};
+  report.timeout = Timeout{"links round 2/3", 5, 0, "node-0", {"node-2"}, {4, 5}};
   EXPECT_EQ(report.exit_code(), 3);
   auto json = to_json(report);
   EXPECT_EQ(json["result"], "timeout");
   EXPECT_EQ(json["timeout"]["silent_hosts"], nlohmann::json::array({"node-2"}));
+  EXPECT_EQ(json["timeout"]["silent_ranks"], nlohmann::json::array({4, 5}));
   EXPECT_NE(render_table(report).find("TIMEOUT in links round 2/3 after 5.0 s (seen by rank 0 on node-0); no answer from node-2"),
             std::string::npos);
 }
