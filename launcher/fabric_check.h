@@ -4,14 +4,13 @@
 // report.json, and its culprits become rows of the preflight table.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 #include "common/params.h"
 #include "launcher/job.h"
 #include "launcher/preflight.h"
-
-#include <nlohmann/json.hpp>
-
-#include <string>
-#include <vector>
 
 namespace tmpi::launch {
 

@@ -4,14 +4,6 @@
 // thread acts on them (tears the job down on the first failed rank or a lost host).
 #include "launcher/run.h"
 
-#include "common/files.h"
-#include "launcher/fabric_check.h"
-#include "launcher/job.h"
-#include "launcher/preflight.h"
-#include "launcher/process.h"
-#include "rendezvous/coordinator_service.h"
-
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -19,8 +11,17 @@
 #include <future>
 #include <iostream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+
+#include "common/files.h"
+#include "launcher/fabric_check.h"
+#include "launcher/job.h"
+#include "launcher/preflight.h"
+#include "launcher/process.h"
+#include "launcher/status_feed.h"
+#include "rendezvous/coordinator_service.h"
 
 namespace tmpi::launch {
 
@@ -28,7 +29,9 @@ namespace {
 
 using nlohmann::json;
 volatile std::sig_atomic_t g_stop_signal = 0;
-void on_stop_signal(int signal) { g_stop_signal = signal; }
+void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+}
 
 struct Failure {
   int code = 1;
@@ -45,7 +48,7 @@ struct Shared {
   std::optional<std::string> deadline;
   std::optional<Failure> failure;    // the first rank that failed on its own, or a lost host
   std::optional<Failure> secondary;  // the first rank that was killed by a signal
-  int started = 0, exited = 0;
+  int started = 0, exited = 0, failed = 0;
 };
 
 struct Phase {
@@ -79,19 +82,21 @@ class Coordinator {
       if (event.event != "exit") return;
       ++shared.exited;
       if (event.code == 0) return;
+      ++shared.failed;
       auto& slot = event.signal != 0 ? shared.secondary : shared.failure;
       if (slot) return;
       slot = Failure{event.code, event.signal != 0
-                                     ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s", event.rank,
-                                                   event.host, event.signal, event.seconds)
-                                     : fmt::format("rank {} on {} exited with code {} after {:.0f} s", event.rank,
-                                                   event.host, event.code, event.seconds)};
+                                     ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s",
+                                                   event.rank, event.host, event.signal, event.seconds)
+                                     : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
+                                                   event.rank, event.host, event.code, event.seconds)};
       if (!event.tail.empty()) spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
   }
   Status start(const Params& params) {
-    TMPI_CHECK(service_->listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("rendezvous-port"))));
+    TMPI_CHECK(service_->listen(params.str("listen-address"),
+                                static_cast<unsigned short>(params.integer("rendezvous-port"))));
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
   }
@@ -108,8 +113,12 @@ class Coordinator {
       json hosts = json::parse(service_->engine().hosts_json(Clock::now()));
       json ranks = json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
-        ranks.push_back({{"rank", rank}, {"host", event.host}, {"state", event.event == "exit" ? "exited" : "running"},
-                         {"code", event.code}, {"signal", event.signal}, {"seconds", event.seconds},
+        ranks.push_back({{"rank", rank},
+                         {"host", event.host},
+                         {"state", event.event == "exit" ? "exited" : "running"},
+                         {"code", event.code},
+                         {"signal", event.signal},
+                         {"seconds", event.seconds},
                          {"reported", true}});
       }
       done.set_value({{"hosts", hosts["hosts"]}, {"ranks", ranks}});
@@ -135,8 +144,13 @@ void record_clean_exits(json& ranks, const std::vector<std::string>& placement) 
     if (heard.count(rank) != 0) continue;
     const std::string& name = placement[static_cast<std::size_t>(rank)];
     std::string host = name.substr(0, name.find('.'));  // the pod's hostname, as the agents report it
-    ranks.push_back({{"rank", rank}, {"host", host}, {"state", "exited"},
-                     {"code", 0}, {"signal", 0}, {"seconds", nullptr}, {"reported", false}});
+    ranks.push_back({{"rank", rank},
+                     {"host", host},
+                     {"state", "exited"},
+                     {"code", 0},
+                     {"signal", 0},
+                     {"seconds", nullptr},
+                     {"reported", false}});
   }
   std::sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
 }
@@ -153,16 +167,19 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
       std::lock_guard lock(shared.mutex);
       if (shared.barrier) return ok_status();
       if (shared.deadline) {
-        return make_error(Exit::kTimeout, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
+        return make_error(Exit::kTimeout,
+                          "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
                           deadline.budget().count() / 1000, *shared.deadline);
       }
     } else {  // ssh: poll every sshd ourselves
-      auto rows = check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(3000));
+      auto rows =
+          check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(3000));
       if (rows.empty()) return ok_status();
-      std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(), names.size(),
-                                        rows.front().host, rows.front().reason);
+      std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
+                                        names.size(), rows.front().host, rows.front().reason);
       if (deadline.expired()) {
-        return make_error(Exit::kTimeout, "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
+        return make_error(Exit::kTimeout,
+                          "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
                           deadline.budget().count() / 1000, summary, render_table(rows));
       }
       if (Clock::now() - last_progress >= Millis(5000)) {
@@ -189,10 +206,12 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
     auto ran = run_capture(build_command(probe), job.env, Millis(120000));
     if (!ran) return make_error(Exit::kPreflight, "placement check: {}", ran.error().message);
     rows = check_placement(expected_placement(job.topology, job.plan.np), ran->output);
-    if (ran->status != 0 && rows.empty()) rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
+    if (ran->status != 0 && rows.empty())
+      rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
   }
   Exit exit = Exit::kPreflight;
-  if (std::string backend = fabric_backend(params.str("check"), job.topology); rows.empty() && backend != "none") {
+  if (std::string backend = fabric_backend(params.str("check"), job.topology);
+      rows.empty() && backend != "none") {
     spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
     TMPI_ASSIGN(FabricCheck checked, run_fabric_check(params, job, backend));
     std::cout << checked.table << std::flush;
@@ -202,7 +221,8 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
   }
   if (rows.empty()) return ok_status();
   std::cerr << render_table(rows);
-  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above)", rows.size());
+  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above)",
+                    rows.size());
 }
 
 }  // namespace
@@ -211,14 +231,16 @@ Status check_job(const Params& params) {
   TMPI_ASSIGN(Job job, prepare_job(params, {"true"}));
   json fabric;
   TMPI_CHECK(preflight(params, job, fabric));
-  std::cout << fmt::format("preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
-                           job.topology.hosts.size(), job.plan.np,
-                           fabric.is_null() ? "" : fmt::format("; the {} fabric check passed", fabric.value("backend", "")));
+  std::cout << fmt::format(
+      "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
+      job.topology.hosts.size(), job.plan.np,
+      fabric.is_null() ? "" : fmt::format("; the {} fabric check passed", fabric.value("backend", "")));
   return ok_status();
 }
 
 Status run_job(const Params& params) {
-  if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
+  if (params.rest().empty())
+    return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
   auto t0 = Clock::now();
   std::vector<Phase> phases;
   auto phase_done = [&](const char* name, Clock::time_point since) {
@@ -234,8 +256,14 @@ Status run_job(const Params& params) {
   Shared shared;
   Coordinator coordinator(params, job, shared);
   TMPI_CHECK(coordinator.start(params));
+  const int hosts = static_cast<int>(job.topology.hosts.size());
+  StatusFeed feed(params, hosts, job.plan.np);
+  feed.phase("WaitingForHosts", 0);
   auto since = Clock::now();
-  TMPI_CHECK(wait_for_hosts(params, job, shared));
+  if (Status waited = wait_for_hosts(params, job, shared); !waited) {
+    feed.finish(static_cast<int>(waited.error().exit), waited.error().message);
+    return waited;
+  }
   phase_done("wait", since);
   std::vector<std::string> command = build_command(job.plan);
   json fabric;
@@ -244,11 +272,14 @@ Status run_job(const Params& params) {
     json report = coordinator.snapshot();
     if (!failure) record_clean_exits(report["ranks"], expected_placement(job.topology, job.plan.np));
     report["phases"] = json::array();
-    for (const auto& phase : phases) report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
-    report["exit"] = {{"code", failure ? failure->code : 0}, {"reason", failure ? failure->reason : "every rank exited 0"},
+    for (const auto& phase : phases)
+      report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
+    report["exit"] = {{"code", failure ? failure->code : 0},
+                      {"reason", failure ? failure->reason : "every rank exited 0"},
                       {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
     report["command"] = command;
     if (!fabric.is_null()) report["check"] = fabric;
+    feed.finish(failure ? failure->code : 0, failure ? failure->reason : "");
     if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
       spdlog::warn("report not written: {}", written.error().message);
     } else {
@@ -257,26 +288,33 @@ Status run_job(const Params& params) {
     coordinator.finish(params.str("wait") == "sidecar");
   };
   if (params.flag("preflight")) {
+    feed.phase("Preflight", hosts);
     since = Clock::now();
     Status checked = preflight(params, job, fabric);
     phase_done("preflight", since);
+    feed.fabric(fabric);
     if (!checked) {
       finish(Failure{static_cast<int>(checked.error().exit), checked.error().message});
       return checked;
     }
   }
-  spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour), shell_join(command));
+  spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
+               shell_join(command));
   since = Clock::now();
   TMPI_ASSIGN(ProcessGroup mpi, ProcessGroup::spawn(command, job.env));
+  feed.phase("Running", hosts);
   std::optional<Failure> failure;
   std::optional<int> status;
   while (!(status = mpi.poll())) {
     {
       std::lock_guard lock(shared.mutex);
       failure = shared.failure;
+      // The reporter posts only what changed, at most once per --status-interval.
+      feed.ranks(shared.started - shared.exited, shared.failed, failure ? failure->reason : "");
     }
     if (failure || g_stop_signal != 0) {
-      if (!failure) failure = Failure{1, fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal)};
+      if (!failure)
+        failure = Failure{1, fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal)};
       int running;
       {
         std::lock_guard lock(shared.mutex);
@@ -300,11 +338,15 @@ Status run_job(const Params& params) {
     std::vector<std::string> names;
     for (const auto& host : job.topology.hosts) names.push_back(host.name);
     auto rows = check_dns(names);
-    if (rows.empty()) rows = check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(2000));
-    if (!rows.empty()) failure = Failure{1, fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason)};
+    if (rows.empty())
+      rows =
+          check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(2000));
+    if (!rows.empty())
+      failure = Failure{1, fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason)};
   }
   if (!failure && secondary) failure = secondary;
-  if (!failure && *status != 0) failure = Failure{1, fmt::format("{} exited with status {}", job.plan.launcher, *status)};
+  if (!failure && *status != 0)
+    failure = Failure{1, fmt::format("{} exited with status {}", job.plan.launcher, *status)};
   if (failure) spdlog::error("{}", failure->reason);
   finish(failure);
   if (!failure) {

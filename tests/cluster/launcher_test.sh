@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # mpi-launcher end to end on the cluster in a box (1 launcher, 2 nodes, 2 slots each),
 # with real sshd, sidecars and MPI. One case per run:
-#   run-openmpi | run-mpich   an allreduce, then a probe of the torch variables on every rank
+#   run-openmpi | run-mpich   an allreduce, then a probe of the torch variables on every rank;
+#                             Open MPI's run also reports to a (fake) Trainer status server
 #   placement                 a hostfile that puts ranks elsewhere than hosts.json: exit 4
-#   rank-fails                rank 1 exits 3: the launcher exits 3, names it, stops the others
+#   rank-fails                rank 1 exits 3: the launcher exits 3, names it, stops the others,
+#                             and posts the failure (only) to the TrainJob status
 #   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts
@@ -16,8 +18,9 @@ report="$CIB_DIR/report.json"
 init_launcher --slots 2
 for node in "${nodes[@]}"; do init_node "$node"; done
 with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
+status_env=()  # Trainer's status server variables, once start_status_server has run
 launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod
-  in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
+  in_pod "$launcher" env "${status_env[@]}" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
     --beat-interval 1s --lost-after 3s --grace 3s "$@"
 }
 # The mpi-launcher process itself (in the launcher pod), not the shell that started it.
@@ -35,6 +38,29 @@ leftovers() {
     done
   done
 }
+# Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
+# loopback, with a CA made for this run. Sets status_env: the variables Trainer injects.
+start_status_server() {
+  local dir="$CIB_DIR/status"; mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+    -days 1 -subj /CN=fake-trainer-ca 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/server.key" -out "$dir/server.csr" \
+    -subj /CN=127.0.0.1 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\n' > "$dir/san"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+    -out "$dir/server.crt" -days 1 -extfile "$dir/san" 2>/dev/null
+  echo "projected-token-$RANDOM$RANDOM" > "$dir/token"
+  rm -f "$dir/port"
+  in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_trainer_status.py" --cert "$dir/server.crt" \
+    --key "$dir/server.key" --token-file "$dir/token" --trainjob team-a/train --port-file "$dir/port" \
+    --log "$dir/requests.log" --state "$dir/state.json" &
+  for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
+  [[ -s $dir/port ]] || fail "the fake status server did not start"
+  status_env=(KUBEFLOW_TRAINER_SERVER_URL="https://127.0.0.1:$(cat "$dir/port")/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/train/status"
+              KUBEFLOW_TRAINER_SERVER_TOKEN="$dir/token" KUBEFLOW_TRAINER_SERVER_CA_CERT="$dir/ca.crt")
+}
+# The TrainJob's trainerStatus metric NAME, as the fake server holds it now.
+status_metric() { jq -r --arg n "$1" '.["team-a/train"].trainerStatus.metrics[] | select(.name == $n) | .value' "$CIB_DIR/status/state.json"; }
 probe='echo "probe $(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"'
 check_probe() {  # the torch variables of every rank, as the hostfile places them
   local out=$1
@@ -47,8 +73,18 @@ check_probe() {  # the torch variables of every rank, as the hostfile places the
 case $case_name in
   run-openmpi)
     with_sidecars
+    start_status_server
     out=$(launch -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1) || fail "the run failed: $out"
     expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
+    # The TrainJob's status: the final state, progress 100, every request with the token.
+    [[ $(status_metric mpi_phase) == Succeeded && $(status_metric mpi_ranks) == 4 && $(status_metric mpi_exit_code) == 0 &&
+       $(jq -r '.["team-a/train"].trainerStatus.progressPercentage' "$CIB_DIR/status/state.json") == 100 ]] ||
+      fail "TrainJob status: $(cat "$CIB_DIR/status/state.json")"
+    [[ $(jq -s '[.[] | select(.auth != true or .code != 200)] | length' "$CIB_DIR/status/requests.log") == 0 ]] ||
+      fail "status requests: $(cat "$CIB_DIR/status/requests.log")"
+    [[ $(jq -rs '.[0].body.trainerStatus.metrics[0].value' "$CIB_DIR/status/requests.log") == WaitingForHosts ]] ||
+      fail "the first status update: $(head -n 1 "$CIB_DIR/status/requests.log")"
+    ! grep -q "projected-token" <<<"$out" || fail "the token reached the launcher's log"
     expect_contains "$out" "rank 3/4 on ${nodes[1]}" "placement"
     # Every rank's clean exit is in the report: these short ranks sent none, so from mpirun's status.
     [[ $(jq -r .exit.code "$report") == 0 &&
@@ -83,8 +119,9 @@ case $case_name in
     pass "a wrong placement is caught: exit 4" ;;
   rank-fails)
     with_sidecars
+    start_status_server
     t0=$SECONDS; rc=0
-    out=$(launch -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
+    out=$(launch --status failures -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
     [[ $rc == 3 ]] || fail "expected exit 3, got $rc: $out"
     expect_contains "$out" "rank 1 on ${nodes[0]} exited with code 3" "the failed rank is named"
     expect_contains "$out" "stopping 3 other ranks" "the others are stopped"
@@ -92,6 +129,10 @@ case $case_name in
     (( SECONDS - t0 < 20 )) || fail "the teardown took $((SECONDS - t0)) s"
     sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     [[ $(jq -r .exit.code "$report") == 3 ]] || fail "report exit: $(jq .exit "$report")"
+    # --status failures: one update, the failure, on the TrainJob.
+    [[ $(wc -l < "$CIB_DIR/status/requests.log") == 1 && $(status_metric mpi_phase) == Failed &&
+       $(status_metric mpi_exit_code) == 3 && $(status_metric mpi_first_failure) == "rank 1 on ${nodes[0]} exited with code 3"* ]] ||
+      fail "TrainJob status: $(cat "$CIB_DIR/status/requests.log")"
     pass "rank 1 exits 3: the launcher exits 3 in $((SECONDS - t0)) s and stops the others" ;;
   node-killed)
     with_sidecars

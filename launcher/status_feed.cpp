@@ -1,0 +1,76 @@
+// See status_feed.h.
+#include "launcher/status_feed.h"
+
+#include <spdlog/spdlog.h>
+
+namespace tmpi::launch {
+
+namespace {
+
+constexpr Millis kFinalWait{10000};
+
+}  // namespace
+
+StatusFeed::StatusFeed(const Params& params, int hosts_total, int ranks_total) {
+  health_.hosts_total = hosts_total;
+  health_.ranks_total = ranks_total;
+  const std::string& mode = params.str("status");
+  auto config = status::config_from_environment();
+  if (mode == "off" || !config) {
+    spdlog::debug("status: not reported ({})",
+                  mode == "off" ? "--status off" : "KUBEFLOW_TRAINER_SERVER_URL is not set");
+    return;
+  }
+  failures_only_ = mode == "failures";
+  config->interval = params.duration("status-interval");
+  spdlog::info("status: reporting {} to {}", failures_only_ ? "failures" : "the job's phases", config->url);
+  reporter_ = std::make_unique<status::StatusReporter>(std::move(*config));
+}
+
+void StatusFeed::phase(const std::string& name, int hosts_ready) {
+  health_.phase = name;
+  health_.hosts_ready = hosts_ready;
+  push();
+}
+
+void StatusFeed::ranks(int running, int failed, const std::string& first_failure) {
+  health_.ranks_running = running;
+  health_.ranks_failed = failed;
+  health_.first_failure = first_failure;
+  push();
+}
+
+void StatusFeed::fabric(const nlohmann::json& report) {
+  if (!report.is_object()) return;
+  double best = 0;
+  for (const auto& size : report.value("allreduce", nlohmann::json::array())) {
+    best = std::max(best, size.value("busbw_gbps", 0.0));
+  }
+  if (best > 0) health_.busbw_gbps = best;
+  for (const auto& culprit : report.value("culprits", nlohmann::json::array())) {
+    if (culprit.value("kind", "") == "host") {
+      health_.slowest_host = culprit.value("name", "");
+      break;
+    }
+  }
+  push();
+}
+
+void StatusFeed::finish(int exit_code, const std::string& reason) {
+  if (finished_) return;
+  finished_ = true;
+  health_.phase = exit_code == 0 ? "Succeeded" : "Failed";
+  health_.exit_code = exit_code;
+  health_.ranks_running = 0;
+  if (exit_code != 0 && health_.first_failure.empty()) health_.first_failure = reason;
+  if (!reporter_ || (failures_only_ && exit_code == 0)) return;
+  if (!reporter_->finish(health_, kFinalWait)) {
+    spdlog::warn("status: the final TrainJob status was not accepted within {} s", kFinalWait.count() / 1000);
+  }
+}
+
+void StatusFeed::push() {
+  if (reporter_ && !failures_only_ && !finished_) reporter_->update(health_);
+}
+
+}  // namespace tmpi::launch

@@ -1,0 +1,40 @@
+// The launcher's side of the TrainJob status: it keeps a JobHealth (status/) up to date as
+// the job moves through its phases and hands it to the reporter, which posts it when
+// Trainer's status server is configured (KUBEFLOW_TRAINER_SERVER_URL) and --status allows.
+//
+// Why --status failures exists: the server replaces the whole trainerStatus on every post
+// (its metrics list is atomic), so a training that reports its own progress and loss (the
+// transformers Kubeflow callback does) would see them overwritten by the launcher's
+// updates. With `failures`, the launcher posts only when the job fails.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "common/params.h"
+#include "status/reporter.h"
+
+namespace tmpi::launch {
+
+class StatusFeed {
+ public:
+  StatusFeed(const Params& params, int hosts_total, int ranks_total);
+
+  void phase(const std::string& name, int hosts_ready);  // WaitingForHosts, Preflight, Running
+  void ranks(int running, int failed, const std::string& first_failure);
+  void fabric(const nlohmann::json& report);  // nccl-check's report: bandwidth, slowest host
+  // Succeeded or Failed, posted at once; waits for the server at most 10 s.
+  void finish(int exit_code, const std::string& reason);
+
+  bool enabled() const { return reporter_ != nullptr; }
+
+ private:
+  void push();
+
+  bool failures_only_ = false;
+  bool finished_ = false;
+  status::JobHealth health_;
+  std::unique_ptr<status::StatusReporter> reporter_;
+};
+
+}  // namespace tmpi::launch

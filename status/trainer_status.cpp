@@ -1,0 +1,69 @@
+// See trainer_status.h. Metric names carry an `mpi_` or `nccl_` prefix so that they do not
+// collide with the training's own metrics (loss, accuracy) on a dashboard.
+#include "status/trainer_status.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+namespace tmpi::status {
+
+namespace {
+
+std::string clip(const std::string& text) {
+  if (text.size() <= kMaxMetricText) return text;
+  return text.substr(0, kMaxMetricText - 3) + "...";
+}
+
+void add(nlohmann::json& metrics, const char* name, const std::string& value) {
+  if (value.empty() || metrics.size() >= kMaxMetrics) return;  // the API refuses empty values
+  metrics.push_back({{"name", clip(name)}, {"value", clip(value)}});
+}
+
+}  // namespace
+
+std::string rfc3339(std::chrono::system_clock::time_point when) {
+  std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+nlohmann::json status_body(const JobHealth& health, std::chrono::system_clock::time_point now) {
+  nlohmann::json metrics = nlohmann::json::array();
+  add(metrics, "mpi_phase", health.phase);
+  if (health.hosts_total > 0)
+    add(metrics, "mpi_hosts_ready", fmt::format("{}/{}", health.hosts_ready, health.hosts_total));
+  if (health.ranks_total > 0) {
+    add(metrics, "mpi_ranks", std::to_string(health.ranks_total));
+    add(metrics, "mpi_ranks_running", std::to_string(health.ranks_running));
+    add(metrics, "mpi_ranks_failed", std::to_string(health.ranks_failed));
+  }
+  add(metrics, "mpi_first_failure", health.first_failure);
+  if (health.exit_code) add(metrics, "mpi_exit_code", std::to_string(*health.exit_code));
+  if (health.busbw_gbps) add(metrics, "nccl_busbw_gbps", fmt::format("{:.3f}", *health.busbw_gbps));
+  add(metrics, "nccl_slowest_host", health.slowest_host);
+  nlohmann::json status = {{"metrics", metrics}, {"lastUpdatedTime", rfc3339(now)}};
+  if (health.phase == "Succeeded") {
+    status["progressPercentage"] = 100;
+    status["estimatedRemainingSeconds"] = 0;
+  }
+  return {{"trainerStatus", status}};
+}
+
+std::string describe_answer(long http_status, const std::string& body) {
+  auto parsed = nlohmann::json::parse(body, nullptr, false);
+  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+    return fmt::format("HTTP {} {}: {}", http_status, parsed.value("reason", ""),
+                       parsed.value("message", ""));
+  }
+  std::string start = body.substr(0, 200);
+  for (char& c : start) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return fmt::format("HTTP {}: {}", http_status, start);
+}
+
+}  // namespace tmpi::status
