@@ -2,12 +2,12 @@
 //   Open MPI 4 (ORTE):  mpirun --hostfile H -np N --mca plm_rsh_agent ssh --mca plm_rsh_args
 //                       "<ssh options>" [--mca btl_tcp_if_include I --mca oob_tcp_if_include I] -x V...
 //   Open MPI 5 (PRRTE): the same with --prtemca plm_ssh_agent/plm_ssh_args/oob_tcp_if_include
-//   MPICH hydra:        mpiexec.hydra -f H -np N -launcher ssh -launcher-exec WRAPPER [-iface I] -genvlist V,...
-//   Intel MPI hydra:    mpiexec.hydra -f H -n N -bootstrap ssh -bootstrap-exec WRAPPER [-iface I] -genvlist V,...
+//   MPICH hydra:        mpiexec.hydra -f H -np N -launcher ssh -launcher-exec WRAPPER [-iface I] -genvlist
+//   V,... Intel MPI hydra:    mpiexec.hydra -f H -n N -bootstrap ssh -bootstrap-exec WRAPPER [-iface I]
+//   -genvlist V,...
 #include "launcher/mpi_command.h"
 
 #include <fmt/ranges.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,10 +19,14 @@ namespace tmpi::launch {
 
 const char* flavour_name(Flavour flavour) {
   switch (flavour) {
-    case Flavour::kOpenMpi4: return "openmpi4";
-    case Flavour::kOpenMpi5: return "openmpi5";
-    case Flavour::kMpich: return "mpich";
-    case Flavour::kIntel: return "intel";
+    case Flavour::kOpenMpi4:
+      return "openmpi4";
+    case Flavour::kOpenMpi5:
+      return "openmpi5";
+    case Flavour::kMpich:
+      return "mpich";
+    case Flavour::kIntel:
+      return "intel";
   }
   return "unknown";
 }
@@ -33,8 +37,10 @@ Expected<Flavour> detect_flavour(std::string_view text) {
   if (has("HYDRA") || has("MPICH")) return Flavour::kMpich;
   if (has("PRRTE") || has("prterun") || has("Open MPI) 5.") || has("Open MPI) 6.")) return Flavour::kOpenMpi5;
   if (has("Open MPI) 4.") || has("Open MPI) 3.") || has("OpenRTE")) return Flavour::kOpenMpi4;
-  return make_error(Exit::kUsage, "cannot tell which MPI this is from its --version ('{}'); pass --mpi "
-                    "openmpi|mpich|intel", text.substr(0, 80));
+  return make_error(Exit::kUsage,
+                    "cannot tell which MPI this is from its --version ('{}'); pass --mpi "
+                    "openmpi|mpich|intel",
+                    text.substr(0, 80));
 }
 
 std::optional<Flavour> flavour_from_install(const std::string& program, const std::string& path_variable) {
@@ -71,8 +77,10 @@ std::vector<std::string> build_command(const LaunchPlan& plan) {
       bool prte = plan.flavour == Flavour::kOpenMpi5;
       std::string rte = prte ? "--prtemca" : "--mca";
       add({"--hostfile", plan.hostfile, "-np", std::to_string(plan.np)});
-      add({rte, prte ? "plm_ssh_agent" : "plm_rsh_agent", "ssh", rte, prte ? "plm_ssh_args" : "plm_rsh_args", ssh_args});
-      if (!plan.iface.empty()) add({"--mca", "btl_tcp_if_include", plan.iface, rte, "oob_tcp_if_include", plan.iface});
+      add({rte, prte ? "plm_ssh_agent" : "plm_rsh_agent", "ssh", rte, prte ? "plm_ssh_args" : "plm_rsh_args",
+           ssh_args});
+      if (!plan.iface.empty())
+        add({"--mca", "btl_tcp_if_include", plan.iface, rte, "oob_tcp_if_include", plan.iface});
       if (plan.as_root) add({"--allow-run-as-root"});
       for (const auto& name : plan.env_names) add({"-x", name});
       break;
@@ -81,7 +89,8 @@ std::vector<std::string> build_command(const LaunchPlan& plan) {
     case Flavour::kIntel: {
       bool intel = plan.flavour == Flavour::kIntel;
       add({"-f", plan.hostfile, intel ? "-n" : "-np", std::to_string(plan.np)});
-      add({intel ? "-bootstrap" : "-launcher", "ssh", intel ? "-bootstrap-exec" : "-launcher-exec", plan.ssh_wrapper});
+      add({intel ? "-bootstrap" : "-launcher", "ssh", intel ? "-bootstrap-exec" : "-launcher-exec",
+           plan.ssh_wrapper});
       if (!plan.iface.empty()) add({"-iface", plan.iface});
       if (!plan.env_names.empty()) add({"-genvlist", fmt::format("{}", fmt::join(plan.env_names, ","))});
       break;
@@ -93,15 +102,21 @@ std::vector<std::string> build_command(const LaunchPlan& plan) {
 }
 
 std::vector<std::string> forwarded_env(const std::vector<std::string>& environment_names,
-                                       const std::vector<std::string>& names, const std::vector<std::string>& prefixes) {
-  static const std::vector<std::string> kDefaultPrefixes = {"NCCL_", "UCX_", "PYTHON", "CUDA_", "HF_",
-                                                            "TORCH_", "MASTER_"};
+                                       const std::vector<std::string>& names,
+                                       const std::vector<std::string>& prefixes) {
+  static const std::vector<std::string> kDefaultPrefixes = {"NCCL_", "UCX_",   "PYTHON", "CUDA_",
+                                                            "HF_",   "TORCH_", "MASTER_"};
+  // The image's own search paths: sshd starts the ranks with its default PATH, not the one
+  // the image's ENV set (a venv's python, /opt/...); launcher and nodes run one image.
+  static const std::vector<std::string> kDefaultNames = {"PATH", "LD_LIBRARY_PATH"};
   // What the rank agent reads on the nodes.
   static const std::vector<std::string> kAgent = {"TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT",
                                                   "TMPI_LOG_LEVEL", "TMPI_SLOT_LAYOUT"};
   std::set<std::string> out(names.begin(), names.end());
   for (const auto& name : environment_names) {
-    if (std::find(kAgent.begin(), kAgent.end(), name) != kAgent.end()) out.insert(name);
+    for (const auto* list : {&kAgent, &kDefaultNames}) {
+      if (std::find(list->begin(), list->end(), name) != list->end()) out.insert(name);
+    }
   }
   for (const auto& name : environment_names) {
     for (const auto* list : {&kDefaultPrefixes, &prefixes}) {
@@ -116,8 +131,10 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
 std::string shell_join(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) {
-    bool plain = !word.empty() && word.find_first_not_of(
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,@%+") == std::string::npos;
+    bool plain =
+        !word.empty() &&
+        word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,@%+") ==
+            std::string::npos;
     std::string quoted = "'";
     for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     out += (out.empty() ? "" : " ") + (plain ? word : quoted + "'");

@@ -262,6 +262,7 @@ Status run_job(const Params& params) {
   auto since = Clock::now();
   if (Status waited = wait_for_hosts(params, job, shared); !waited) {
     feed.finish(static_cast<int>(waited.error().exit), waited.error().message);
+    feed.wait();
     return waited;
   }
   phase_done("wait", since);
@@ -286,6 +287,7 @@ Status run_job(const Params& params) {
       spdlog::debug("report written to {}", params.str("report"));
     }
     coordinator.finish(params.str("wait") == "sidecar");
+    feed.wait();  // the final status was posted above, while the sidecars were told
   };
   if (params.flag("preflight")) {
     feed.phase("Preflight", hosts);

@@ -64,9 +64,13 @@ void StatusFeed::finish(int exit_code, const std::string& reason) {
   health_.ranks_running = 0;
   if (exit_code != 0 && health_.first_failure.empty()) health_.first_failure = reason;
   if (!reporter_ || (failures_only_ && exit_code == 0)) return;
-  if (!reporter_->finish(health_, kFinalWait)) {
-    spdlog::warn("status: the final TrainJob status was not accepted within {} s", kFinalWait.count() / 1000);
-  }
+  reporter_->post_final(health_, kFinalWait);
+  final_posted_ = true;
+}
+
+void StatusFeed::wait() {
+  if (!final_posted_ || reporter_->wait_final()) return;
+  spdlog::warn("status: the final TrainJob status was not accepted within {} s", kFinalWait.count() / 1000);
 }
 
 void StatusFeed::push() {

@@ -23,8 +23,10 @@ class StatusFeed {
   void phase(const std::string& name, int hosts_ready);  // WaitingForHosts, Preflight, Running
   void ranks(int running, int failed, const std::string& first_failure);
   void fabric(const nlohmann::json& report);  // nccl-check's report: bandwidth, slowest host
-  // Succeeded or Failed, posted at once; waits for the server at most 10 s.
+  // Succeeded or Failed, posted at once without waiting (the launcher meanwhile tells the
+  // sidecars that the job has ended); wait() then gives the server at most 10 s in all.
   void finish(int exit_code, const std::string& reason);
+  void wait();
 
   bool enabled() const { return reporter_ != nullptr; }
 
@@ -33,6 +35,7 @@ class StatusFeed {
 
   bool failures_only_ = false;
   bool finished_ = false;
+  bool final_posted_ = false;
   status::JobHealth health_;
   std::unique_ptr<status::StatusReporter> reporter_;
 };

@@ -3,14 +3,14 @@
 // restarted): register again. The deadline restarts on every accepted registration or beat.
 #include "rendezvous/sidecar.h"
 
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
 #include "common/http_client.h"
 #include "common/proof.h"
 #include "common/ssh_probe.h"
-
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-
-#include <thread>
 
 namespace tmpi::rdv {
 
@@ -36,8 +36,14 @@ Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::st
   return Answer{response.status, json::parse(response.body, nullptr, false)};
 }
 
+Millis Sidecar::probe_interval() const {
+  constexpr Millis kUntilReady{500};  // a refused connection costs nothing; the launcher waits
+  return ssh_ready_.load() ? options_.probe_every : std::min(kUntilReady, options_.probe_every);
+}
+
 void Sidecar::probe_ssh_now() {
-  SshVerdict verdict = probe_ssh(SshTarget{options_.ssh_host, options_.ssh_port, "", Millis(5000)}, options_.private_key);
+  SshVerdict verdict =
+      probe_ssh(SshTarget{options_.ssh_host, options_.ssh_port, "", Millis(5000)}, options_.private_key);
   if (verdict.ok != ssh_ready_.load() || verdict.problem != ssh_problem_) {
     if (verdict.ok) {
       spdlog::info("sshd on port {} accepts the job key", options_.ssh_port);
@@ -60,10 +66,11 @@ Status Sidecar::run() {
   std::string last_problem = "the coordinator never answered";
   while (!stop_.load()) {
     if (Clock::now() - last_contact >= options_.deadline) {
-      return make_error(Exit::kTimeout, "gave up after {} s without the coordinator at {}: {}; raise TMPI_DEADLINE",
+      return make_error(Exit::kTimeout,
+                        "gave up after {} s without the coordinator at {}: {}; raise TMPI_DEADLINE",
                         options_.deadline.count() / 1000, options_.coordinator, last_problem);
     }
-    if (Clock::now() - last_probe >= options_.probe_every) {
+    if (Clock::now() - last_probe >= probe_interval()) {
       probe_ssh_now();
       last_probe = Clock::now();
       if (registered && ssh_ready_.load() != last_reported_ssh) registered = false;  // tell the coordinator
@@ -72,10 +79,16 @@ Status Sidecar::run() {
     if (!registered) {
       std::string nonce = random_nonce();
       bool ready = ssh_ready_.load();
-      json body = {{"host", options_.host}, {"slots", options_.slots}, {"gpus", options_.gpus},
-                   {"version", "0.1.0"}, {"sshReady", ready}, {"sshProblem", ssh_problem_}, {"nonce", nonce},
-                   {"proof", hmac_hex(key_, fmt::format("register|{}|{}|{}|{}|{}", options_.host, options_.slots,
-                                                        options_.gpus, ready ? "true" : "false", nonce))}};
+      json body = {
+          {"host", options_.host},
+          {"slots", options_.slots},
+          {"gpus", options_.gpus},
+          {"version", "0.1.0"},
+          {"sshReady", ready},
+          {"sshProblem", ssh_problem_},
+          {"nonce", nonce},
+          {"proof", hmac_hex(key_, fmt::format("register|{}|{}|{}|{}|{}", options_.host, options_.slots,
+                                               options_.gpus, ready ? "true" : "false", nonce))}};
       auto answer = post("/v1/register", body.dump(), request_timeout);
       if (answer && answer->status == 200) {
         last_contact = Clock::now();
@@ -92,9 +105,30 @@ Status Sidecar::run() {
       std::this_thread::sleep_for(backoff.next());
       continue;
     }
-    std::this_thread::sleep_for(beat_every);
+    // Until the next beat; while sshd does not accept the key yet, ask it again often and
+    // tell the coordinator at once when it does (the launcher is waiting for exactly that:
+    // a native sidecar starts before sshd).
+    bool ssh_came_up = false;
+    auto next_beat = Clock::now() + beat_every;
+    while (!ssh_came_up && Clock::now() < next_beat) {
+      if (ssh_ready_.load()) {
+        std::this_thread::sleep_until(next_beat);
+        break;
+      }
+      std::this_thread::sleep_until(std::min(next_beat, last_probe + probe_interval()));
+      if (Clock::now() - last_probe < probe_interval()) continue;  // woke for the beat
+      probe_ssh_now();
+      last_probe = Clock::now();
+      ssh_came_up = ssh_ready_.load();
+    }
+    if (ssh_came_up) {
+      registered = false;
+      continue;
+    }
     ++seq;
-    json body = {{"host", options_.host}, {"seq", seq}, {"proof", hmac_hex(key_, fmt::format("beat|{}|{}", options_.host, seq))}};
+    json body = {{"host", options_.host},
+                 {"seq", seq},
+                 {"proof", hmac_hex(key_, fmt::format("beat|{}|{}", options_.host, seq))}};
     auto answer = post("/v1/beat", body.dump(), request_timeout);
     if (!answer) {
       last_problem = answer.error().message;

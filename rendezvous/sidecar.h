@@ -4,11 +4,11 @@
 // the key. Every wait is under one deadline, with backoff and jitter between tries.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-
 #include <atomic>
 #include <string>
+
+#include "common/backoff.h"
+#include "common/error.h"
 
 namespace tmpi::rdv {
 
@@ -19,8 +19,8 @@ struct SidecarOptions {
   int ssh_port = 2222;
   std::string ssh_host = "127.0.0.1";  // where this pod's own sshd answers
   Millis deadline{600000};             // the longest time without reaching the coordinator
-  Millis probe_every{15000};           // how often sshd is asked again
-  int slots = 0, gpus = 0;  // 0: unknown here (no hosts.json); the coordinator has them
+  Millis probe_every{15000};           // how often sshd is asked again once it has answered
+  int slots = 0, gpus = 0;             // 0: unknown here (no hosts.json); the coordinator has them
 };
 
 class Sidecar {
@@ -36,6 +36,7 @@ class Sidecar {
   struct Answer;
   Expected<Answer> post(const std::string& target, const std::string& body, Millis timeout);
   void probe_ssh_now();
+  Millis probe_interval() const;  // often until sshd accepts the key, then probe_every
 
   SidecarOptions options_;
   std::string key_;

@@ -76,12 +76,19 @@ void StatusReporter::update(const JobHealth& health) {
   wake_.notify_all();
 }
 
-bool StatusReporter::finish(const JobHealth& health, Millis within) {
-  std::unique_lock lock(mutex_);
-  if (counts_.gave_up) return false;
-  pending_ = health;
-  final_deadline_ = Clock::now() + within;
+void StatusReporter::post_final(const JobHealth& health, Millis within) {
+  {
+    std::lock_guard lock(mutex_);
+    if (counts_.gave_up || final_deadline_) return;
+    pending_ = health;
+    final_deadline_ = Clock::now() + within;
+  }
   wake_.notify_all();
+}
+
+bool StatusReporter::wait_final() {
+  std::unique_lock lock(mutex_);
+  if (!final_deadline_) return false;
   wake_.wait_until(lock, *final_deadline_, [this] { return final_accepted_ || counts_.gave_up; });
   return final_accepted_;
 }
@@ -98,8 +105,11 @@ void StatusReporter::run() {
       wake_.wait(lock);
       continue;
     }
-    // The final state skips the interval, but not a backoff the server asked for.
-    auto due = final_deadline_ && !in_backoff_ ? Clock::now() : next_allowed_;
+    // The final state skips the interval; a backoff only as far as one try before the deadline.
+    auto due = next_allowed_;
+    if (final_deadline_)
+      due = in_backoff_ ? std::min(next_allowed_, *final_deadline_ - config_.request_timeout / 2)
+                        : Clock::now();
     if (Clock::now() < due) {
       wake_.wait_until(lock, due);
       continue;

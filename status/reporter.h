@@ -45,9 +45,16 @@ class StatusReporter {
   ~StatusReporter();  // stops the worker; an update still waiting is dropped
 
   void update(const JobHealth& health);
-  // Posts `health` now and waits until the server accepts it, gives up, or `within` has
-  // passed. Later update() calls are ignored. Returns whether it was accepted.
-  bool finish(const JobHealth& health, Millis within);
+  // The final state: posted at once (a backoff in progress is cut short so that one try
+  // still comes before the deadline); later update() calls are ignored. Does not wait.
+  void post_final(const JobHealth& health, Millis within);
+  // Waits until the server accepts the final state, gives up, or its deadline passes.
+  // Returns whether it was accepted.
+  bool wait_final();
+  bool finish(const JobHealth& health, Millis within) {
+    post_final(health, within);
+    return wait_final();
+  }
 
   struct Counts {
     int posted = 0, accepted = 0, failed = 0;

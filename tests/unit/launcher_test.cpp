@@ -96,9 +96,11 @@ TEST(MpiCommand, TellsOpenMpi4From5ByTheDaemonBesideTheLauncher) {
 }
 
 TEST(MpiCommand, ForwardsDefaultsNamesAndPrefixes) {
-  auto names = forwarded_env({"NCCL_IB_HCA", "HOME", "HF_HOME", "MY_A", "MY_B", "SECRET", "TMPI_COORDINATOR", "TMPI_SSH_DIR"},
+  auto names = forwarded_env({"NCCL_IB_HCA", "HOME", "HF_HOME", "MY_A", "MY_B", "SECRET", "TMPI_COORDINATOR", "TMPI_SSH_DIR",
+                              "PATH", "LD_LIBRARY_PATH", "PATHEXT"},
                              {"WANDB_PROJECT"}, {"MY_"});
-  EXPECT_EQ(names, (std::vector<std::string>{"HF_HOME", "MY_A", "MY_B", "NCCL_IB_HCA", "TMPI_COORDINATOR", "WANDB_PROJECT"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"HF_HOME", "LD_LIBRARY_PATH", "MY_A", "MY_B", "NCCL_IB_HCA", "PATH",
+                                             "TMPI_COORDINATOR", "WANDB_PROJECT"}));
 }
 
 TEST(MpiCommand, ShellJoinQuotes) {

@@ -185,6 +185,23 @@ TEST(StatusReporter, RetriesServerErrorsWithBackoffThenGoesOn) {
   EXPECT_FALSE(counts.gave_up);
 }
 
+TEST(StatusReporter, TheFinalStateIsTriedBeforeItsDeadlineEvenInALongBackoff) {
+  Recorder recorder({503});
+  ReporterConfig config = test_config(10ms);
+  config.retry_initial = config.retry_max = 8s;  // the next try would be 4-8 s away
+  StatusReporter reporter(config, recorder.fn());
+  reporter.update(running(4));
+  ASSERT_TRUE(eventually([&] { return reporter.counts().failed == 1; }));
+  JobHealth failed = running(0);
+  failed.phase = "Failed";
+  auto start = Clock::now();
+  EXPECT_TRUE(reporter.finish(failed, 3s));
+  EXPECT_LT(Clock::now() - start, 3s);
+  auto bodies = recorder.bodies();
+  ASSERT_EQ(bodies.size(), 2U);
+  EXPECT_EQ(metric(bodies[1], "mpi_phase"), "Failed");
+}
+
 TEST(StatusReporter, GivesUpOnRefusalsThatNoRetryCanFix) {
   for (long code : {403L, 404L, 422L}) {
     Recorder recorder({code});

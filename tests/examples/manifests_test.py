@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""examples/ checked against the programs and images they name (no cluster needed).
+
+A manifest that a user applies must not fail on a renamed flag, a path that no volume
+holds, a port that the programs do not use, or an image that no Dockerfile builds. The
+parameter registry (`mpi-init --params-markdown`, the README's table) says which flags and
+TMPI_ variables each program takes, with their defaults; images/Dockerfile* say which tags
+they build. Volumes "mpi-ssh-auth" and "mpi-hostfile" are the ones Trainer's MPI plugin adds
+(the second to the launcher only), so they need mlPolicy.mpi.
+
+usage: manifests_test.py SOURCE_DIR BUILD_DIR
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+SRC, BUILD = sys.argv[1], sys.argv[2]
+PROGRAMS = {"mpi-init", "mpi-rendezvous", "mpi-launcher", "nccl-check"}
+TRAINER_VOLUMES = {"mpi-ssh-auth": {"launcher", "node"}, "mpi-hostfile": {"launcher"}}
+failures = []
+
+
+def fail(where, message):
+    failures.append(f"{where}: {message}")
+
+
+def registry():
+    """flag -> (variable, default, programs) from the parameter registry."""
+    out = subprocess.run([os.path.join(BUILD, "initcontainer", "mpi-init"), "--params-markdown"],
+                         check=True, capture_output=True, text=True).stdout
+    params = {}
+    for line in out.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].startswith("--"):
+            params[cells[0]] = (cells[1], cells[2], {p.strip() for p in cells[3].split(",")})
+    return params
+
+
+PARAMS = registry()
+assert PARAMS, "the parameter registry printed no rows"
+
+
+def default(flag):
+    return PARAMS[flag][1]
+
+
+def check_flags(where, program, args):
+    """Every --flag in args is one the program takes (up to `--`); returns {flag: value}."""
+    values = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest = args[i + 1:]
+            if rest and rest[0] == "nccl-check":  # the job itself may be nccl-check
+                check_flags(where + " (after --)", "nccl-check", rest[1:])
+            break
+        if arg.startswith("--"):
+            flag, _, inline = arg.partition("=")
+            if flag not in PARAMS or program not in PARAMS[flag][2]:
+                fail(where, f"{program} takes no {flag} (see the README's parameter table)")
+            elif not inline and i + 1 < len(args) and not args[i + 1].startswith("--"):
+                values[flag] = args[i + 1]
+                i += 1
+            else:
+                values[flag] = inline or "true"
+        i += 1
+    return values
+
+
+def check_env(where, program, env):
+    known = {var: flag for flag, (var, _, programs) in PARAMS.items() if program in programs}
+    for item in env:
+        name = item.get("name", "")
+        if name.startswith("TMPI_") and name not in known:
+            fail(where, f"{program} reads no {name}")
+
+
+def mounted(container, path):
+    return any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+               for m in container.get("volumeMounts", []))
+
+
+def image_tags():
+    tags = set()
+    for dockerfile in glob.glob(os.path.join(SRC, "images", "Dockerfile*")):
+        for line in open(dockerfile):
+            m = re.search(r"docker build -f images/\S+ .*-t (\S+)", line)
+            if m and os.path.basename(dockerfile) in line:
+                tags.add(m.group(1))
+    return tags
+
+
+TAGS = image_tags()
+
+
+def check_container(where, container, role, pod, has_mpi_policy):
+    if container.get("image") not in TAGS:
+        fail(where, f"image {container.get('image')} is built by no images/Dockerfile* (they build {sorted(TAGS)})")
+    volumes = {v["name"] for v in pod.get("volumes", [])}
+    for m in container.get("volumeMounts", []):
+        if m["name"] in volumes:
+            continue
+        if m["name"] in TRAINER_VOLUMES and has_mpi_policy and role in TRAINER_VOLUMES[m["name"]]:
+            continue
+        fail(where, f"volume {m['name']} is neither in the pod nor one that Trainer's MPI plugin adds to a {role} pod")
+    command = container.get("command", []) + container.get("args", [])
+    if not command:
+        return
+    program = os.path.basename(command[0])
+    env_names = {e["name"] for e in container.get("env", [])}
+    for arg in command:
+        for ref in re.findall(r"\$\((\w+)\)", arg):
+            if ref not in env_names:
+                fail(where, f"$({ref}) is not defined in the container's env")
+    if program in PROGRAMS:
+        args = command[2:] if program == "mpi-launcher" else command[1:]
+        values = check_flags(where, program, args)
+        check_env(where, program, container.get("env", []))
+        for flag in ("--hostfile", "--ssh-secret", "--out"):
+            if flag in values and not mounted(container, values[flag]):
+                fail(where, f"{flag} {values[flag]} is on no volume of the container")
+        for item in container.get("env", []):
+            if item["name"] in ("TMPI_HOSTS", "TMPI_REPORT") and not mounted(container, item["value"]):
+                fail(where, f"{item['name']}={item['value']} is on no volume of the container")
+        if program == "mpi-rendezvous":
+            port = values.get("--coordinator", "").rpartition(":")[2]
+            if port != default("--rendezvous-port"):
+                fail(where, f"--coordinator port {port} is not the coordinator's {default('--rendezvous-port')}")
+            probe = container.get("readinessProbe", {}).get("httpGet", {})
+            if (probe.get("path"), str(probe.get("port"))) != ("/readyz", default("--probe-port")):
+                fail(where, f"readinessProbe {probe} is not GET /readyz on {default('--probe-port')}")
+    if program == "sshd":
+        config = command[command.index("-f") + 1] if "-f" in command else ""
+        if not mounted(container, config):
+            fail(where, f"sshd's config {config} is on no volume (mpi-init --role node writes it to ~/.ssh)")
+    for port in container.get("ports", []):
+        expected = {"ssh": default("--ssh-port"), "rendezvous": default("--rendezvous-port")}.get(port.get("name"))
+        if expected and str(port["containerPort"]) != expected:
+            fail(where, f"port {port['name']} is {port['containerPort']}, the programs use {expected}")
+
+
+def check_runtime(path, runtime):
+    has_mpi_policy = "mpi" in runtime["spec"].get("mlPolicy", {})
+    jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
+    if set(jobs) != {"launcher", "node"}:
+        fail(path, f"replicatedJobs are {sorted(jobs)}, not launcher and node")
+    ssh_homes = set()
+    for role, job in jobs.items():
+        pod = job["template"]["spec"]["template"]["spec"]
+        for kind in ("initContainers", "containers"):
+            for container in pod.get(kind, []):
+                where = f"{path}: {role}/{container['name']}"
+                check_container(where, container, role, pod, has_mpi_policy)
+                ssh_homes |= {m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] == "ssh-home"}
+        if not any(c["name"] == "node" for c in pod.get("containers", [])):
+            fail(path, f"{role} has no container named node (Trainer applies the TrainJob's settings to it)")
+    if len(ssh_homes) != 1:
+        fail(path, f"~/.ssh is mounted at several paths: {sorted(ssh_homes)}")
+    labels = jobs["launcher"]["template"].get("metadata", {}).get("labels", {})
+    if labels.get("trainer.kubeflow.org/trainjob-ancestor-step") != "trainer":
+        fail(path, "the launcher is not the trainer step, so a TrainJob's command would not reach mpi-launcher")
+
+
+def main():
+    runtimes, trainjobs = {}, []
+    for path in sorted(glob.glob(os.path.join(SRC, "examples", "*.yaml"))):
+        name = os.path.relpath(path, SRC)
+        for doc in yaml.safe_load_all(open(path)):
+            if doc is None:
+                continue
+            kind = doc.get("kind")
+            if kind == "ClusterTrainingRuntime":
+                runtimes[doc["metadata"]["name"]] = doc
+                check_runtime(name, doc)
+            elif kind == "TrainJob":
+                trainjobs.append((name, doc))
+            elif kind not in ("ServiceAccount", "Role", "RoleBinding"):
+                fail(name, f"unexpected kind {kind}")
+    if not runtimes or not trainjobs:
+        fail("examples/", "expected ClusterTrainingRuntimes and TrainJobs")
+    for name, job in trainjobs:
+        spec = job["spec"]
+        if spec["runtimeRef"]["name"] not in runtimes:
+            fail(name, f"runtimeRef {spec['runtimeRef']['name']} is in no examples/ runtime")
+        command = spec["trainer"].get("command", [])
+        if command[:2] != ["mpi-launcher", "run"] or "--" not in command:
+            fail(name, "the command is not `mpi-launcher run [options] -- CMD`")
+        check_flags(name, "mpi-launcher", command[2:])
+        if spec["trainer"].get("numNodes", 0) < 1:
+            fail(name, "numNodes must be at least 1")
+    for line in failures:
+        print("FAIL:", line)
+    print(f"{'FAILED' if failures else 'ok'}: {len(runtimes)} runtimes, {len(trainjobs)} TrainJobs, "
+          f"{len(PARAMS)} parameters, images {sorted(TAGS)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

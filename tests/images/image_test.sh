@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# images/Dockerfile, checked without Docker (no registry can be reached here):
+# - its install step (`cmake --install`) gives one bin/ folder with every program, and
+#   mpi-launcher run from there wraps each rank in the mpi-rank beside it;
+# - its runtime stage's apt list covers every shared library that the installed programs
+#   load (their DT_NEEDED entries, by owning Debian package): listed, or a dependency of a
+#   listed package, or in every Debian image (libc6, libstdc++6, libgcc-s1). Libraries under
+#   /usr/local/cuda come from the CUDA base image of the NCCL variant. (Dependencies are read
+#   from dpkg's records of the installed packages, which need no apt lists.)
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+programs=(mpi-init mpi-rendezvous mpi-launcher mpi-rank nccl-check nccl-check.mpich)
+
+cmake --install "$TMPI_BUILD_DIR" --prefix "$work/opt" > /dev/null
+for p in "${programs[@]}"; do [[ -x $work/opt/bin/$p ]] || fail "cmake --install did not install $p"; done
+printf 'job-node-0-0.job slots=2\njob-node-0-1.job slots=2\n' > "$work/hostfile"
+"$work/opt/bin/mpi-init" --hostfile "$work/hostfile" --out "$work/etc" --ssh-dir "$work/ssh" --log-level warn
+out=$("$work/opt/bin/mpi-launcher" run --hosts "$work/etc/hosts.json" --ssh-dir "$work/ssh" --mpi openmpi --dry-run -- true)
+[[ $out == *" $work/opt/bin/mpi-rank "* ]] || fail "the installed mpi-launcher does not use the mpi-rank beside it: $out"
+echo "ok: cmake --install gives ${programs[*]}; mpi-launcher finds mpi-rank beside itself"
+
+# The runtime stage's packages: the words of its apt-get install command (both MPIs).
+listed=$(sed -n '/^FROM \${RUN_BASE}/,$p' "$src/images/Dockerfile" |
+  sed -n '/apt-get install/,/rm -rf \/var\/lib\/apt\/lists/p' |
+  tr ' ;()$' '\n\n\n\n\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' |
+  grep -vxE 'apt-get|install|echo|then|else|fi|if|rm|mpich\.|-y' | sort -u)
+[[ -n $listed ]] || fail "no apt-get install list found in the runtime stage of images/Dockerfile"
+allowed=$( { echo "$listed"; printf '%s\n' libc6 libstdc++6 libgcc-s1
+             for p in $listed; do dpkg-query -W -f='${Depends}\n' "$p" 2>/dev/null | tr ',|' '\n\n' |
+               awk '{ print $1 }'; done; } | sed 's/:any$//' | sort -u)
+owner() {  # the Debian package that ships a library file (usrmerge: /lib and /usr/lib alike)
+  local file; file=$(readlink -f "$1")
+  for candidate in "$file" "${file#/usr}" "/usr$file"; do
+    dpkg -S "$candidate" 2>/dev/null | head -n 1 | cut -d: -f1 && return 0
+  done
+  echo "?$file"
+}
+missing=()
+for p in "${programs[@]}"; do
+  bin="$work/opt/bin/$p"
+  for lib in $(objdump -p "$bin" | awk '/NEEDED/ { print $2 }'); do
+    [[ $lib == ld-linux* ]] && continue  # the dynamic loader, in libc6
+    path=$(ldd "$bin" | awk -v lib="$lib" '$1 == lib { print $3 }')
+    [[ -n $path ]] || fail "$p needs $lib, which ldd cannot find here"
+    [[ $path == /usr/local/cuda* ]] && continue
+    [[ $lib == libasan* || $lib == libubsan* ]] && continue  # the sanitizer builds' own runtimes
+    package=$(owner "$path")
+    grep -qxF "$package" <<<"$allowed" || missing+=("$p: $lib ($package)")
+  done
+done
+[[ ${#missing[@]} == 0 ]] || fail "images/Dockerfile's runtime stage lacks the package of: ${missing[*]}"
+echo "ok: the runtime stage's packages cover every library the programs load ($(wc -w <<<"$listed") listed)"
