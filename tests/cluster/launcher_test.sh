@@ -42,13 +42,7 @@ leftovers() {
 # loopback, with a CA made for this run. Sets status_env: the variables Trainer injects.
 start_status_server() {
   local dir="$CIB_DIR/status"; mkdir -p "$dir"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/ca.key" -out "$dir/ca.crt" \
-    -days 1 -subj /CN=fake-trainer-ca 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/server.key" -out "$dir/server.csr" \
-    -subj /CN=127.0.0.1 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1\n' > "$dir/san"
-  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
-    -out "$dir/server.crt" -days 1 -extfile "$dir/san" 2>/dev/null
+  bash "$(dirname "$0")/../fakes/make_test_ca.sh" "$dir"
   echo "projected-token-$RANDOM$RANDOM" > "$dir/token"
   rm -f "$dir/port"
   in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_trainer_status.py" --cert "$dir/server.crt" \

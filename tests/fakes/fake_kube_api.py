@@ -21,24 +21,13 @@ import base64
 import binascii
 import json
 import re
-import ssl
 import threading
 import time
 import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from fake_https import FakeHandler, serve, status
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def status(code, reason, message, name=None, kind=None, causes=None):
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
-    if name is not None or kind is not None:
-        body["details"] = {"name": name or "", "kind": kind or ""}
-        if causes:
-            body["details"]["causes"] = causes
-    return code, body
 
 
 class State:
@@ -81,22 +70,11 @@ def match_selector(labels, selector):
     return True
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(FakeHandler):
     state: State = None
 
-    def log_message(self, fmt, *args):  # quiet: requests go to --log
-        pass
-
     def reply(self, code, body, headers=None, request=None):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(code, body, headers)
         st = self.state
         with open(st.args.log, "a") as log:
             entry = {"method": self.command, "path": self.path, "code": code,
@@ -105,23 +83,13 @@ class Handler(BaseHTTPRequestHandler):
                 entry["object"] = {k: v for k, v in request.items() if k != "data"}
             log.write(json.dumps(entry) + "\n")
 
-    def do_GET(self):
-        self.handle_any()
-
-    def do_POST(self):
-        self.handle_any()
-
     def handle_any(self):
         st = self.state
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        with st.lock:
-            st.requests += 1
-            n = st.requests
-        if n <= st.args.stall:
-            time.sleep(st.args.stall_seconds)  # a stalled apiserver: the client must time out
-            self.close_connection = True
+        raw = self.read_request()
+        if raw is None:
             return
+        with st.lock:
+            n = st.requests
         if self.headers.get("Authorization") != f"Bearer {st.args.token}":
             return self.reply(*status(401, "Unauthorized", "Unauthorized"))
         if n <= st.args.stall + st.args.throttle:
@@ -266,17 +234,7 @@ def main():
     parser.add_argument("--race-secret", default="", help="a Secret JSON whose data the racing launcher stored")
     args = parser.parse_args()
     Handler.state = State(args)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(args.cert, args.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    with open(args.port_file + ".tmp", "w") as f:
-        f.write(str(server.server_address[1]))
-    import os
-    os.rename(args.port_file + ".tmp", args.port_file)
-    server.serve_forever()
-
+    serve(Handler, args)
 
 if __name__ == "__main__":
     main()

@@ -31,19 +31,14 @@ import argparse
 import json
 import os
 import re
-import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_https import FakeHandler, serve, status
 
 ROUTE = re.compile(r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs/([^/]+)/status$")
 MAX_BODY = 1 << 16
 INT32_MAX = 2**31 - 1
-
-
-def status(code, reason, message):
-    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                  "message": message, "reason": reason, "code": code}
 
 
 def is_int32(value):
@@ -133,47 +128,21 @@ class State:
             os.rename(self.args.state + ".tmp", self.args.state)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(FakeHandler):
     state: State = None
 
-    def log_message(self, fmt, *args):  # quiet: requests go to --log
-        pass
-
     def reply(self, code, body, headers=None, logged=None, auth=False):
-        data = (json.dumps(body) + "\n").encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(code, body, headers)
         entry = {"time": time.time(), "method": self.command, "path": self.path, "code": code, "auth": auth}
         if logged is not None:
             entry["body"] = logged
         with self.state.lock, open(self.state.args.log, "a") as log:
             log.write(json.dumps(entry) + "\n")
 
-    def do_GET(self):
-        self.handle_any()
-
-    def do_PUT(self):
-        self.handle_any()
-
-    def do_POST(self):
-        self.handle_any()
-
     def handle_any(self):
         st = self.state
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        with st.lock:
-            st.requests += 1
-            n = st.requests
-        if n <= st.args.stall:
-            time.sleep(st.args.stall_seconds)  # a stalled server: the client must time out
-            self.close_connection = True
+        raw = self.read_request()
+        if raw is None:
             return
         match = ROUTE.match(self.path)
         if self.command != "POST" or not match:
@@ -229,16 +198,7 @@ def main():
     args = parser.parse_args()
     Handler.state = State(args)
     Handler.state.save()
-    server = ThreadingHTTPServer((args.address, 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(args.cert, args.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    with open(args.port_file + ".tmp", "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(args.port_file + ".tmp", args.port_file)
-    server.serve_forever()
-
+    serve(Handler, args, args.address)
 
 if __name__ == "__main__":
     main()

@@ -14,13 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 token="fake-token-$RANDOM$RANDOM"
 
 # A CA and a server certificate for 127.0.0.1, made for this run only.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" -out "$work/ca.crt" \
-  -days 1 -subj /CN=fake-kube-ca 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/server.key" -out "$work/server.csr" \
-  -subj /CN=127.0.0.1 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$work/san"
-openssl x509 -req -in "$work/server.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial \
-  -out "$work/server.crt" -days 1 -extfile "$work/san" 2>/dev/null
+bash "$here/../fakes/make_test_ca.sh" "$work"
 
 # The cluster's state: JobSet train (1 launcher, 4 nodes), its pods, and another JobSet's pod.
 python3 "$here/make_pods.py" 4 --gpus 8 --other-jobset other > "$work/pods.json"

@@ -30,18 +30,8 @@ class FakeStatusServer : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("tmpi-status-server-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     // A CA, and a certificate for 127.0.0.1 that it signs; another CA that signs nothing.
-    std::string d = dir_.string();
-    std::string script =
-        "set -e; cd '" + d +
-        "'; "
-        "for ca in ca other; do openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-        "-keyout $ca.key -out $ca.crt -days 1 -subj /CN=fake-$ca 2>/dev/null; done; "
-        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr "
-        "-subj /CN=127.0.0.1 2>/dev/null; printf 'subjectAltName=IP:127.0.0.1\\n' > san; "
-        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 1 "
-        "-extfile san 2>/dev/null";
-    ASSERT_TRUE(write_atomic((dir_ / "make-certs.sh").string(), script));
-    ASSERT_EQ(std::system(("bash " + (dir_ / "make-certs.sh").string()).c_str()), 0);
+    std::string command = "bash " TMPI_SOURCE_DIR "/tests/fakes/make_test_ca.sh " + dir_.string() + " other";
+    ASSERT_EQ(std::system(command.c_str()), 0);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
