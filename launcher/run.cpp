@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "launcher/fabric_check.h"
 #include "launcher/job.h"
+#include "launcher/job_events.h"
 #include "launcher/preflight.h"
 #include "launcher/process.h"
 #include "launcher/status_feed.h"
@@ -36,6 +37,7 @@ void on_stop_signal(int signal) {
 struct Failure {
   int code = 1;
   std::string reason;
+  std::string event = "JobFailed";  // the Kubernetes Event's reason: RankFailed, HostLost, ...
 };
 
 // What the coordinator's callbacks learn, read by the main thread.
@@ -74,7 +76,8 @@ class Coordinator {
     };
     callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
       std::lock_guard lock(shared.mutex);
-      if (!shared.failure) shared.failure = Failure{1, fmt::format("host {} lost ({})", host, why)};
+      if (!shared.failure)
+        shared.failure = Failure{1, fmt::format("host {} lost ({})", host, why), "HostLost"};
     };
     callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
       std::lock_guard lock(shared.mutex);
@@ -85,11 +88,12 @@ class Coordinator {
       ++shared.failed;
       auto& slot = event.signal != 0 ? shared.secondary : shared.failure;
       if (slot) return;
-      slot = Failure{event.code, event.signal != 0
-                                     ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s",
-                                                   event.rank, event.host, event.signal, event.seconds)
-                                     : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
-                                                   event.rank, event.host, event.code, event.seconds)};
+      slot = Failure{event.code,
+                     event.signal != 0 ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s",
+                                                     event.rank, event.host, event.signal, event.seconds)
+                                       : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
+                                                     event.rank, event.host, event.code, event.seconds),
+                     "RankFailed"};
       if (!event.tail.empty()) spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
@@ -258,10 +262,12 @@ Status run_job(const Params& params) {
   TMPI_CHECK(coordinator.start(params));
   const int hosts = static_cast<int>(job.topology.hosts.size());
   StatusFeed feed(params, hosts, job.plan.np);
+  JobEvents events(params, job.topology.jobset);
   feed.phase("WaitingForHosts", 0);
   auto since = Clock::now();
   if (Status waited = wait_for_hosts(params, job, shared); !waited) {
     feed.finish(static_cast<int>(waited.error().exit), waited.error().message);
+    events.warn("RendezvousTimeout", waited.error().message);
     feed.wait();
     return waited;
   }
@@ -281,6 +287,7 @@ Status run_job(const Params& params) {
     report["command"] = command;
     if (!fabric.is_null()) report["check"] = fabric;
     feed.finish(failure ? failure->code : 0, failure ? failure->reason : "");
+    if (failure) events.warn(failure->event, failure->reason);
     if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
       spdlog::warn("report not written: {}", written.error().message);
     } else {
@@ -296,7 +303,7 @@ Status run_job(const Params& params) {
     phase_done("preflight", since);
     feed.fabric(fabric);
     if (!checked) {
-      finish(Failure{static_cast<int>(checked.error().exit), checked.error().message});
+      finish(Failure{static_cast<int>(checked.error().exit), checked.error().message, "PreflightFailed"});
       return checked;
     }
   }
@@ -316,7 +323,8 @@ Status run_job(const Params& params) {
     }
     if (failure || g_stop_signal != 0) {
       if (!failure)
-        failure = Failure{1, fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal)};
+        failure = Failure{1, fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal),
+                          "JobStopped"};
       int running;
       {
         std::lock_guard lock(shared.mutex);
@@ -344,7 +352,8 @@ Status run_job(const Params& params) {
       rows =
           check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(2000));
     if (!rows.empty())
-      failure = Failure{1, fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason)};
+      failure =
+          Failure{1, fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason), "HostLost"};
   }
   if (!failure && secondary) failure = secondary;
   if (!failure && *status != 0)

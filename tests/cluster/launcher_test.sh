@@ -5,10 +5,12 @@
 #                             Open MPI's run also reports to a (fake) Trainer status server
 #   placement                 a hostfile that puts ranks elsewhere than hosts.json: exit 4
 #   rank-fails                rank 1 exits 3: the launcher exits 3, names it, stops the others,
-#                             and posts the failure (only) to the TrainJob status
+#                             posts the failure (only) to the TrainJob status, and records a
+#                             Warning Event on the TrainJob
 #   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
-#   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts
+#   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts (and
+#                             the API forbids Events: one line names the missing rule)
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 source "$(dirname "$0")/lib.sh"
 case_name=$1
@@ -52,6 +54,29 @@ start_status_server() {
   [[ -s $dir/port ]] || fail "the fake status server did not start"
   status_env=(KUBEFLOW_TRAINER_SERVER_URL="https://127.0.0.1:$(cat "$dir/port")/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/train/status"
               KUBEFLOW_TRAINER_SERVER_TOKEN="$dir/token" KUBEFLOW_TRAINER_SERVER_CA_CERT="$dir/ca.crt")
+}
+# The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
+# team-a/train, with the fake's switches; adds KUBECONFIG to status_env (the launcher's env).
+start_kube_api() {
+  local dir="$CIB_DIR/kube"; mkdir -p "$dir"
+  bash "$(dirname "$0")/../fakes/make_test_ca.sh" "$dir"
+  local token="sa-token-$RANDOM$RANDOM"
+  echo '{"trainjobs": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+         "metadata": {"name": "train", "namespace": "team-a", "uid": "5e1f0000-aaaa-bbbb-cccc-000011112222"}}]}' > "$dir/state.json"
+  rm -f "$dir/port"
+  in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_kube_api.py" --cert "$dir/server.crt" --key "$dir/server.key" \
+    --token "$token" --state "$dir/state.json" --port-file "$dir/port" --log "$dir/requests.log" "$@" &
+  for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
+  [[ -s $dir/port ]] || fail "the fake Kubernetes API did not start"
+  cat > "$dir/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+current-context: test
+contexts: [{name: test, context: {cluster: fake, user: launcher, namespace: team-a}}]
+clusters: [{name: fake, cluster: {server: "https://127.0.0.1:$(cat "$dir/port")", certificate-authority-data: "$(base64 -w0 "$dir/ca.crt")"}}]
+users: [{name: launcher, user: {token: "$token"}}]
+KC
+  status_env+=(KUBECONFIG="$dir/kubeconfig")
 }
 # The TrainJob's trainerStatus metric NAME, as the fake server holds it now.
 status_metric() { jq -r --arg n "$1" '.["team-a/train"].trainerStatus.metrics[] | select(.name == $n) | .value' "$CIB_DIR/status/state.json"; }
@@ -114,6 +139,7 @@ case $case_name in
   rank-fails)
     with_sidecars
     start_status_server
+    start_kube_api
     t0=$SECONDS; rc=0
     out=$(launch --status failures -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
     [[ $rc == 3 ]] || fail "expected exit 3, got $rc: $out"
@@ -127,6 +153,11 @@ case $case_name in
     [[ $(wc -l < "$CIB_DIR/status/requests.log") == 1 && $(status_metric mpi_phase) == Failed &&
        $(status_metric mpi_exit_code) == 3 && $(status_metric mpi_first_failure) == "rank 1 on ${nodes[0]} exited with code 3"* ]] ||
       fail "TrainJob status: $(cat "$CIB_DIR/status/requests.log")"
+    # A Warning Event on the TrainJob (its uid, for kubectl describe), naming the rank.
+    event=$(jq -c 'select(.method == "POST" and (.path | endswith("/events")) and .code == 201) | .object' "$CIB_DIR/kube/requests.log")
+    [[ $(jq -r '[.type, .reason, .involvedObject.kind, .involvedObject.name, .involvedObject.uid] | join(" ")' <<<"$event") == \
+       "Warning RankFailed TrainJob train 5e1f0000-aaaa-bbbb-cccc-000011112222" &&
+       $(jq -r .message <<<"$event") == "rank 1 on ${nodes[0]} exited with code 3"* ]] || fail "the Event: $(cat "$CIB_DIR/kube/requests.log")"
     pass "rank 1 exits 3: the launcher exits 3 in $((SECONDS - t0)) s and stops the others" ;;
   node-killed)
     with_sidecars
@@ -154,8 +185,11 @@ case $case_name in
     pass "SIGTERM: the job stopped, nothing left in any pod" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
+    start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands
     rc=0; out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
     [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    expect_contains "$out" 'PreflightFailed was not recorded on TrainJob train' "the refused Event"
+    expect_contains "$out" 'resources: ["events"], verbs: ["create"]' "the missing RBAC rule"
     expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
     expect_contains "$out" "sshd refused the job key" "the reason"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"

@@ -7,8 +7,12 @@ API server enforces for these calls: label selectors, `limit`/`continue` paging,
 validation (name, namespace, type kubernetes.io/ssh-auth needs data.ssh-privatekey, base64
 data, owner references), AlreadyExists, NotFound, and metav1.Status error bodies.
 
+Also: GET of a TrainJob (trainer.kubeflow.org/v1alpha1, from the state's "trainjobs") and
+core/v1 Event creation (name or generateName, involvedObject.namespace = the event's, type
+Normal or Warning); created Events are logged with their body.
+
 Failure switches: --throttle N (the first N requests get 429 with Retry-After), --fail-500 N,
---forbid RESOURCE (403 for pods, secrets or jobsets), --stall N (the first N requests hang),
+--forbid RESOURCE (403 for pods, secrets, jobsets, trainjobs or events), --stall N (the first N requests hang),
 --late-pods FILE --late-after N (pods that appear after N pod lists), --no-ip-until N
 (pods have no IP until N pod lists), --race-secret (the first Secret create finds that
 another launcher made it: it is stored with another key and the answer is 409).
@@ -39,6 +43,8 @@ class State:
         self.jobsets = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in state.get("jobsets", [])}
         self.pods = list(state.get("pods", []))
         self.secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in state.get("secrets", [])}
+        self.trainjobs = {(t["metadata"]["namespace"], t["metadata"]["name"]): t for t in state.get("trainjobs", [])}
+        self.events = []
         self.late = []
         if args.late_pods:
             with open(args.late_pods) as f:
@@ -106,11 +112,13 @@ class Handler(FakeHandler):
                 name = parts[5] if len(parts) > 5 else None
             elif parts[:4] == ["apis", "jobset.x-k8s.io", "v1alpha2", "namespaces"] and len(parts) >= 6:
                 ns, resource, name = parts[4], parts[5], (parts[6] if len(parts) > 6 else None)
+            elif parts[:4] == ["apis", "trainer.kubeflow.org", "v1alpha1", "namespaces"] and len(parts) >= 6:
+                ns, resource, name = parts[4], parts[5], (parts[6] if len(parts) > 6 else None)
             else:
                 return self.reply(*status(404, "NotFound", "the server could not find the requested resource"))
             if resource in st.args.forbid:
                 verb = "list" if name is None and self.command == "GET" else ("get" if self.command == "GET" else "create")
-                group = "jobset.x-k8s.io" if resource == "jobsets" else ""
+                group = {"jobsets": "jobset.x-k8s.io", "trainjobs": "trainer.kubeflow.org"}.get(resource, "")
                 return self.reply(*status(403, "Forbidden",
                     f'{resource} is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} resource '
                     f'"{resource}" in API group "{group}" in the namespace "{ns}"', kind=resource))
@@ -131,6 +139,15 @@ class Handler(FakeHandler):
                 return self.reply(200, obj)
             if resource == "secrets" and self.command == "POST" and name is None:
                 return self.create_secret(ns, raw)
+            if resource == "trainjobs" and self.command == "GET" and name:
+                with st.lock:
+                    obj = st.trainjobs.get((ns, name))
+                if obj is None:
+                    return self.reply(*status(404, "NotFound", f'trainjobs.trainer.kubeflow.org "{name}" not found',
+                                              name=name, kind="trainjobs"))
+                return self.reply(200, obj)
+            if resource == "events" and self.command == "POST" and name is None:
+                return self.create_event(ns, raw)
             return self.reply(*status(405, "MethodNotAllowed", "the server does not allow this method"))
         except (KeyError, ValueError, TypeError) as e:
             return self.reply(*status(400, "BadRequest", f"bad request: {e}"))
@@ -209,6 +226,38 @@ class Handler(FakeHandler):
                                           name=name, kind="secrets"))
             stored = self.stored(obj, ns)
             st.secrets[(ns, name)] = stored
+        return self.reply(201, stored, request=obj)
+
+    def create_event(self, ns, raw):
+        """core/v1 Events as the apiserver validates them (ValidateEventCreate, legacy form)."""
+        obj = json.loads(raw)
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "Event" or obj.get("apiVersion") != "v1":
+            return self.reply(*status(400, "BadRequest", "the body must be a v1 Event"))
+        if meta.get("namespace", ns) != ns:
+            return self.reply(*status(400, "BadRequest",
+                                      "the namespace of the provided object does not match the namespace sent on the request"))
+        causes = []
+        if not meta.get("name") and not meta.get("generateName"):
+            causes.append({"reason": "FieldValueRequired", "field": "metadata.name",
+                           "message": "Required value: name or generateName is required"})
+        involved = obj.get("involvedObject") or {}
+        if involved.get("namespace") != ns:
+            causes.append({"reason": "FieldValueInvalid", "field": "involvedObject.namespace",
+                           "message": f'Invalid value: "{involved.get("namespace", "")}": does not match event.namespace'})
+        if obj.get("type") not in ("Normal", "Warning"):
+            causes.append({"reason": "FieldValueNotSupported", "field": "type",
+                           "message": f'Unsupported value: "{obj.get("type", "")}": supported values: "Normal", "Warning"'})
+        if causes:
+            name = meta.get("name") or meta.get("generateName", "")
+            return self.reply(*status(422, "Invalid", f'Event "{name}" is invalid: {causes[0]["field"]}: '
+                                      f'{causes[0]["message"]}', name=name, kind="Event", causes=causes))
+        if not meta.get("name"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:10]
+            obj["metadata"] = meta
+        stored = self.stored(obj, ns)
+        with self.state.lock:
+            self.state.events.append(stored)
         return self.reply(201, stored, request=obj)
 
     def stored(self, obj, ns):
