@@ -70,7 +70,7 @@ class FakeStatusServer : public ::testing::Test {
       ::execvp("python3", args.data());
       ::_exit(127);
     }
-    for (int i = 0; i < 200 && !fs::exists(path("port")); ++i) std::this_thread::sleep_for(25ms);
+    for (int i = 0; i < 600 && !fs::exists(path("port")); ++i) std::this_thread::sleep_for(25ms);  // 15 s
     auto port = read_file(path("port"));
     EXPECT_TRUE(port) << "the fake did not start";
     return "https://127.0.0.1:" + (port ? *port : std::string("1")) + kPath;
@@ -125,7 +125,7 @@ TEST_F(FakeStatusServer, TheTrainJobGetsTheStateAndTheFinalOne) {
   std::string url = start();
   StatusReporter reporter(config(url));
   reporter.update(health("Running", 4));
-  for (int i = 0; i < 100 && reporter.counts().accepted == 0; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 500 && reporter.counts().accepted == 0; ++i) std::this_thread::sleep_for(20ms);  // 10 s
   EXPECT_EQ(metric(trainer_status(), "mpi_phase"), "Running");
   EXPECT_TRUE(reporter.finish(health("Succeeded", 0), 5s));
   auto status = trainer_status();

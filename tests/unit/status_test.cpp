@@ -136,15 +136,15 @@ bool eventually(F done, Millis within = 3s) {
 
 TEST(StatusReporter, PostsAtMostOncePerIntervalAndOnlyWhatChanged) {
   Recorder recorder;
-  StatusReporter reporter(test_config(400ms), recorder.fn());
+  StatusReporter reporter(test_config(1s), recorder.fn());
   reporter.update(running(1));
   ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 1; }));
   for (int i = 2; i <= 4; ++i) reporter.update(running(i));  // within the interval: only the newest goes
   reporter.update(running(4));                               // unchanged: nothing new
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(300ms);
   EXPECT_EQ(recorder.requests().size(), 1U) << "posted inside the interval";
   ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 2; }));
-  std::this_thread::sleep_for(600ms);
+  std::this_thread::sleep_for(1500ms);
   auto bodies = recorder.bodies();
   ASSERT_EQ(bodies.size(), 2U) << "an unchanged state was posted again";
   EXPECT_EQ(metric(bodies[0], "mpi_ranks_running"), "1");
