@@ -105,6 +105,10 @@ void StatusReporter::run() {
       wake_.wait(lock);
       continue;
     }
+    if (final_deadline_ && Clock::now() >= *final_deadline_) {  // too late: finish() has returned
+      wake_.wait(lock);
+      continue;
+    }
     // The final state skips the interval; a backoff only as far as one try before the deadline.
     auto due = next_allowed_;
     if (final_deadline_)
