@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <ctime>
+#include "status/trainer_status.h"
 
 namespace tmpi::launch {
 
@@ -14,15 +14,6 @@ constexpr std::size_t kMaxMessage = 1024;
 constexpr Millis kEventBudget{5000};  // per event, retries included
 const KubeAction kGetTrainJob{"get", "trainer.kubeflow.org", "trainjobs"};
 const KubeAction kCreateEvent{"create", "", "events"};
-
-std::string rfc3339(std::chrono::system_clock::time_point when) {
-  std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 std::string hostname() {
   char name[256] = {0};
@@ -35,7 +26,7 @@ nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, 
                           const std::string& message, const std::string& instance,
                           std::chrono::system_clock::time_point now) {
   std::string text = message.size() <= kMaxMessage ? message : message.substr(0, kMaxMessage - 3) + "...";
-  std::string when = rfc3339(now);
+  std::string when = status::rfc3339(now);
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
           {"metadata", {{"generateName", trainjob.name + "."}, {"namespace", trainjob.namespace_}}},

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
 #include "common/kube_client.h"

@@ -28,7 +28,6 @@ class StatusFeed {
   void finish(int exit_code, const std::string& reason);
   void wait();
 
-  bool enabled() const { return reporter_ != nullptr; }
 
  private:
   void push();

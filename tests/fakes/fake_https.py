@@ -11,8 +11,12 @@ no kube-apiserver or Trainer control plane can be installed on the test machines
 import json
 import os
 import ssl
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+LOG_LOCK = threading.Lock()
 
 
 def status(code, reason, message, name=None, kind=None, causes=None):
@@ -43,6 +47,11 @@ class FakeHandler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def write_log(self, entry):
+        """One JSON line per request in --log (never a Secret's data)."""
+        with LOG_LOCK, open(self.state.args.log, "a") as log:  # not state.lock: replies come under it
+            log.write(json.dumps(entry) + "\n")
 
     def read_request(self):
         """The body, or None when this request plays a stalled server (the client must time out)."""

@@ -34,6 +34,11 @@ from fake_https import FakeHandler, serve, status
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+# What a GET by name serves, by resource (a State attribute of the same name), with the
+# name the API gives it in a NotFound message.
+STORED = {"jobsets": "jobsets.jobset.x-k8s.io", "secrets": "secrets", "trainjobs": "trainjobs.trainer.kubeflow.org"}
+
+
 class State:
     def __init__(self, args):
         with open(args.state) as f:
@@ -81,13 +86,11 @@ class Handler(FakeHandler):
 
     def reply(self, code, body, headers=None, request=None):
         self.send_json(code, body, headers)
-        st = self.state
-        with open(st.args.log, "a") as log:
-            entry = {"method": self.command, "path": self.path, "code": code,
-                     "auth": self.headers.get("Authorization") == f"Bearer {st.args.token}"}
-            if request is not None:  # what a created object said of itself; never its data
-                entry["object"] = {k: v for k, v in request.items() if k != "data"}
-            log.write(json.dumps(entry) + "\n")
+        entry = {"method": self.command, "path": self.path, "code": code,
+                 "auth": self.headers.get("Authorization") == f"Bearer {self.state.args.token}"}
+        if request is not None:  # what a created object said of itself; never its data
+            entry["object"] = {k: v for k, v in request.items() if k != "data"}
+        self.write_log(entry)
 
     def handle_any(self):
         st = self.state
@@ -124,33 +127,23 @@ class Handler(FakeHandler):
                     f'"{resource}" in API group "{group}" in the namespace "{ns}"', kind=resource))
             if resource == "pods" and name is None and self.command == "GET":
                 return self.list_pods(ns, query)
-            if resource == "jobsets" and self.command == "GET" and name:
-                with st.lock:
-                    obj = st.jobsets.get((ns, name))
-                if obj is None:
-                    return self.reply(*status(404, "NotFound", f'jobsets.jobset.x-k8s.io "{name}" not found',
-                                              name=name, kind="jobsets"))
-                return self.reply(200, obj)
-            if resource == "secrets" and self.command == "GET" and name:
-                with st.lock:
-                    obj = st.secrets.get((ns, name))
-                if obj is None:
-                    return self.reply(*status(404, "NotFound", f'secrets "{name}" not found', name=name, kind="secrets"))
-                return self.reply(200, obj)
+            if resource in STORED and self.command == "GET" and name:
+                return self.get_stored(resource, ns, name)
             if resource == "secrets" and self.command == "POST" and name is None:
                 return self.create_secret(ns, raw)
-            if resource == "trainjobs" and self.command == "GET" and name:
-                with st.lock:
-                    obj = st.trainjobs.get((ns, name))
-                if obj is None:
-                    return self.reply(*status(404, "NotFound", f'trainjobs.trainer.kubeflow.org "{name}" not found',
-                                              name=name, kind="trainjobs"))
-                return self.reply(200, obj)
             if resource == "events" and self.command == "POST" and name is None:
                 return self.create_event(ns, raw)
             return self.reply(*status(405, "MethodNotAllowed", "the server does not allow this method"))
         except (KeyError, ValueError, TypeError) as e:
             return self.reply(*status(400, "BadRequest", f"bad request: {e}"))
+
+    def get_stored(self, resource, ns, name):
+        with self.state.lock:
+            obj = getattr(self.state, resource).get((ns, name))
+        if obj is None:
+            return self.reply(*status(404, "NotFound", f'{STORED[resource]} "{name}" not found',
+                                      name=name, kind=resource))
+        return self.reply(200, obj)
 
     def list_pods(self, ns, query):
         st = self.state

@@ -136,8 +136,7 @@ class Handler(FakeHandler):
         entry = {"time": time.time(), "method": self.command, "path": self.path, "code": code, "auth": auth}
         if logged is not None:
             entry["body"] = logged
-        with self.state.lock, open(self.state.args.log, "a") as log:
-            log.write(json.dumps(entry) + "\n")
+        self.write_log(entry)
 
     def handle_any(self):
         st = self.state
