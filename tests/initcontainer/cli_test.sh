@@ -4,7 +4,7 @@
 # names the input and the fix, and no half-written file. Also as a non-root uid.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-init="$TMPI_BUILD_DIR/initcontainer/mpi-init"
+init="$TMPI_BUILD_DIR/bin/mpi-init"
 work=$(mktemp -d); chmod 755 "$work"; trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 mode() { stat -c %a "$1"; }
@@ -66,6 +66,9 @@ chmod 444 "$work/secret"/*
 "$init" --role node --ssh-secret "$work/secret" --ssh-dir "$work/node-ssh" 2>/dev/null
 [[ $(mode "$work/node-ssh/id_ed25519") == 600 ]] || fail "node key mode"
 cmp -s "$work/node-ssh/authorized_keys" "$work/ssh/id_ed25519.pub" || fail "node authorized_keys"
+# sshd -t needs its privilege separation folder, which only a started sshd service makes:
+# a fresh machine where sshd never ran has none.
+mkdir -p /run/sshd && chmod 755 /run/sshd
 /usr/sbin/sshd -t -f "$work/node-ssh/sshd_config" || fail "sshd rejects the written config"
 echo "ok: node role"
 
