@@ -1,4 +1,4 @@
-// The table of every setting of every trainer-mpi command (DESIGN §3). Add a row here and
+// The table of every setting of every trainer-mpi command (docs/design.md, Parameters). Add a row here and
 // it has a flag, a TMPI_ variable, --help text and a README row; nothing else to wire.
 // Keep help to one line: it is printed by --help and copied into the README.
 #include "common/params.h"
@@ -131,7 +131,9 @@ constexpr std::array kTable = {
     ParamSpec{"backend", "KIND", T::kChoice, "mpi", "all-reduce with NCCL on GPUs, or with MPI on CPUs", kScopeCheck,
               "mpi|nccl"},
     ParamSpec{"min-bytes", "SIZE", T::kBytes, "1M", "the smallest all-reduce (nccl-tests -b)", kScopeCheck | kScopeLauncher},
-    ParamSpec{"max-bytes", "SIZE", T::kBytes, "256M", "the largest all-reduce (nccl-tests -e)", kScopeCheck | kScopeLauncher},
+    ParamSpec{"max-bytes", "SIZE", T::kBytes, "",
+              "the largest all-reduce (nccl-tests -e); default: 256M with --backend nccl, 64M with mpi",
+              kScopeCheck | kScopeLauncher},
     ParamSpec{"step-factor", "N", T::kInt, "4", "each size is this many times the last (nccl-tests -f)",
               kScopeCheck | kScopeLauncher},
     ParamSpec{"pair-bytes", "SIZE", T::kBytes, "64M", "the message of each per-node and per-pair test",

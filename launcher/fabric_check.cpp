@@ -54,8 +54,11 @@ std::vector<std::string> fabric_check_command(const Params& params, const std::s
                                               const std::string& backend) {
   std::vector<std::string> command = {program.empty() ? default_program() : program, "--backend", backend,
                                       "--json", "-"};
+  // What the user set is passed on; the rest keeps nccl-check's own defaults, some of which
+  // depend on the backend (--max-bytes).
   for (const char* name : {"min-bytes", "max-bytes", "step-factor", "pair-bytes", "iters", "warmup",
                            "min-busbw", "min-fraction", "step-timeout", "log-level"}) {
+    if (!params.is_set(name)) continue;
     command.push_back(fmt::format("--{}", name));
     command.push_back(params.str(name));
   }

@@ -137,43 +137,105 @@ class CheckRun {
   }
 
   // Within every host at once, every pair of its ranks (its GPUs), in rounds of disjoint
-  // pairs, so that a slow GPU or NVLink is named, not only its host.
+  // pairs, so that a slow GPU or NVLink is named, not only its host; then the second look
+  // at each slow pair (metrics.h), before anything is judged.
   Status gpu_links() {
-    std::size_t most = 0;
-    for (const auto& host : report_.hosts) most = std::max(most, host.ranks.size());
-    auto rounds = pair_rounds(static_cast<int>(most));
+    GpuPlan plan;
+    for (const auto& host : report_.hosts) plan.push_back(pair_rounds(static_cast<int>(host.ranks.size())));
+    TMPI_CHECK(gpu_pass(plan, "GPU pairs", report_.gpu_links));
+    double floor = gpu_floor();
+    GpuPlan again(report_.hosts.size());
+    std::size_t slow = 0;
+    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+      again[h] = second_look_rounds(links_of_host(static_cast<int>(h)), floor);
+      slow += again[h].size();
+    }
+    if (slow == 0) return ok_status();
+    std::vector<GpuLink> second;
+    TMPI_CHECK(gpu_pass(again, "GPU pairs, second look", second));
+    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+      std::vector<LinkSample> seconds;
+      for (const auto& gpu : second) {
+        if (gpu.host == static_cast<int>(h)) seconds.push_back(gpu.link);
+      }
+      for (auto& gpu : report_.gpu_links) {
+        if (gpu.host != static_cast<int>(h)) continue;
+        std::vector<LinkSample> one{gpu.link};
+        merge_second_look(one, seconds);
+        gpu.link = one.front();
+      }
+    }
+    return ok_status();
+  }
+
+  // [host][round]: the disjoint pairs of that host's local ranks that it tests in that round.
+  using GpuPlan = std::vector<std::vector<std::vector<Pair>>>;
+
+  // One pass of GPU pair tests, every host at once; a host with fewer rounds sits out the rest.
+  Status gpu_pass(const GpuPlan& plan, const std::string& what, std::vector<GpuLink>& out) {
+    std::size_t rounds = 0;
+    for (const auto& host : plan) rounds = std::max(rounds, host.size());
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
-    int local = local_rank_;
-    for (std::size_t r = 0; r < rounds.size(); ++r) {
-      const auto& round = rounds[r];
-      Deadline deadline = begin(fmt::format("GPU pairs round {}/{}", r + 1, rounds.size()));
-      std::vector<double> samples(2 * report_.hosts.size() * round.size(), 0.0);  // per host and pair: GB/s, wrong
-      for (std::size_t p = 0; p < round.size(); ++p) {
-        auto [a, b] = round[p];
-        if (local != a && local != b) continue;
-        if (b >= static_cast<int>(mine.size())) break;  // this host has fewer ranks
+    for (std::size_t r = 0; r < rounds; ++r) {
+      Deadline deadline = begin(fmt::format("{} round {}/{}", what, r + 1, rounds));
+      std::vector<std::size_t> offset;  // each host's first slot this round
+      std::size_t total = 0;
+      for (const auto& host : plan) {
+        offset.push_back(total);
+        total += r < host.size() ? host[r].size() : 0;
+      }
+      std::vector<double> samples(2 * total, 0.0);  // per host and pair: GB/s, wrong
+      const auto& my_rounds = plan[static_cast<std::size_t>(my_host_)];
+      for (std::size_t p = 0; r < my_rounds.size() && p < my_rounds[r].size(); ++p) {
+        auto [a, b] = my_rounds[r][p];
+        if (local_rank_ != a && local_rank_ != b) continue;
         Group group{fmt::format("gpus {} {}-{}", my_host_, a, b), {mine[static_cast<std::size_t>(a)], mine[static_cast<std::size_t>(b)]},
                     MPI_COMM_NULL};
         TMPI_ASSIGN(Measure measure, fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
-        std::size_t slot = 2 * (static_cast<std::size_t>(my_host_) * round.size() + p);
-        if (local == a) samples[slot] = fabric_->link_gbps(options_.pair_bytes, measure.seconds, 2);
+        std::size_t slot = 2 * (offset[static_cast<std::size_t>(my_host_)] + p);
+        if (local_rank_ == a) samples[slot] = fabric_->link_gbps(options_.pair_bytes, measure.seconds, 2);
         samples[slot + 1] = static_cast<double>(measure.wrong);
         break;
       }
       TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
-      for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
-        for (std::size_t p = 0; p < round.size(); ++p) {
-          if (round[p].second >= static_cast<int>(report_.hosts[h].ranks.size())) continue;
-          std::size_t slot = 2 * (h * round.size() + p);
-          report_.gpu_links.push_back({static_cast<int>(h), {round[p], samples[slot], static_cast<std::int64_t>(samples[slot + 1])}});
+      for (std::size_t h = 0; h < plan.size(); ++h) {
+        if (r >= plan[h].size()) continue;
+        for (std::size_t p = 0; p < plan[h][r].size(); ++p) {
+          std::size_t slot = 2 * (offset[h] + p);
+          out.push_back({static_cast<int>(h), {plan[h][r][p], samples[slot], static_cast<std::int64_t>(samples[slot + 1])}});
         }
       }
     }
     return ok_status();
   }
 
-  // Every pair of hosts once, in rounds of disjoint pairs; then each suspect again, beside
-  // a good peer.
+  // The links among one host's GPUs (local ranks).
+  std::vector<LinkSample> links_of_host(int host) const {
+    std::vector<LinkSample> own;
+    for (const auto& gpu : report_.gpu_links) {
+      if (gpu.host == host) own.push_back(gpu.link);
+    }
+    return own;
+  }
+
+  // One floor for every GPU link: the median over all GPUs of each one's best link.
+  double gpu_floor() const {
+    std::vector<LinkSample> global;
+    int total = 0;
+    std::vector<int> offset;  // first global GPU index of each host
+    for (const auto& host : report_.hosts) {
+      offset.push_back(total);
+      total += static_cast<int>(host.ranks.size());
+    }
+    for (const auto& gpu : report_.gpu_links) {
+      int base = offset[static_cast<std::size_t>(gpu.host)];
+      global.push_back({{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
+    }
+    return floor_for(options_.threshold, link_reference(global, total));
+  }
+
+  // Every pair of hosts once, in rounds of disjoint pairs; a second look at each slow link;
+  // then each suspect again, beside a good peer.
   Status links() {
     int hosts = static_cast<int>(report_.hosts.size());
     auto rounds = pair_rounds(hosts);
@@ -181,6 +243,12 @@ class CheckRun {
       TMPI_CHECK(link_round(rounds[r], fmt::format("links round {}/{}", r + 1, rounds.size()), report_.links));
     }
     report_.link_floor = floor_for(options_.threshold, link_reference(report_.links, hosts));
+    auto again = second_look_rounds(report_.links, report_.link_floor);
+    std::vector<LinkSample> second;
+    for (std::size_t r = 0; r < again.size(); ++r) {
+      TMPI_CHECK(link_round(again[r], fmt::format("links, second look, round {}/{}", r + 1, again.size()), second));
+    }
+    merge_second_look(report_.links, second);
     auto retests = retest_rounds(report_.links, report_.link_floor, hosts);
     for (std::size_t r = 0; r < retests.size(); ++r) {
       TMPI_CHECK(link_round(retests[r], fmt::format("retests round {}/{}", r + 1, retests.size()), report_.retests));
@@ -241,26 +309,11 @@ class CheckRun {
     report_.culprits.insert(report_.culprits.end(), links.begin(), links.end());
   }
 
-  // One floor for every GPU link (the median over all GPUs of each one's best link), then
-  // each host's GPUs judged among themselves.
+  // One floor for every GPU link, then each host's GPUs judged among themselves.
   void judge_gpus_of_every_host() {
-    std::vector<int> offset;  // first global GPU index of each host
-    int total = 0;
-    for (const auto& host : report_.hosts) {
-      offset.push_back(total);
-      total += static_cast<int>(host.ranks.size());
-    }
-    std::vector<LinkSample> global;
-    for (const auto& gpu : report_.gpu_links) {
-      int base = offset[static_cast<std::size_t>(gpu.host)];
-      global.push_back({{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
-    }
-    report_.gpu_floor = floor_for(options_.threshold, link_reference(global, total));
+    report_.gpu_floor = gpu_floor();
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
-      std::vector<LinkSample> own;
-      for (const auto& gpu : report_.gpu_links) {
-        if (gpu.host == static_cast<int>(h)) own.push_back(gpu.link);
-      }
+      auto own = links_of_host(static_cast<int>(h));
       if (own.empty()) continue;
       std::vector<std::string> gpu_names;
       for (std::size_t l = 0; l < report_.hosts[h].ranks.size(); ++l) gpu_names.push_back(report_.gpu_name(static_cast<int>(h), static_cast<int>(l)));

@@ -116,6 +116,39 @@ std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int h
   return out;
 }
 
+std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor) {
+  std::vector<Pair> waiting;
+  for (const auto& link : links) {
+    if (link.gbps < floor && link.wrong == 0) waiting.push_back(link.hosts);
+  }
+  std::vector<std::vector<Pair>> rounds;
+  while (!waiting.empty()) {  // greedy: each pair in the first round where both ends are free
+    std::vector<Pair> round, later;
+    std::set<int> busy;
+    for (const auto& pair : waiting) {
+      if (busy.count(pair.first) > 0 || busy.count(pair.second) > 0) {
+        later.push_back(pair);
+        continue;
+      }
+      busy.insert({pair.first, pair.second});
+      round.push_back(pair);
+    }
+    rounds.push_back(std::move(round));
+    waiting = std::move(later);
+  }
+  return rounds;
+}
+
+void merge_second_look(std::vector<LinkSample>& links, const std::vector<LinkSample>& second) {
+  for (auto& link : links) {
+    for (const auto& again : second) {
+      if (again.hosts != link.hosts) continue;
+      link.gbps = std::max(link.gbps, again.gbps);
+      link.wrong += again.wrong;
+    }
+  }
+}
+
 std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts) {
   std::set<int> suspect_hosts = suspects(links, floor, hosts);
   std::vector<int> good;

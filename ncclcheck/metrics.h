@@ -58,6 +58,16 @@ std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int c
 // pairs. Empty when there is no suspect, or no good host to compare with.
 std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts);
 
+// The second look: every slow sample (below the floor, its data right) is measured once
+// more, in rounds of disjoint pairs, before anything is judged, so that one sample that
+// the scheduler or a neighbour slowed blames nothing. Wrong data is never noise: it is not
+// measured again. Empty when nothing is slow.
+std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor);
+
+// Each sample with its second look, if it had one: the better speed, the wrong elements of
+// both.
+void merge_second_look(std::vector<LinkSample>& links, const std::vector<LinkSample>& second);
+
 struct Culprit {
   std::string kind;  // "host", "link", "node" (intra-node), "world", "data", "gpu"
   std::string name;  // a host name, "a <-> b", or "world"

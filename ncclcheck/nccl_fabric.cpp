@@ -40,8 +40,16 @@ class NcclFabric : public Fabric {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   }
 
+  // After a failed step the job is aborted next: the other communicators are aborted too
+  // (ncclCommAbort returns at once), not finalized, which would wait for peers that are gone.
   ~NcclFabric() override {
-    for (auto& [key, comm] : comms_) close(comm);
+    for (auto& [key, comm] : comms_) {
+      if (failed_ || progress_.abandoned() > 0) {
+        ncclCommAbort(comm);
+      } else {
+        close(comm);
+      }
+    }
     if (send_ != nullptr) cudaFree(send_);
     if (recv_ != nullptr) cudaFree(recv_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -157,6 +165,7 @@ class NcclFabric : public Fabric {
   }
 
   Error abort(ncclComm_t comm, Error error) {
+    failed_ = true;
     ncclCommAbort(comm);  // frees the communicator's resources without waiting for peers
     for (auto it = comms_.begin(); it != comms_.end(); ++it) {
       if (it->second == comm) {
@@ -169,7 +178,8 @@ class NcclFabric : public Fabric {
 
   Expected<ncclComm_t> comm_for(const Group& group, const Deadline& deadline, std::string_view step) {
     if (auto it = comms_.find(group.key); it != comms_.end()) return it->second;
-    ncclUniqueId id{};
+    auto held = std::make_shared<ncclUniqueId>();  // Progress keeps it if the exchange times out
+    ncclUniqueId& id = *held;
     int me = group.index_of(rank_);
     std::vector<MPI_Request> requests;
     if (me == 0) {
@@ -182,7 +192,7 @@ class NcclFabric : public Fabric {
       requests.emplace_back();
       MPI_Irecv(&id, sizeof id, MPI_BYTE, group.ranks.front(), kUniqueIdTag, MPI_COMM_WORLD, &requests.back());
     }
-    TMPI_CHECK(progress_.wait(requests.data(), static_cast<int>(requests.size()), deadline, step));
+    TMPI_CHECK(progress_.wait(requests.data(), static_cast<int>(requests.size()), {held}, deadline, step));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
@@ -212,6 +222,7 @@ class NcclFabric : public Fabric {
   void* recv_ = nullptr;
   std::uint64_t capacity_ = 0;
   std::map<std::string, ncclComm_t> comms_;
+  bool failed_ = false;  // a communicator was aborted: the job ends next
   nlohmann::json device_info_;
 };
 

@@ -39,7 +39,8 @@ void Progress::serve() {
   }
 }
 
-Status Progress::wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step, Poll poll) {
+Status Progress::wait(MPI_Request* requests, int count, std::vector<Held> buffers, const Deadline& deadline,
+                      std::string_view step, Poll poll) {
   for (;;) {
     int done = 0;
     MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
@@ -49,6 +50,7 @@ Status Progress::wait(MPI_Request* requests, int count, const Deadline& deadline
     if (now - last_served_ >= kServeEvery) {
       serve();
       if (deadline.expired()) {
+        abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
         return make_error(Exit::kTimeout, "{} did not finish within {} s", step, std::chrono::duration<double>(deadline.budget()).count());
       }
     }
@@ -56,7 +58,9 @@ Status Progress::wait(MPI_Request* requests, int count, const Deadline& deadline
 }
 
 std::vector<int> Progress::silent_ranks(Millis patience) {
-  std::vector<int> pongs(static_cast<std::size_t>(size_), -1);
+  // The receives of silent peers stay pending when this returns: their buffer is kept.
+  auto pongs = held_buffer<int>(static_cast<std::size_t>(size_), -1);
+  abandoned_.push_back(pongs);
   std::vector<MPI_Request> receives;
   std::vector<int> peers;
   for (int peer = 0; peer < size_; ++peer) {
@@ -65,7 +69,7 @@ std::vector<int> Progress::silent_ranks(Millis patience) {
     MPI_Isend(&rank_, 1, MPI_INT, peer, kPingTag, live_, &send);
     MPI_Request_free(&send);  // a stopped peer never takes it; that is the point
     MPI_Request receive;
-    MPI_Irecv(&pongs[static_cast<std::size_t>(peer)], 1, MPI_INT, peer, kPongTag, live_, &receive);
+    MPI_Irecv(&(*pongs)[static_cast<std::size_t>(peer)], 1, MPI_INT, peer, kPongTag, live_, &receive);
     receives.push_back(receive);
     peers.push_back(peer);
   }
@@ -85,30 +89,33 @@ std::vector<int> Progress::silent_ranks(Millis patience) {
   for (std::size_t i = 0; i < peers.size(); ++i) {
     if (!answered[i]) silent.push_back(peers[i]);
   }
-  return silent;  // the pending receives are dropped with the job, which aborts next
+  return silent;  // the pending receives end with the job, which aborts next
 }
 
 Expected<std::vector<std::string>> allgather_text(Progress& progress, MPI_Comm comm, const std::string& text,
                                                   const Deadline& deadline, std::string_view step) {
   int size = 1;
   MPI_Comm_size(comm, &size);
-  std::vector<char> mine(kTextBytes, '\0');
-  std::memcpy(mine.data(), text.data(), std::min(text.size(), kTextBytes - 1));
-  std::vector<char> all(kTextBytes * static_cast<std::size_t>(size), '\0');
+  auto mine = held_buffer<char>(kTextBytes, '\0');
+  std::memcpy(mine->data(), text.data(), std::min(text.size(), kTextBytes - 1));
+  auto all = held_buffer<char>(kTextBytes * static_cast<std::size_t>(size), '\0');
   MPI_Request request;
-  MPI_Iallgather(mine.data(), static_cast<int>(kTextBytes), MPI_CHAR, all.data(), static_cast<int>(kTextBytes), MPI_CHAR,
-                 comm, &request);
-  TMPI_CHECK(progress.wait(&request, 1, deadline, step, Progress::Poll::kYield));
+  MPI_Iallgather(mine->data(), static_cast<int>(kTextBytes), MPI_CHAR, all->data(), static_cast<int>(kTextBytes),
+                 MPI_CHAR, comm, &request);
+  TMPI_CHECK(progress.wait(&request, 1, {mine, all}, deadline, step, Progress::Poll::kYield));
   std::vector<std::string> out;
-  for (int i = 0; i < size; ++i) out.emplace_back(all.data() + kTextBytes * static_cast<std::size_t>(i));
+  for (int i = 0; i < size; ++i) out.emplace_back(all->data() + kTextBytes * static_cast<std::size_t>(i));
   return out;
 }
 
 Status allreduce_sum(Progress& progress, MPI_Comm comm, std::vector<double>& values, const Deadline& deadline,
                      std::string_view step) {
+  auto sums = std::make_shared<std::vector<double>>(values);  // the caller's vector may not outlive a timeout
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, comm, &request);
-  return progress.wait(&request, 1, deadline, step, Progress::Poll::kYield);
+  MPI_Iallreduce(MPI_IN_PLACE, sums->data(), static_cast<int>(sums->size()), MPI_DOUBLE, MPI_SUM, comm, &request);
+  TMPI_CHECK(progress.wait(&request, 1, {sums}, deadline, step, Progress::Poll::kYield));
+  values = *sums;
+  return ok_status();
 }
 
 }  // namespace tmpi::check

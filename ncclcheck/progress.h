@@ -1,8 +1,15 @@
-// Every wait in nccl-check goes through here, so that nothing hangs (DESIGN §2): MPI
-// requests are polled against a deadline, never waited on. While it polls, a rank also
-// answers liveness pings: a rank whose deadline has passed pings every other rank, and
-// names the hosts of those that stay silent (stopped, dead, or behind a broken link)
-// before it aborts the job.
+// Every wait in nccl-check goes through here, so that nothing hangs (docs/design.md,
+// nccl-check): MPI requests are polled against a deadline, never waited on. While it polls,
+// a rank also answers liveness pings: a rank whose deadline has passed pings every other
+// rank, and names the hosts of those that stay silent (stopped, dead, or behind a broken
+// link) before it aborts the job.
+//
+// Buffer lifetime. A request that missed its deadline is still pending: MPI may read or
+// write its buffers at any later MPI call (the pings after a timeout, MPI_Abort), and a
+// peer may still copy from them (shared memory's single copy). So whoever starts a
+// non-blocking call hands its buffers to wait() as Held pointers; when the wait fails,
+// Progress keeps them until the process ends (the job is aborted next). No pending request
+// ever points at freed memory, on any path.
 //
 // MPI is used from one thread only (MPI_THREAD_SINGLE is enough).
 #pragma once
@@ -12,11 +19,20 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tmpi::check {
+
+// A buffer that a pending MPI request may use: shared, so that Progress can keep it.
+using Held = std::shared_ptr<const void>;
+
+template <typename T>
+std::shared_ptr<std::vector<T>> held_buffer(std::size_t count, T value = T{}) {
+  return std::make_shared<std::vector<T>>(count, value);
+}
 
 class Progress {
  public:
@@ -26,12 +42,17 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   // Polls until every request completes; after the deadline, an Exit::kTimeout error that
-  // names `step`. The requests are left pending then: the caller aborts the job.
+  // names `step`. The requests are left pending then, and Progress keeps `buffers` (every
+  // buffer the requests use) for good: the caller aborts the job.
   // A measurement spins (kSpin), as MPI's own blocking calls do; bookkeeping sleeps a little
   // between polls (kYield), so that a rank with nothing to measure in a round leaves the CPU
   // to those that have, where ranks share cores.
   enum class Poll { kSpin, kYield };
-  Status wait(MPI_Request* requests, int count, const Deadline& deadline, std::string_view step, Poll poll = Poll::kSpin);
+  Status wait(MPI_Request* requests, int count, std::vector<Held> buffers, const Deadline& deadline,
+              std::string_view step, Poll poll = Poll::kSpin);
+
+  // How many buffers failed waits have left to Progress (they are never freed).
+  std::size_t abandoned() const { return abandoned_.size(); }
 
   // Answers the pings that have arrived. wait() calls it; so do other polling loops (the
   // NCCL backend's, while a CUDA stream runs).
@@ -45,6 +66,7 @@ class Progress {
   MPI_Comm live_ = MPI_COMM_NULL;  // a duplicate of the world, for pings only
   int rank_ = 0, size_ = 1;
   Clock::time_point last_served_;
+  std::vector<Held> abandoned_;  // buffers of requests still pending after a failed wait
 };
 
 // Every rank's `text` (up to 1023 bytes each), in rank order, from a non-blocking

@@ -22,7 +22,7 @@ if [[ ${1:-} != --in-cluster ]]; then
   exec tests/cluster/cib run --jobset demo --nodes "${TMPI_DEMO_NODES:-2}" -- "$0" --in-cluster
 fi
 
-bin=$TMPI_BUILD_DIR
+bin=$TMPI_BUILD_DIR/bin   # the programs, side by side as an image installs them
 cib=tests/cluster/cib
 pod_dir() { echo "$CIB_DIR/pods/$1"; }
 launcher=$($cib pods | awk '/-launcher-/ { print $1 }')
@@ -34,7 +34,7 @@ echo "== pods"
 $cib pods | sed 's/^/   /'
 
 echo "== launcher: mpi-init (static JobSet spec, slots=2)"
-$cib exec "$launcher" -- "$bin/initcontainer/mpi-init" --jobset demo \
+$cib exec "$launcher" -- "$bin/mpi-init" --jobset demo \
   --replicated-jobs "launcher=1,node=$nodes_n" --slots 2 --out "$etc_mpi"
 sed 's/^/   hostfile: /' "$etc_mpi/hostfile"
 
@@ -47,18 +47,18 @@ cp "$launcher_ssh/id_ed25519.pub" "$secret/ssh-publickey"
 chmod 0444 "$secret"/*; chmod 0555 "$secret"
 
 for node in $nodes; do
-  $cib exec "$node" -- "$bin/initcontainer/mpi-init" --role node --ssh-secret "$secret" --log-level warn
+  $cib exec "$node" -- "$bin/mpi-init" --role node --ssh-secret "$secret" --log-level warn
   $cib sshd "$node" "$(pod_dir "$node")/home/.ssh/sshd_config"
-  $cib exec "$node" -- "$bin/rendezvous/mpi-rendezvous" --coordinator "$launcher.demo:29410" \
+  $cib exec "$node" -- "$bin/mpi-rendezvous" --coordinator "$launcher.demo:29410" \
     --log-level warn > "$(pod_dir "$node")/sidecar.log" 2>&1 &
   echo "   $node: identity installed, sshd on 2222 (job key = host key), sidecar started"
 done
 
 echo "== launcher: mpi-launcher run (rendezvous barrier, preflight, fabric check, mpirun, supervision)"
 start=$(date +%s.%N)
-$cib exec "$launcher" -- "$bin/launcher/mpi-launcher" run --hosts "$etc_mpi/hosts.json" --iface eth0 \
-  --report "$etc_mpi/report.json" --beat-interval 1s --check mpi --nccl-check "$bin/ncclcheck/nccl-check" \
-  --max-bytes 4M --pair-bytes 1M -- "$bin/tests/cluster/mpi_hello_openmpi" 2>&1 |
+$cib exec "$launcher" -- "$bin/mpi-launcher" run --hosts "$etc_mpi/hosts.json" --iface eth0 \
+  --report "$etc_mpi/report.json" --beat-interval 1s --check mpi \
+  --max-bytes 4M --pair-bytes 1M -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1 |
   sed -E 's/^[0-9T:.-]+Z //; s/(launching [0-9]+ ranks \([a-z0-9]+\)): .*/\1/' | sed 's/^/   /'
 printf '== done in %.1f s; from report.json:\n' "$(echo "$(date +%s.%N) - $start" | bc)"
 jq -r '(.phases[] | "   phase \(.name): \(.seconds * 100 | round / 100) s"),

@@ -18,7 +18,7 @@ cmake --build --preset release -j "$(nproc)" --target nccl-check >/dev/null
 gpus=$(nvidia-smi -L | grep -c '^GPU') || { echo "no GPU visible (nvidia-smi -L)"; exit 4; }
 echo "GPUs: $gpus; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun.openmpi -np "$gpus" --bind-to none build/release/ncclcheck/nccl-check --backend nccl \
+mpirun.openmpi -np "$gpus" --bind-to none build/release/bin/nccl-check --backend nccl \
   --min-bytes 1M --max-bytes "$max" --step-factor 4 --iters 20 --warmup 5 --pair-bytes 64M --json "$out/ours.json" |
   tee "$out/ours.txt"
 

@@ -33,12 +33,12 @@ run_plain() {
     --mca oob_tcp_if_include eth0 --allow-run-as-root "$hello"
 }
 run_ours() {
-  timed "$TMPI_BUILD_DIR/launcher/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight false \
+  timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight false \
     --iface eth0 --report "$CIB_DIR/r.json" -- "$hello"
 }
 for round in $(seq 15); do
   if (( round % 2 )); then plain=$(run_plain); ours=$(run_ours); else ours=$(run_ours); plain=$(run_plain); fi
-  ours_pf=$(timed "$TMPI_BUILD_DIR/launcher/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none \
+  ours_pf=$(timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none \
     --iface eth0 --report "$CIB_DIR/r.json" -- "$hello")
   fanout=$(timed "$TMPI_BUILD_DIR/bench/ssh_fanout" "$CIB_DIR/pods/$launcher/home/.ssh/id_ed25519" 2222 \
     $(for n in "${nodes[@]}"; do echo "$n.$sub"; done))

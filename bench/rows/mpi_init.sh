@@ -13,7 +13,7 @@ measure() {  # prints "seconds kb" for one run of the command
   cat "$work/t"
 }
 for _ in 1 2 3 4 5; do
-  measure "$TMPI_BUILD_DIR/initcontainer/mpi-init" --pods "$work/pods.json" --out "$work/out" \
+  measure "$TMPI_BUILD_DIR/bin/mpi-init" --pods "$work/pods.json" --out "$work/out" \
     --ssh-dir "$work/ssh" --log-level warn >> "$work/ours"
   measure jq -r '.items[] | "\(.spec.hostname).\(.spec.subdomain) slots=\(.spec.containers[0].resources.limits["nvidia.com/gpu"] // 1)"' \
     "$work/pods.json" >> "$work/jq"

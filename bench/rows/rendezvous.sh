@@ -23,7 +23,7 @@ PY
   : > "$work/seconds"; : > "$work/rss"
   for _ in 1 2 3; do
     port=$((20000 + RANDOM % 20000))
-    /usr/bin/time -f '%M' -o "$work/time" "$bin/rendezvous/mpi-rendezvous" serve --hosts "$work/hosts.json" \
+    /usr/bin/time -f '%M' -o "$work/time" "$bin/bin/mpi-rendezvous" serve --hosts "$work/hosts.json" \
       --ssh-dir "$work" --listen-address 127.0.0.1 --rendezvous-port "$port" --log-level warn &
     server=$!
     for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done

@@ -14,12 +14,9 @@ launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
 jobset=${launcher%-launcher-0-0}
 slots=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["spec"]["trainer"]["numProcPerNode"])' "$trainjob")
 
-# The programs, as the image's PATH has them (mpi-launcher finds mpi-rank beside itself).
-bin="$CIB_DIR/bin"; mkdir -p "$bin"
-for program in initcontainer/mpi-init rendezvous/mpi-rendezvous launcher/mpi-launcher ncclcheck/nccl-check; do
-  ln -sf "$TMPI_BUILD_DIR/$program" "$bin/"
-done
-export PATH="$bin:$PATH"
+# The programs, as the image's PATH has them: the build tree's bin/ has the installed layout
+# (mpi-launcher finds mpi-rank and nccl-check beside itself).
+export PATH="$TMPI_BUILD_DIR/bin:$PATH"
 
 # Trainer's MPI plugin: the Secret, and the launcher's hostfile ConfigMap.
 secret="$CIB_DIR/mpi-ssh-auth"; mkdir -p "$secret"

@@ -15,7 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
-L="$TMPI_BUILD_DIR/launcher/mpi-launcher"
+L="$TMPI_BUILD_DIR/bin/mpi-launcher"
 report="$CIB_DIR/report.json"
 init_launcher --slots 2
 for node in "${nodes[@]}"; do init_node "$node"; done

@@ -34,7 +34,7 @@ write_pod_list() {
 # init_launcher [mpi-init args]: mpi-init in the launcher pod, then the job Secret from its key.
 init_launcher() {
   write_pod_list
-  in_pod "$(launcher_pod)" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --pods "$CIB_DIR/pods.json" --out "$ETC_MPI" \
+  in_pod "$(launcher_pod)" "$TMPI_BUILD_DIR/bin/mpi-init" --pods "$CIB_DIR/pods.json" --out "$ETC_MPI" \
     --log-level warn "$@"
   local ssh_dir="$CIB_DIR/pods/$(launcher_pod)/home/.ssh" key
   key=$(ls "$ssh_dir" | grep -E '^id_[a-z0-9]+$' | head -n 1)
@@ -45,14 +45,14 @@ init_launcher() {
 
 # init_node POD: `mpi-init --role node` from the Secret, then sshd with the config it wrote.
 init_node() {
-  in_pod "$1" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  in_pod "$1" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
   "$CIB" sshd "$1" "$CIB_DIR/pods/$1/home/.ssh/sshd_config"
 }
 
 # start_sidecar POD [args]: the node sidecar in the background; its pid in $CIB_DIR/pods/POD/sidecar.pid.
 start_sidecar() {
   local pod=$1; shift
-  "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/rendezvous/mpi-rendezvous" \
+  "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/bin/mpi-rendezvous" \
     --coordinator "$(launcher_pod).$(subdomain):29410" "$@" > "$CIB_DIR/pods/$pod/sidecar.log" 2>&1 &
   echo $! > "$CIB_DIR/pods/$pod/sidecar.pid"
 }

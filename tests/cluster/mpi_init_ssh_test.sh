@@ -7,7 +7,7 @@
 # Usage (under cib run): mpi_init_ssh_test.sh generated|trainer-ecdsa
 source "$(dirname "$0")/lib.sh"
 mode=$1
-init="$TMPI_BUILD_DIR/initcontainer/mpi-init"
+init="$TMPI_BUILD_DIR/bin/mpi-init"
 sub=$(subdomain); launcher=$(launcher_pod); nodes=($(node_pods))
 secret="$CIB_DIR/secret"; mkdir -p "$secret"
 launcher_args=()

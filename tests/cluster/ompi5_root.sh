@@ -1,25 +1,76 @@
 #!/usr/bin/env bash
-# Makes (once) and prints the Debian 13 root with Open MPI 5 (PRRTE) that the extended
-# test runs pods from: debootstrap of openmpi-bin and openssh-server (~600 MB, a few
-# minutes), cached outside the tree in $TMPI_OMPI5_ROOT (default /var/cache/tmpi/trixie-ompi5).
-# Our binaries are built on Debian 12; the libraries they need that Debian 13 has in other
-# versions (spdlog, fmt, Boost.Program_options, yaml-cpp: the launcher reads KUBECONFIG for
-# its Events) or that this root lacks (libsodium) are
-# copied into its /usr/local/lib.
+# Prints the Debian 13 root with Open MPI 5 (PRRTE) that the extended tests run pods from,
+# making it first where no good one is cached.
+#
+# The cache is keyed by what the root is made from, and verified before each use, so that
+# nothing outside the checkout decides a result:
+# - the key is the sha256 of this script (the suite, the packages, the debootstrap call);
+#   the root lives in $TMPI_CACHE/trixie-ompi5-<key> (TMPI_CACHE: /var/cache/tmpi), and
+#   roots of other keys are removed when a new one is made;
+# - the root holds its key and a manifest of its packages (name, version, architecture);
+#   before each use, dpkg's own database must still list exactly those packages and
+#   `dpkg --verify` must find every file of them intact. A root that fails either is
+#   removed and made again: a stale cache is never trusted;
+# - the root is never changed after it is made: the libraries that our binaries need and
+#   it lacks come from root_libs.sh, into the build tree, not into the root.
+# A lock serialises the tests that ask at once. ~600 MB, a few minutes to make.
 set -euo pipefail
-root=${TMPI_OMPI5_ROOT:-/var/cache/tmpi/trixie-ompi5}
-if [[ ! -x $root/usr/bin/prterun ]]; then
-  command -v debootstrap >/dev/null || { echo "ompi5_root: needs debootstrap (apt-get install debootstrap)" >&2; exit 2; }
-  rm -rf "$root.tmp"; mkdir -p "$(dirname "$root")"
-  echo "ompi5_root: making $root with debootstrap (a few minutes, once)" >&2
-  debootstrap --variant=minbase --include=openmpi-bin,openssh-server,openssh-client,procps,iproute2 \
-    trixie "$root.tmp" http://deb.debian.org/debian >&2
-  mv "$root.tmp" "$root"
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${TMPI_CACHE:-/var/cache/tmpi}
+suite=trixie
+packages=openmpi-bin,openssh-server,openssh-client,procps,iproute2
+key=$(sha256sum "$here/ompi5_root.sh" | cut -c1-16)
+root=$cache/$suite-ompi5-$key
+
+say() { echo "ompi5_root: $*" >&2; }
+
+# The Debian mirror that this machine's apt uses (deb822 or one-line sources).
+mirror() {
+  local uri
+  uri=$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{ print $2 }' | grep -E '/debian/?$' | head -n 1 || true)
+  [[ -n $uri ]] || uri=$(grep -hsE '^deb ' /etc/apt/sources.list | awk '{ print $2 }' | grep -E '/debian/?$' | head -n 1 || true)
+  [[ -n $uri ]] || { say "no Debian mirror in /etc/apt/sources.list{,.d}: add one, or set TMPI_DEBIAN_MIRROR"; exit 2; }
+  echo "$uri"
+}
+
+manifest() { chroot "$1" dpkg-query -W -f '${Package} ${Version} ${Architecture}\n' | LC_ALL=C sort; }
+
+# verified ROOT: the key, the package set and every packaged file are as when it was made.
+verified() {
+  local dir=$1
+  [[ -f $dir/.tmpi-key && $(cat "$dir/.tmpi-key") == "$key" ]] || { say "$dir: no key, or another key"; return 1; }
+  [[ -f $dir/.tmpi-manifest ]] || { say "$dir: no manifest"; return 1; }
+  [[ $(manifest "$dir") == "$(cat "$dir/.tmpi-manifest")" ]] || { say "$dir: its packages changed since it was made"; return 1; }
+  local changed
+  changed=$(chroot "$dir" dpkg --verify 2>&1 | grep -v ' c /' || true)  # conffiles may differ (a pod's sshd keys, hosts)
+  [[ -z $changed ]] || { say "$dir: files differ from their packages:"$'\n'"$(head -n 5 <<<"$changed")"; return 1; }
+}
+
+make_root() {
+  command -v debootstrap >/dev/null || { say "needs debootstrap (apt-get install debootstrap)"; exit 2; }
+  local tmp=$root.tmp
+  rm -rf "$tmp"
+  say "making $root with debootstrap ($suite: $packages; a few minutes)"
+  debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "${TMPI_DEBIAN_MIRROR:-$(mirror)}" >&2
+  find "$tmp"/var/cache/apt/archives "$tmp"/var/lib/apt/lists -maxdepth 1 -type f -delete  # debootstrap's downloads
+  echo "$key" > "$tmp/.tmpi-key"
+  manifest "$tmp" > "$tmp/.tmpi-manifest"
+  mv "$tmp" "$root"
+}
+
+mkdir -p "$cache"
+exec 9>"$cache/.ompi5-root.lock"
+flock 9
+if [[ -d $root ]] && ! verified "$root"; then
+  say "removing $root; it is made again"
+  rm -rf "$root"
 fi
-for lib in libspdlog.so.1.10 libfmt.so.9 libboost_program_options.so.1.74.0 libsodium.so.23 libyaml-cpp.so.0.7; do
-  if [[ ! -e $root/usr/local/lib/$lib ]]; then
-    cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$root/usr/local/lib/$lib"
-    chroot "$root" ldconfig
-  fi
-done
+if [[ ! -d $root ]]; then
+  for old in "$cache/$suite-ompi5" "$cache/$suite-ompi5"-*; do
+    [[ -e $old && $old != "$root" ]] && { say "removing $old (another key)"; rm -rf "$old"; }
+  done
+  make_root
+  verified "$root" || { say "the root just made does not verify"; exit 1; }
+fi
+[[ -x $root/usr/bin/prterun ]] || { say "$root has no prterun: Open MPI 5 was not installed"; exit 1; }
 echo "$root"

@@ -2,11 +2,15 @@
 # Open MPI 5 (PRRTE) for real (extended label): every pod runs its sshd, and the launcher
 # runs mpi-launcher and mpirun 5, from a Debian 13 root (tests/cluster/ompi5_root.sh),
 # bound into each pod's own mount namespace with the pod's /tmp, /etc/hosts and passwd.
+# The libraries the root lacks come from root_libs.sh, on LD_LIBRARY_PATH (which the
+# launcher forwards to every rank), never copied into the cached root.
 # The job is the allreduce program (libmpi.so.40 resolves to Open MPI 5's inside the
 # root); the launcher must detect Open MPI 5, pass PRRTE's parameters, and the placement
 # check must pass: no rank may run on the launcher (Trainer #4028).
 source "$(dirname "$0")/lib.sh"
 root=$(bash "$(dirname "$0")/ompi5_root.sh")
+# What our programs need and the root lacks, from their dependency closure, checked to load.
+libs=$(bash "$(dirname "$0")/root_libs.sh" "$root" "$CIB_DIR/ompi5-libs" "$TMPI_BUILD_DIR"/bin/*)
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # enter_root POD: bind what the pod sees into the root, in the pod's own mount namespace.
@@ -25,12 +29,12 @@ enter_root() {
 init_launcher --slots 2
 for pod in $(pods); do enter_root "$pod"; done
 for node in "${nodes[@]}"; do
-  in_pod "$node" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
   "$CIB" exec "$node" -- chroot "$root" /usr/sbin/sshd -D -e -f "$CIB_DIR/pods/$node/home/.ssh/sshd_config" \
     > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
   start_sidecar "$node" --deadline 60s
 done
-out=$(in_pod "$launcher" chroot "$root" "$TMPI_BUILD_DIR/launcher/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" \
+out=$(in_pod "$launcher" chroot "$root" env LD_LIBRARY_PATH="$libs" "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" \
         --iface eth0 --report "$CIB_DIR/report.json" --beat-interval 1s --rendezvous-timeout 120s -- \
         "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1) || fail "the Open MPI 5 run failed: $out"
 echo "$out"

@@ -8,7 +8,7 @@ for node in "${nodes[@]}"; do init_node "$node"; done
 : > "$CIB_DIR/pods/$bad/home/.ssh/authorized_keys"   # this sshd now refuses the job key
 rc=0
 for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 30s; done
-out=$(in_pod "$launcher" "$TMPI_BUILD_DIR/rendezvous/mpi-rendezvous" serve --hosts "$ETC_MPI/hosts.json" \
+out=$(in_pod "$launcher" "$TMPI_BUILD_DIR/bin/mpi-rendezvous" serve --hosts "$ETC_MPI/hosts.json" \
       --rendezvous-timeout 6s --beat-interval 1s 2>&1) || rc=$?
 echo "$out" | tail -n 3
 [[ $rc == 3 ]] || fail "expected exit 3 at the deadline, got $rc"

@@ -8,7 +8,7 @@ coordinator_log="$CIB_DIR/coordinator.log"
 "$CIB" stop "$late"   # not scheduled yet
 init_launcher
 for node in "${nodes[0]}" "${nodes[1]}"; do init_node "$node"; done
-"$CIB" exec "$launcher" -- "$TMPI_BUILD_DIR/rendezvous/mpi-rendezvous" serve --hosts "$ETC_MPI/hosts.json" \
+"$CIB" exec "$launcher" -- "$TMPI_BUILD_DIR/bin/mpi-rendezvous" serve --hosts "$ETC_MPI/hosts.json" \
   --rendezvous-timeout 60s --beat-interval 1s --lost-after 3s > "$coordinator_log" 2>&1 &
 coordinator=$!
 for node in "${nodes[0]}" "${nodes[1]}"; do start_sidecar "$node" --deadline 60s; done
@@ -17,7 +17,7 @@ sleep 10
 # The late pod's sidecar starts before its sshd, as a native sidecar does: it asks sshd
 # again every 0.5 s (not every 15 s) and says so at once, so the barrier opens within 4 s.
 "$CIB" start "$late"
-in_pod "$late" "$TMPI_BUILD_DIR/initcontainer/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+in_pod "$late" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
 start_sidecar "$late" --deadline 60s
 wait_for "waiting for $late.$sub (no sshd" "$coordinator_log" 15
 "$CIB" sshd "$late" "$CIB_DIR/pods/$late/home/.ssh/sshd_config"
@@ -43,7 +43,7 @@ t0=$SECONDS
 wait_for "host $killed.$sub lost" "$coordinator_log" 8
 pass "a killed node was reported lost after $((SECONDS - t0)) s (lost-after 3 s)"
 
-in_pod "$launcher" "$TMPI_BUILD_DIR/rendezvous/mpi-rendezvous" end --coordinator 127.0.0.1:29410
+in_pod "$launcher" "$TMPI_BUILD_DIR/bin/mpi-rendezvous" end --coordinator 127.0.0.1:29410
 for node in "${nodes[0]}" "$late"; do
   pid=$(cat "$CIB_DIR/pods/$node/sidecar.pid"); rc=0
   timeout 10 tail --pid="$pid" -f /dev/null || fail "the sidecar of $node did not exit after the end"

@@ -5,7 +5,7 @@
 # with its owner reference and reused, a 409 from a racing launcher, in-cluster config.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-init="$TMPI_BUILD_DIR/initcontainer/mpi-init"
+init="$TMPI_BUILD_DIR/bin/mpi-init"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

@@ -3,7 +3,7 @@
 # starts fast and runs inside other images), sets the torch variables, passes on the
 # rank's stderr, exit code and signals, and runs without a coordinator or a job key.
 set -euo pipefail
-A="$TMPI_BUILD_DIR/launcher/mpi-rank"
+A="$TMPI_BUILD_DIR/bin/mpi-rank"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 if [[ ${TMPI_SANITIZED:-OFF} != ON ]]; then  # sanitizer builds link their runtimes
   libs=$(ldd "$A" | awk '{ print $1 }' | grep -vE '^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|/lib64/ld-linux-x86-64\.so\.2)$' || true)

@@ -127,6 +127,38 @@ TEST(Links, WrongDataOrAnAbsoluteFloorFails) {
   EXPECT_EQ(judge_links(links, {}, floor_for({20, 0.5}, 10), names(2)).size(), 1U);  // below --min-busbw 20
 }
 
+TEST(SecondLook, EverySlowPairWithRightDataOnceInDisjointRounds) {
+  // 4 GPUs: 0-1 and 2-3 slow in one round (a busy scheduler), 0-2 slow, 1-3 with wrong data.
+  std::vector<LinkSample> links = {{{0, 1}, 2, 0}, {{2, 3}, 2, 0}, {{0, 2}, 1, 0},
+                                   {{1, 3}, 2, 5}, {{0, 3}, 5, 0}, {{1, 2}, 5, 0}};
+  auto rounds = second_look_rounds(links, 3.0);
+  std::multiset<Pair> seen;
+  for (const auto& round : rounds) {
+    std::set<int> ends;
+    for (const auto& pair : round) {
+      EXPECT_TRUE(ends.insert(pair.first).second && ends.insert(pair.second).second) << "a GPU twice in one round";
+      seen.insert(pair);
+    }
+  }
+  EXPECT_EQ(seen, (std::multiset<Pair>{{0, 1}, {2, 3}, {0, 2}}));  // wrong data is not noise: no second look
+  EXPECT_EQ(rounds.size(), 2U);
+  EXPECT_TRUE(second_look_rounds(links, 0.5).empty());
+}
+
+TEST(SecondLook, ABetterSecondSampleClearsNoiseButNotWrongData) {
+  std::vector<LinkSample> links = {{{0, 1}, 2, 0}, {{2, 3}, 2, 0}, {{0, 2}, 5, 0}, {{1, 3}, 5, 0},
+                                   {{0, 3}, 5, 0}, {{1, 2}, 5, 0}};
+  std::vector<std::string> gpus = {"g0", "g1", "g2", "g3"};
+  EXPECT_EQ(judge_gpus(links, 3.0, gpus).size(), 2U);  // on one sample, two links are blamed
+  merge_second_look(links, {{{0, 1}, 4.8, 0}, {{2, 3}, 2.1, 3}});
+  EXPECT_DOUBLE_EQ(links[0].gbps, 4.8);
+  EXPECT_DOUBLE_EQ(links[1].gbps, 2.1);
+  EXPECT_EQ(links[1].wrong, 3);
+  auto culprits = judge_gpus(links, 3.0, gpus);
+  ASSERT_EQ(culprits.size(), 1U);  // 0-1 was noise; 2-3 is slow twice, and moved wrong data
+  EXPECT_EQ(culprits[0].name, "g2 <-> g3");
+}
+
 TEST(Gpus, ASlowGpuAmongFourIsNamedAndTwoCannotBeToldApart) {
   std::vector<std::string> gpus = {"n GPU 0", "n GPU 1", "n GPU 2", "n GPU 3"};
   // GPU 2 is slow with everyone; the link 0-3 alone is slow too.

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# nccl-check's MPI backend on this machine alone: 4 ranks of one host under Open MPI's
+# mpirun (shared memory, so a rank's buffers are read in place by its peers). In the asan
+# preset this is the ASan run of the MPI backend.
+#   defaults      no flag but --backend mpi: the default sizes (all-reduces of 1 to 64 MiB,
+#                 the MPI backend's default, and 64 MiB pair tests), threshold, iterations and
+#                 deadline; passes, data right
+#   busy-timeout  a step whose deadline passes while every peer is still moving data: the
+#                 requests stay pending, and MPI goes on using their buffers while the rank
+#                 pings its peers and aborts. It must end with the timeout report and exit 3,
+#                 not a segfault or a peer's failed read of freed memory (the bug this catches)
+set -euo pipefail
+: "${TMPI_BUILD_DIR:?set by ctest: the build folder}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+nc="$TMPI_BUILD_DIR/bin/nccl-check"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$work"   # any core file or report lands here, and goes
+mpirun=(mpirun.openmpi --oversubscribe -np 4)  # 4 ranks on however many cores this machine has
+case ${1:?case} in
+  defaults)
+    rc=0; out=$("${mpirun[@]}" "$nc" --backend mpi --json "$work/report.json" 2>&1) || rc=$?
+    echo "$out" | grep -E '^#|^ +[0-9]'
+    [[ $rc == 0 ]] || fail "nccl-check at its defaults exited $rc: $out"
+    grep -q '^# result: pass' <<<"$out" || fail "no pass: $out"
+    jq -e '[.allreduce[].bytes] == [1048576, 4194304, 16777216, 67108864] and .pair_bytes == 67108864' \
+      "$work/report.json" >/dev/null || fail "not the default sizes: $(jq -c '{sizes: [.allreduce[].bytes], pair_bytes}' "$work/report.json")"
+    jq -e '([.allreduce[].wrong, .intra_node[].wrong, .gpu_links[].wrong] | add) == 0 and (.gpu_links | length) == 6' \
+      "$work/report.json" >/dev/null || fail "wrong data, or not every pair of the 4 ranks: $(jq -c . "$work/report.json")"
+    echo "ok: 4 ranks on one host at the defaults: every size and pair measured, data right" ;;
+  busy-timeout)
+    rc=0; out=$("${mpirun[@]}" "$nc" --backend mpi --min-bytes 256M --max-bytes 256M --step-timeout 1s 2>&1) || rc=$?
+    echo "$out" | grep -vE '^\s*$' | tail -n 20
+    # A peer's single-copy read of freed memory fails with EFAULT (errno 14); one of a peer
+    # that the abort has already killed fails with ESRCH (3), which is no fault of ours.
+    if grep -qE 'Segmentation fault|Read -1, expected [0-9]+, errno = 14|ERROR: AddressSanitizer' <<<"$out"; then
+      fail "a buffer was used after it was freed: $out"
+    fi
+    [[ $rc == 3 ]] || fail "expected exit 3 (timeout), got $rc"
+    grep -q '^# TIMEOUT in all-reduce 256 MiB after 1.0 s' <<<"$out" || fail "no timeout report: $out"
+    echo "ok: a deadline passed mid-transfer: the timeout report and exit 3, no use of freed buffers" ;;
+  *) fail "unknown case $1" ;;
+esac
