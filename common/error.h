@@ -2,7 +2,7 @@
 // in the style of ccache and std::expected (which clang 14, our fuzzing compiler, cannot
 // use yet). Exceptions are used only at the edge, in main(), by cli::run.
 //
-// Every Error carries the process exit code it maps to (DESIGN §3), and a message that
+// Every Error carries the process exit code it maps to (docs/design.md, Exit codes), and a message that
 // names the input, the line or field, and the fix.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The one parameter registry (DESIGN §3), in the spirit of NCCL's NCCL_PARAM: every
+// The one parameter registry (docs/design.md, Parameters), in the spirit of NCCL's NCCL_PARAM: every
 // setting of every binary is one row of one table (param_table.cpp), with a flag
 // (--name), an environment variable (TMPI_NAME), a default and a one-line description.
 // --help and the README's parameter table are generated from that table.
