@@ -30,7 +30,7 @@ def fail(where, message):
 
 def registry():
     """flag -> (variable, default, programs) from the parameter registry."""
-    out = subprocess.run([os.path.join(BUILD, "initcontainer", "mpi-init"), "--params-markdown"],
+    out = subprocess.run([os.path.join(BUILD, "bin", "mpi-init"), "--params-markdown"],
                          check=True, capture_output=True, text=True).stdout
     params = {}
     for line in out.splitlines():
