@@ -1,6 +1,7 @@
 // See http_client.h. The handle is reused across requests, so curl keeps the connection
 // alive (the API server is asked many times while pods come up).
 #include "common/http_client.h"
+#include "common/utf8.h"
 
 #include <curl/curl.h>
 
@@ -47,7 +48,33 @@ HttpClient::HttpClient(TlsConfig tls) : tls_(std::move(tls)) {
 
 HttpClient::~HttpClient() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
 
+namespace {
+
+bool carries_credential(const std::vector<std::string>& headers) {
+  constexpr std::string_view kName = "authorization:";
+  for (const auto& header : headers) {
+    if (header.size() < kName.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < kName.size() && same; ++i) {
+      same = std::tolower(static_cast<unsigned char>(header[i])) == kName[i];
+    }
+    if (same) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
+  // A credential travels only over TLS, whoever built the request: a bearer token on a plain
+  // http:// URL (a KUBECONFIG's server, KUBEFLOW_TRAINER_SERVER_URL) would cross the network
+  // in clear text. The URL is named without its query; the token never is.
+  if (carries_credential(request.headers) && request.url.rfind("https://", 0) != 0) {
+    return make_error(Exit::kUsage,
+                      "refusing to send a bearer token to {} over plain http: give an https:// URL (the "
+                      "KUBECONFIG server, or KUBEFLOW_TRAINER_SERVER_URL)",
+                      truncate_utf8(request.url.substr(0, request.url.find('?')), 200, "..."));
+  }
   CURL* curl = static_cast<CURL*>(curl_);
   curl_easy_reset(curl);
   HttpResponse response;
@@ -69,6 +96,11 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   curl_slist* headers = nullptr;
   for (const auto& header : request.headers) headers = curl_slist_append(headers, header.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  if (!tls_.ca_file.empty() || !tls_.ca_data.empty()) {
+    // A pinned CA is the only one trusted: not also the system's store (Debian's libcurl
+    // looks in /etc/ssl/certs by default).
+    curl_easy_setopt(curl, CURLOPT_CAPATH, nullptr);
+  }
   if (!tls_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, tls_.ca_file.c_str());
   if (!tls_.ca_data.empty()) set_blob(curl, CURLOPT_CAINFO_BLOB, tls_.ca_data);
   if (!tls_.cert_file.empty()) curl_easy_setopt(curl, CURLOPT_SSLCERT, tls_.cert_file.c_str());

@@ -1,6 +1,7 @@
 // See kube_client.h. Kubeconfig support covers what debugging needs: the current context's
 // server, namespace, CA (file or data), and a token, token file or client certificate.
 #include "common/kube_client.h"
+#include "common/utf8.h"
 
 #include "common/files.h"
 
@@ -76,7 +77,7 @@ std::string status_message(const nlohmann::json& body, const std::string& raw) {
   if (body.is_object() && body.contains("message") && body["message"].is_string()) {
     return body["message"].get<std::string>();
   }
-  return raw.substr(0, 200);
+  return truncate_utf8(raw, 200);
 }
 
 }  // namespace

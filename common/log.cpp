@@ -7,9 +7,10 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "common/utf8.h"
+
 #include <chrono>
 #include <ctime>
-#include <regex>
 
 namespace tmpi::log {
 
@@ -30,19 +31,19 @@ class Formatter final : public spdlog::formatter {
   explicit Formatter(bool json) : json_(json) {}
 
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    std::string text = redact(std::string_view(msg.payload.data(), msg.payload.size()));
+    std::string_view payload(msg.payload.data(), msg.payload.size());
     auto level = spdlog::level::to_string_view(msg.level);
     std::string line;
     if (json_) {
       nlohmann::json record = {{"time", timestamp(msg.time)},
                                {"level", std::string_view(level.data(), level.size())},
                                {"program", std::string_view(msg.logger_name.data(), msg.logger_name.size())},
-                               {"message", text}};
-      line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+                               {"message", redact(truncate_utf8(payload, kMaxMessageBytes, "..."))}};
+      line = dump_json(record) + "\n";
     } else {
       line = fmt::format("{} {} {}: {}\n", timestamp(msg.time),
                          std::string_view(msg.logger_name.data(), msg.logger_name.size()),
-                         std::string_view(level.data(), level.size()), text);
+                         std::string_view(level.data(), level.size()), printable(payload));
     }
     dest.append(line.data(), line.data() + line.size());
   }
@@ -55,12 +56,107 @@ class Formatter final : public spdlog::formatter {
 
 }  // namespace
 
-std::string redact(std::string_view text) {
-  static const std::regex private_key(
-      "-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\\s\\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)");
-  static const std::regex bearer("([Bb]earer)\\s+[A-Za-z0-9._~+/=-]+");
-  std::string out = std::regex_replace(std::string(text), private_key, "[redacted private key]");
-  return std::regex_replace(out, bearer, "$1 [redacted]");
+namespace {
+
+// Where `text` at `at` starts "[A-Z0-9 ]*PRIVATE KEY-----", the index just past it, else npos.
+std::size_t after_key_label(std::string_view text, std::size_t at) {
+  constexpr std::string_view kTail = "PRIVATE KEY-----";
+  for (std::size_t i = at; i < text.size(); ++i) {
+    if (text.compare(i, kTail.size(), kTail) == 0) return i + kTail.size();
+    char c = text[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ')) return std::string_view::npos;
+  }
+  return std::string_view::npos;
+}
+
+bool token_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::string_view("._~+/=-").find(c) != std::string_view::npos;
+}
+
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// PEM private key blocks, from their BEGIN line to their END line (or the end of the text).
+// Every byte is looked at a bounded number of times: the search only moves forward.
+std::string redact_keys(std::string_view text) {
+  constexpr std::string_view kBegin = "-----BEGIN ", kEnd = "-----END ";
+  constexpr auto npos = std::string_view::npos;
+  std::string out;
+  std::size_t from = 0, search = 0;
+  for (;;) {
+    std::size_t at = text.find(kBegin, search);
+    if (at == npos) break;
+    std::size_t body = after_key_label(text, at + kBegin.size());
+    if (body == npos) {
+      search = at + 1;
+      continue;
+    }
+    std::size_t end = text.size();
+    for (std::size_t e = text.find(kEnd, body); e != npos; e = text.find(kEnd, e + 1)) {
+      if (std::size_t past = after_key_label(text, e + kEnd.size()); past != npos) {
+        end = past;
+        break;
+      }
+    }
+    out.append(text.substr(from, at - from));
+    out += "[redacted private key]";
+    from = search = end;
+  }
+  out.append(text.substr(from));
+  return out;
+}
+
+// "Bearer <token>" (or "bearer"): the word stays, the token goes.
+std::string redact_bearer(std::string_view text) {
+  constexpr std::string_view kWord = "earer";
+  std::string out;
+  std::size_t from = 0, search = 1;
+  for (;;) {
+    std::size_t at = text.find(kWord, search);
+    if (at == std::string_view::npos) break;
+    search = at + 1;
+    if (at - 1 < from || (text[at - 1] != 'B' && text[at - 1] != 'b')) continue;
+    std::size_t i = at + kWord.size();
+    while (i < text.size() && space(text[i])) ++i;
+    if (i == at + kWord.size()) continue;
+    std::size_t token = i;
+    while (i < text.size() && token_char(text[i])) ++i;
+    if (i == token) continue;
+    out.append(text.substr(from, at + kWord.size() - from));
+    out += " [redacted]";
+    from = search = i;
+  }
+  out.append(text.substr(from));
+  return out;
+}
+
+}  // namespace
+
+std::string redact(std::string_view text) { return redact_bearer(redact_keys(text)); }
+
+std::string printable(std::string_view message) {
+  std::string text = redact(message);
+  std::string out;
+  out.reserve(std::min(text.size(), kMaxMessageBytes) + 16);
+  std::size_t at = 0;
+  while (at < text.size() && at < kMaxMessageBytes) {
+    auto c = static_cast<unsigned char>(text[at]);
+    std::size_t length = utf8_sequence_at(text, at);
+    if (c == '\n') {
+      out += '\n';
+      out += kContinuation;
+    } else if (c == '\t') {
+      out += '\t';
+    } else if (length == 0 || c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);  // a control character, or a byte of no character
+      length = 1;
+    } else {
+      out.append(text, at, length);
+    }
+    at += length == 0 ? 1 : length;
+  }
+  if (at < text.size()) out += fmt::format("... ({} more bytes)", text.size() - at);
+  return out;
 }
 
 Status setup(std::string_view program, std::string_view level, std::string_view format) {

@@ -1,6 +1,7 @@
 // See topology.h. Rendering is deterministic (no timestamps, stable order), so a re-run of
 // mpi-init writes the same bytes and a file watcher sees no change.
 #include "common/topology.h"
+#include "common/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -69,7 +70,7 @@ Expected<Host> host_from_json(const json& item, std::string_view where) {
 std::string render_hosts_json(const Topology& topology) {
   // Written field by field rather than through a DOM: 10,000 hosts are a hot path, and the
   // order of fields stays as a reader expects it. Strings go through json's own quoting.
-  auto quote = [](const std::string& text) { return json(text).dump(); };
+  auto quote = [](const std::string& text) { return dump_json(json(text)); };
   auto host_text = [&](const Host& host) {
     return fmt::format(
         "{{\"name\": {}, \"address\": {}, \"slots\": {}, \"gpus\": {}, \"role\": {}, \"pod\": {}, "

@@ -1,6 +1,8 @@
 // See api_source.h. Every call runs under the one deadline of --wait-timeout, so a slow or
 // failing API server ends in one clear timeout (exit 3), never a hang.
 #include "initcontainer/api_source.h"
+#include "common/json_fields.h"
+#include "common/utf8.h"
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -18,18 +20,13 @@ const KubeAction kListPods{"list", "", "pods"};
 const KubeAction kGetSecret{"get", "", "secrets"};
 const KubeAction kCreateSecret{"create", "", "secrets"};
 
-int int_at(const json& object, const char* pointer, int fallback) {
-  json value = object.value(json::json_pointer(pointer), json(fallback));
-  return value.is_number_integer() ? value.get<int>() : fallback;
-}
-
 Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) {
-  json data = secret.value("data", json::object());
-  if (!data.is_object() || !data.contains("ssh-privatekey") || !data["ssh-privatekey"].is_string()) {
+  std::string encoded = string_at(secret, "/data/ssh-privatekey");
+  if (encoded.empty()) {
     return make_error(Exit::kUsage, "{} has no data.ssh-privatekey; delete it so that mpi-init makes it anew, "
                       "or pass --ssh-secret", where);
   }
-  TMPI_ASSIGN(std::string private_key, base64_decode(data["ssh-privatekey"].get<std::string>(), where));
+  TMPI_ASSIGN(std::string private_key, base64_decode(encoded, where));
   return key_pair_from_private(std::move(private_key), where);
 }
 
@@ -48,17 +45,26 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
   json jobset = response.json();
   JobSetInfo info;
   info.name = name;
-  info.uid = jobset.value(json::json_pointer("/metadata/uid"), "");
-  std::string subdomain = jobset.value(json::json_pointer("/spec/network/subdomain"), name);
-  json jobs = jobset.value(json::json_pointer("/spec/replicatedJobs"), json::array());
-  if (!jobs.is_array() || jobs.empty() || info.uid.empty()) {
+  info.uid = string_at(jobset, "/metadata/uid");
+  std::string subdomain = string_at(jobset, "/spec/network/subdomain", name);
+  const json* found = node_at(jobset, "/spec/replicatedJobs");
+  json jobs = found != nullptr && found->is_array() ? *found : json::array();
+  if (jobs.empty() || info.uid.empty()) {
     return make_error(Exit::kUsage, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer", name);
   }
   for (const auto& job : jobs) {
-    std::string group = job.value("name", "");
-    int replicas = int_at(job, "/replicas", 1), pods = int_at(job, "/template/spec/parallelism", 1);
-    for (int j = 0; j < replicas; ++j) {
-      for (int p = 0; p < pods; ++p) info.expected_hosts.push_back(fmt::format("{}-{}-{}-{}.{}", name, group, j, p, subdomain));
+    std::string group = string_at(job, "/name");
+    auto replicas = int_at(job, "/replicas", 1), pods = int_at(job, "/template/spec/parallelism", 1);
+    constexpr std::int64_t kMaxHosts = 100000;  // the API's answer is outside input: bounded
+    auto left = kMaxHosts - static_cast<std::int64_t>(info.expected_hosts.size());
+    if (replicas < 0 || pods < 0 || (pods > 0 && replicas > left / pods)) {
+      return make_error(Exit::kUsage, "JobSet {}: replicated job {} asks for {} x {} pods; mpi-init handles at most {} hosts",
+                        name, truncate_utf8(group, 64, "..."), replicas, pods, kMaxHosts);
+    }
+    for (std::int64_t j = 0; j < replicas; ++j) {
+      for (std::int64_t p = 0; p < pods; ++p) {
+        info.expected_hosts.push_back(fmt::format("{}-{}-{}-{}.{}", name, group, j, p, subdomain));
+      }
     }
   }
   info.expected_pods = static_cast<int>(info.expected_hosts.size());
@@ -80,7 +86,7 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
       std::string path = next.empty() ? base : base + "&continue=" + url_encode(next);
       TMPI_ASSIGN(KubeResponse page, client.call("GET", path, "", kListPods, deadline));
       if (page.status != 200) {
-        return make_error(Exit::kUsage, "list pods in namespace {}: HTTP {}: {}", ns, page.status, page.body.substr(0, 200));
+        return make_error(Exit::kUsage, "list pods in namespace {}: HTTP {}: {}", ns, page.status, truncate_utf8(page.body, 200));
       }
       TMPI_ASSIGN(next, reader.add(page.body, fmt::format("pods of JobSet {} (page {})", jobset.name, ++pages)));
     } while (!next.empty());
@@ -137,7 +143,7 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
       {"type", "kubernetes.io/ssh-auth"},
       {"immutable", true},
       {"data", {{"ssh-privatekey", base64_encode(key.private_key)}, {"ssh-publickey", base64_encode(key.public_line + "\n")}}}};
-  TMPI_ASSIGN(KubeResponse created, client.call("POST", fmt::format("/api/v1/namespaces/{}/secrets", ns), secret.dump(),
+  TMPI_ASSIGN(KubeResponse created, client.call("POST", fmt::format("/api/v1/namespaces/{}/secrets", ns), dump_json(secret),
                                                 kCreateSecret, deadline));
   if (created.status == 409) {  // another launcher (a restart) made it first: use theirs
     spdlog::info("{} was created meanwhile; using its key", where);

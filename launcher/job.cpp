@@ -93,6 +93,10 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
+  // The agents find the job key where the launcher was told it is (launcher and nodes run one
+  // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
+  // there, could not report which rank failed.
+  if (params.is_set("ssh-dir")) job.env["TMPI_SSH_DIR"] = params.str("ssh-dir");
   std::vector<std::string> names;
   for (const auto& [name, value] : current_environment()) names.push_back(name);
   for (const auto& [name, value] : job.env) names.push_back(name);

@@ -1,5 +1,7 @@
 // See job_events.h.
 #include "launcher/job_events.h"
+#include "common/json_fields.h"
+#include "common/utf8.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -25,7 +27,7 @@ std::string hostname() {
 nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, const std::string& reason,
                           const std::string& message, const std::string& instance,
                           std::chrono::system_clock::time_point now) {
-  std::string text = message.size() <= kMaxMessage ? message : message.substr(0, kMaxMessage - 3) + "...";
+  std::string text = truncate_utf8(message, kMaxMessage, "...");  // never in the middle of a character
   std::string when = status::rfc3339(now);
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
@@ -72,7 +74,7 @@ bool JobEvents::resolve() {
                  got ? fmt::format("HTTP {}: no such TrainJob", got->status) : got.error().message);
     return false;
   }
-  trainjob_.uid = got->json()["metadata"].value("uid", "");
+  trainjob_.uid = string_at(got->json(), "/metadata/uid");
   resolved_ = true;
   return true;
 }
@@ -82,7 +84,7 @@ bool JobEvents::warn(const std::string& reason, const std::string& message) {
   Deadline deadline(kEventBudget);
   auto body = event_body(trainjob_, "Warning", reason, message, hostname(), std::chrono::system_clock::now());
   auto made = client_->call("POST", fmt::format("/api/v1/namespaces/{}/events", trainjob_.namespace_),
-                            body.dump(), kCreateEvent, deadline);
+                            dump_json(body), kCreateEvent, deadline);
   if (!made || made->status / 100 != 2) {
     spdlog::warn("events: {} was not recorded on TrainJob {} ({})", reason, trainjob_.name,
                  made ? fmt::format("HTTP {}", made->status) : made.error().message);

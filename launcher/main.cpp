@@ -5,6 +5,7 @@
 //   shell                       an interactive shell ready for mpirun (kubectl exec -it)
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include "common/cli.h"
+#include "common/json_fields.h"
 #include "common/files.h"
 #include "common/plain_http.h"
 #include "common/log.h"
@@ -33,12 +34,14 @@ Status hosts(const Params& params) {
   if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
   auto answer = plain_http("GET", coordinator, "/v1/hosts", "", Millis(3000));
   if (answer && answer->status == 200) {
-    auto table = nlohmann::json::parse(answer->body);
-    std::cout << fmt::format("barrier {}: {}/{} hosts ready\n", table["barrier"].get<std::string>(),
-                             table["ready"].get<int>(), table["expected"].get<int>());
-    for (const auto& host : table["hosts"]) {
-      std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", host["name"].get<std::string>(), host["state"].get<std::string>(),
-                               host["address"].get<std::string>(), host["reason"].get<std::string>());
+    // The coordinator's answer is read field by field, checked for shape (json_fields.h).
+    auto table = parse_object(answer->body);
+    std::cout << fmt::format("barrier {}: {}/{} hosts ready\n", string_at(table, "/barrier", "?"),
+                             int_at(table, "/ready", 0), int_at(table, "/expected", 0));
+    const auto* rows = node_at(table, "/hosts");
+    for (const auto& host : rows != nullptr && rows->is_array() ? *rows : nlohmann::json::array()) {
+      std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", string_at(host, "/name"), string_at(host, "/state"),
+                               string_at(host, "/address"), string_at(host, "/reason"));
     }
     return ok_status();
   }

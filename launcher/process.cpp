@@ -73,6 +73,12 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::
   int out[2];
   if (pipe(out) != 0) return make_error(Exit::kJobFailed, "cannot make a pipe: {}", std::strerror(errno));
   pid_t pid = fork();
+  if (pid < 0) {  // never on to waitpid(-1) or kill(-(-1)): that would reach every process of the user
+    int error = errno;
+    close(out[0]);
+    close(out[1]);
+    return make_error(Exit::kJobFailed, "cannot start {}: fork: {}", argv[0], std::strerror(error));
+  }
   if (pid == 0) {
     dup2(out[1], STDOUT_FILENO);
     dup2(out[1], STDERR_FILENO);

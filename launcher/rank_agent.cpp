@@ -6,6 +6,7 @@
 #include "common/job_key.h"
 #include "common/plain_http.h"
 #include "common/proof.h"
+#include "common/utf8.h"
 #include "launcher/process.h"
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@ namespace tmpi::launch {
 namespace {
 
 constexpr Millis kStartReportAfter(2000);
+constexpr int kCannotStart = 126;  // the rank could not be started: what a shell says of such a command
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
@@ -61,16 +63,21 @@ void report(const RankAgentOptions& options, const RankIdentity& id, const nlohm
   body["proof"] = hmac_hex(derive_rendezvous_key(options.private_key),
                            fmt::format("rank|{}|{}|{}|{}", id.rank, event, fields.value("code", -1), nonce));
   auto since = Clock::now();
-  auto sent = plain_http("POST", options.coordinator, "/v1/rank",
-                         body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), Millis(3000));
+  auto sent = plain_http("POST", options.coordinator, "/v1/rank", dump_json(body), Millis(3000));
   if (!sent || sent->status != 200) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
   spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
 }
 
-// The rank's stderr passes through the agent, which keeps its last lines for the exit report.
+// The rank's stderr passes through the agent, which keeps its last lines for the exit report,
+// bounded in bytes whatever the rank writes: each line to kLineBytes (a cut line ends with
+// "..."), so the report stays far below the coordinator's 64 KiB body limit. A carriage
+// return starts the line again, as on a terminal: a progress bar that redraws itself with
+// '\r' for hours keeps one line's worth, not every frame (16 MB of frames were 19 MB of RSS).
 class StderrTail {
  public:
+  static constexpr std::size_t kLineBytes = 1024;
+
   explicit StderrTail(std::size_t lines) : lines_(lines) {}
   // One read from fd, written on to our stderr; false at the end of the stream.
   bool pass_through(int fd) {
@@ -79,10 +86,17 @@ class StderrTail {
     if (n < 0 && errno == EINTR) return true;
     if (n <= 0) return false;
     (void)!write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));
-    partial_.append(buffer, static_cast<std::size_t>(n));
-    for (std::size_t nl; (nl = partial_.find('\n')) != std::string::npos; partial_.erase(0, nl + 1)) {
-      tail_.push_back(partial_.substr(0, nl));
-      if (tail_.size() > lines_) tail_.pop_front();
+    for (char c : std::string_view(buffer, static_cast<std::size_t>(n))) {
+      if (c == '\n') {
+        end_line();
+      } else if (c == '\r') {
+        partial_.clear();
+        cut_ = false;
+      } else if (partial_.size() < kLineBytes) {
+        partial_ += c;
+      } else {
+        cut_ = true;
+      }
     }
     return true;
   }
@@ -93,9 +107,17 @@ class StderrTail {
   }
 
  private:
+  void end_line() {
+    tail_.push_back(cut_ ? truncate_utf8(partial_, kLineBytes - 3) + "..." : partial_);
+    if (tail_.size() > lines_) tail_.pop_front();
+    partial_.clear();
+    cut_ = false;
+  }
+
   std::size_t lines_;
   std::deque<std::string> tail_;
-  std::string partial_;
+  std::string partial_;  // the line being read: kLineBytes at most
+  bool cut_ = false;     // the line being read was longer
 };
 
 }  // namespace
@@ -178,6 +200,19 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kJobFailed);
   auto start = Clock::now();
   pid_t child = fork();
+  if (child < 0) {
+    // The rank never ran: that is a failure of this rank, reported and named as one, never
+    // a success (a status of 0 from waitpid(-1)), and no signal may go to pid -1 (every
+    // process of the user). Most likely the pod's process limit (RLIMIT_NPROC, pids.max).
+    int error = errno;
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    std::string why = fmt::format("mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)",
+                                  std::strerror(error));
+    std::fprintf(stderr, "%s\n", why.c_str());
+    report(options, *id, {{"event", "exit"}, {"code", kCannotStart}, {"signal", 0}, {"seconds", 0.0}, {"tail", why}});
+    return kCannotStart;
+  }
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     for (const auto& [name, value] : torch_env(*id, options.master_addr, options.master_port)) {
@@ -255,8 +290,14 @@ Status rank_command(const Params& params) {
   options.master_port = params.str("master-port");
   if (auto key = find_job_key(params.str("ssh-dir")); key) {
     options.private_key = std::move(key->text);
-  } else {
-    options.coordinator.clear();  // no key on this node: the rank runs, unreported
+  } else if (!options.coordinator.empty()) {
+    // The rank runs, but unreported: said once, so that a failure that names no rank or host
+    // has its reason in the output.
+    std::fprintf(stderr,
+                 "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named. "
+                 "Point --ssh-dir (TMPI_SSH_DIR) at the folder that holds the job key\n",
+                 options.coordinator.c_str(), key.error().message.c_str());
+    options.coordinator.clear();
   }
   if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-rank -- CMD ARGS...");
   int code = run_rank(options, current_environment(), params.rest());

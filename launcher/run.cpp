@@ -3,6 +3,7 @@
 // and it hears every rank agent. Its callbacks only record facts under a mutex; the main
 // thread acts on them (tears the job down on the first failed rank or a lost host).
 #include "launcher/run.h"
+#include "common/utf8.h"
 
 #include <spdlog/spdlog.h>
 
@@ -288,7 +289,7 @@ Status run_job(const Params& params) {
     if (!fabric.is_null()) report["check"] = fabric;
     feed.finish(failure ? failure->code : 0, failure ? failure->reason : "");
     if (failure) events.warn(failure->event, failure->reason);
-    if (auto written = write_atomic(params.str("report"), report.dump(2) + "\n"); !written) {
+    if (auto written = write_atomic(params.str("report"), dump_json(report, 2) + "\n"); !written) {
       spdlog::warn("report not written: {}", written.error().message);
     } else {
       spdlog::debug("report written to {}", params.str("report"));

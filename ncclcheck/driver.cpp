@@ -1,5 +1,6 @@
 // See driver.h.
 #include "ncclcheck/driver.h"
+#include "common/utf8.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -85,7 +86,7 @@ class CheckRun {
     if (!report_.failure.empty()) return Error{Exit::kPreflight, report_.failure};
     fabric_ = std::move(made).value();
     report_.library = fabric_->library();
-    TMPI_ASSIGN(auto devices, allgather_text(progress_, MPI_COMM_WORLD, fabric_->device().dump(), deadline, step_));
+    TMPI_ASSIGN(auto devices, allgather_text(progress_, MPI_COMM_WORLD, dump_json(fabric_->device()), deadline, step_));
     for (int r = 0; r < size_; ++r) {
       auto device = nlohmann::json::parse(devices[static_cast<std::size_t>(r)], nullptr, false);
       if (!device.is_null() && !device.is_discarded()) {

@@ -3,6 +3,7 @@
 // Rank 0 prints the table and writes the JSON report. A rank that hits a deadline prints
 // its own report (result "timeout") and aborts the job with exit 3, so nothing hangs.
 #include "common/cli.h"
+#include "common/utf8.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/params.h"
@@ -59,7 +60,7 @@ Expected<Options> options_from(const Params& params) {
 // One write, so that mpirun does not interleave other ranks' lines into the table.
 void publish(const Report& report, const std::string& json_path) {
   std::string out = render_table(report);
-  std::string json = to_json(report).dump();
+  std::string json = dump_json(to_json(report));
   if (json_path == "-") out += "nccl-check report: " + json + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);

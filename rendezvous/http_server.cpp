@@ -4,8 +4,14 @@
 #include "rendezvous/http_server.h"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <map>
 
 namespace tmpi::rdv {
 
@@ -15,13 +21,17 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 struct HttpServer::State {
-  State(asio::io_context& context, Handler h, ServerLimits l) : io(context), acceptor(context), handler(std::move(h)), limits(l) {}
+  State(asio::io_context& context, Handler h, ServerLimits l)
+      : io(context), acceptor(context), retry(context), handler(std::move(h)), limits(l) {}
   asio::io_context& io;
   tcp::acceptor acceptor;
+  asio::steady_timer retry;  // the pause after a failed accept (descriptors ran out)
   Handler handler;
   ServerLimits limits;
   std::size_t connections = 0;
+  std::map<std::string, std::size_t> per_peer;  // open connections of each client address
   bool stopped = false;
+  bool warned = false;
 };
 
 namespace {
@@ -39,14 +49,17 @@ std::string peer_address(const tcp::socket& socket) {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<HttpServer::State> state)
-      : stream_(std::move(socket)), state_(std::move(state)) {
+  Session(tcp::socket socket, std::shared_ptr<HttpServer::State> state, std::string peer)
+      : stream_(std::move(socket)), state_(std::move(state)), peer_(std::move(peer)) {
     ++state_->connections;
-    peer_ = peer_address(stream_.socket());
+    ++state_->per_peer[peer_];
   }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
-  ~Session() { --state_->connections; }
+  ~Session() {
+    --state_->connections;
+    if (auto it = state_->per_peer.find(peer_); it != state_->per_peer.end() && --it->second == 0) state_->per_peer.erase(it);
+  }
 
   void read(Millis timeout) {
     parser_.emplace();
@@ -105,18 +118,44 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string peer_;
 };
 
+// The connection cap: what was asked, within the process's descriptor limit less a reserve
+// for everything else the process opens (files, the DNS resolver, libssh, curl).
+std::size_t connection_cap(std::size_t asked) {
+  constexpr rlim_t kReserve = 64;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return asked;
+  rlim_t usable = limit.rlim_cur > kReserve * 2 ? limit.rlim_cur - kReserve : limit.rlim_cur / 2;
+  return std::min<std::size_t>(asked, static_cast<std::size_t>(usable));
+}
+
 void accept(const std::shared_ptr<HttpServer::State>& state) {
   state->acceptor.async_accept([state](beast::error_code ec, tcp::socket socket) {
     if (state->stopped) return;
-    if (!ec) {
-      if (state->connections >= state->limits.max_connections) {
-        beast::error_code ignored;
-        socket.close(ignored);  // over the cap: the client retries with backoff
-      } else {
-        socket.set_option(tcp::no_delay(true), ec);
-        auto session = std::make_shared<Session>(std::move(socket), state);
-        session->read(state->limits.header_timeout);
+    if (ec) {
+      // Out of descriptors (EMFILE, ENFILE) or memory: accepting again at once fails again
+      // at once, a busy loop at 100% CPU. Pause, and let the open connections finish.
+      if (!state->warned) {
+        spdlog::warn("rendezvous: cannot accept connections ({}); pausing {} ms between tries", ec.message(),
+                     state->limits.accept_pause.count());
+        state->warned = true;
       }
+      state->retry.expires_after(state->limits.accept_pause);
+      state->retry.async_wait([state](beast::error_code) {
+        if (!state->stopped) accept(state);
+      });
+      return;
+    }
+    state->warned = false;
+    std::string peer = peer_address(socket);
+    auto it = state->per_peer.find(peer);
+    std::size_t from_peer = it == state->per_peer.end() ? 0 : it->second;
+    if (state->connections >= state->limits.max_connections || from_peer >= state->limits.per_peer_connections) {
+      beast::error_code ignored;
+      socket.close(ignored);  // over a cap: the client retries with backoff; the others are served
+    } else {
+      socket.set_option(tcp::no_delay(true), ec);
+      auto session = std::make_shared<Session>(std::move(socket), state, std::move(peer));
+      session->read(state->limits.header_timeout);
     }
     accept(state);
   });
@@ -125,7 +164,9 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
 }  // namespace
 
 HttpServer::HttpServer(asio::io_context& io, Handler handler, ServerLimits limits)
-    : state_(std::make_shared<State>(io, std::move(handler), limits)) {}
+    : state_(std::make_shared<State>(io, std::move(handler), limits)) {
+  state_->limits.max_connections = connection_cap(limits.max_connections);
+}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -151,7 +192,10 @@ void HttpServer::stop() {
   state_->stopped = true;
   boost::system::error_code ignored;
   state_->acceptor.close(ignored);
+  state_->retry.cancel();
 }
+
+std::size_t HttpServer::max_connections() const { return state_->limits.max_connections; }
 
 
 }  // namespace tmpi::rdv

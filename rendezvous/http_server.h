@@ -18,7 +18,9 @@
 namespace tmpi::rdv {
 
 struct ServerLimits {
-  std::size_t max_connections = 20000;
+  std::size_t max_connections = 20000;   // lowered to what RLIMIT_NOFILE allows, less a reserve
+  std::size_t per_peer_connections = 256;  // one client address cannot take every slot
+  Millis accept_pause{100};              // after a failed accept (no descriptor left)
   std::size_t header_bytes = 8 * 1024;
   std::size_t body_bytes = 64 * 1024;
   Millis header_timeout{10000};  // a request must arrive whole within this
@@ -38,6 +40,7 @@ class HttpServer {
 
   // Binds address:port (port 0: any) and starts accepting; returns the bound port.
   Expected<unsigned short> listen(const std::string& address, unsigned short port);
+  std::size_t max_connections() const;  // the cap in force
   void stop();
 
   struct State;

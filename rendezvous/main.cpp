@@ -1,6 +1,7 @@
 // mpi-rendezvous: the node sidecar (default), or `mpi-rendezvous serve`, the coordinator on
 // its own (mpi-launcher embeds the same service), for debugging and for tests.
 #include "common/cli.h"
+#include "common/utf8.h"
 #include "common/files.h"
 #include "common/http_client.h"
 #include "common/job_key.h"
@@ -92,7 +93,7 @@ Status end_job(const Params& params) {
   nlohmann::json body = {{"nonce", nonce}, {"proof", hmac_hex(derive_rendezvous_key(key), "end|" + nonce)}};
   HttpClient client{TlsConfig{}};
   TMPI_ASSIGN(HttpResponse response,
-              client.send(HttpRequest{"POST", fmt::format("http://{}/v1/end", coordinator), body.dump(),
+              client.send(HttpRequest{"POST", fmt::format("http://{}/v1/end", coordinator), dump_json(body),
                                       {"Content-Type: application/json"}, Millis(5000), ""}));
   if (response.status != 200) {
     return make_error(Exit::kUsage, "{} refused the end: HTTP {} {}", coordinator, response.status, response.body);

@@ -2,10 +2,14 @@
 // coordinators), then beat every beatMillis; a 409 means the coordinator forgot us (it
 // restarted): register again. The deadline restarts on every accepted registration or beat.
 #include "rendezvous/sidecar.h"
+#include "common/json_fields.h"
+#include "common/utf8.h"
 
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <thread>
 
 #include "common/http_client.h"
@@ -16,9 +20,25 @@ namespace tmpi::rdv {
 
 using nlohmann::json;
 
+// A coordinator's answer. The body is always an object (json_fields.h): a proxy's HTML page
+// or a 200 that is not a JSON object reads as {}, and `text` keeps the start of what came,
+// to say so.
 struct Sidecar::Answer {
   long status = 0;
   json body;
+  std::string text;
+
+  // What the coordinator itself sends: 200 with a boolean jobEnded. Anything else (a proxy,
+  // another server on the port) is a problem to retry, and no contact that resets the deadline.
+  bool from_coordinator() const {
+    const json* ended = node_at(body, "/jobEnded");
+    return status == 200 && ended != nullptr && ended->is_boolean();
+  }
+
+  std::string problem() const {
+    std::string error = string_at(body, "/error");
+    return fmt::format("HTTP {}: {}", status, !error.empty() ? error : text.empty() ? "(an empty body)" : text);
+  }
 };
 
 Sidecar::Sidecar(SidecarOptions options)
@@ -33,7 +53,7 @@ Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::st
   request.headers = {"Content-Type: application/json"};
   request.timeout = timeout;
   TMPI_ASSIGN(HttpResponse response, client.send(request));
-  return Answer{response.status, json::parse(response.body, nullptr, false)};
+  return Answer{response.status, parse_object(response.body), truncate_utf8(response.body, 200, "...")};
 }
 
 Millis Sidecar::probe_interval() const {
@@ -89,18 +109,17 @@ Status Sidecar::run() {
           {"nonce", nonce},
           {"proof", hmac_hex(key_, fmt::format("register|{}|{}|{}|{}|{}", options_.host, options_.slots,
                                                options_.gpus, ready ? "true" : "false", nonce))}};
-      auto answer = post("/v1/register", body.dump(), request_timeout);
-      if (answer && answer->status == 200) {
+      auto answer = post("/v1/register", dump_json(body), request_timeout);
+      if (answer && answer->from_coordinator()) {
         last_contact = Clock::now();
         registered = true;
         last_reported_ssh = ready;
-        beat_every = Millis(answer->body.value("beatMillis", 5000));
+        beat_every = Millis(std::clamp<std::int64_t>(int_at(answer->body, "/beatMillis", 5000), 100, 60000));
         spdlog::info("registered with {} as {} (sshReady={})", options_.coordinator, options_.host, ready);
-        if (answer->body.value("jobEnded", false)) return ok_status();
+        if (bool_at(answer->body, "/jobEnded", false)) return ok_status();
         continue;
       }
-      last_problem = answer ? fmt::format("HTTP {}: {}", answer->status, answer->body.value("error", ""))
-                            : answer.error().message;
+      last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("register: {}; retrying", last_problem);  // a refusal too: DNS may lag a new pod
       std::this_thread::sleep_for(backoff.next());
       continue;
@@ -129,9 +148,9 @@ Status Sidecar::run() {
     json body = {{"host", options_.host},
                  {"seq", seq},
                  {"proof", hmac_hex(key_, fmt::format("beat|{}|{}", options_.host, seq))}};
-    auto answer = post("/v1/beat", body.dump(), request_timeout);
-    if (!answer) {
-      last_problem = answer.error().message;
+    auto answer = post("/v1/beat", dump_json(body), request_timeout);
+    if (!answer || (answer->status != 409 && !answer->from_coordinator())) {
+      last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("beat: {}; retrying", last_problem);
       std::this_thread::sleep_for(backoff.next());
       continue;
@@ -141,7 +160,7 @@ Status Sidecar::run() {
     if (answer->status == 409) {
       spdlog::info("the coordinator does not know us (it restarted?); registering again");
       registered = false;
-    } else if (answer->status == 200 && answer->body.value("jobEnded", false)) {
+    } else if (bool_at(answer->body, "/jobEnded", false)) {
       spdlog::info("the job has ended; exiting");
       return ok_status();
     }

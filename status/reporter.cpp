@@ -1,6 +1,7 @@
 // See reporter.h. One worker thread owns the HTTP client; the callers' threads only touch
 // the state under the mutex, so update() costs a lock and a notify.
 #include "status/reporter.h"
+#include "common/utf8.h"
 
 #include <spdlog/spdlog.h>
 
@@ -140,7 +141,7 @@ Expected<HttpResponse> StatusReporter::post(const JobHealth& health, Millis time
   request.method = "POST";
   request.url = config_.url;
   request.timeout = timeout;
-  request.body = status_body(health, std::chrono::system_clock::now()).dump();
+  request.body = dump_json(status_body(health, std::chrono::system_clock::now()));
   request.headers.push_back("Content-Type: application/json");
   if (!config_.token_file.empty()) {
     auto token = read_file(config_.token_file);  // again each time: the kubelet rotates it

@@ -1,6 +1,7 @@
 // See trainer_status.h. Metric names carry an `mpi_` or `nccl_` prefix so that they do not
 // collide with the training's own metrics (loss, accuracy) on a dashboard.
 #include "status/trainer_status.h"
+#include "common/utf8.h"
 
 #include <fmt/format.h>
 
@@ -11,8 +12,7 @@ namespace tmpi::status {
 namespace {
 
 std::string clip(const std::string& text) {
-  if (text.size() <= kMaxMetricText) return text;
-  return text.substr(0, kMaxMetricText - 3) + "...";
+  return truncate_utf8(text, kMaxMetricText, "...");  // never in the middle of a character
 }
 
 void add(nlohmann::json& metrics, const char* name, const std::string& value) {
@@ -59,7 +59,7 @@ std::string describe_answer(long http_status, const std::string& body) {
     return fmt::format("HTTP {} {}: {}", http_status, parsed.value("reason", ""),
                        parsed.value("message", ""));
   }
-  std::string start = body.substr(0, 200);
+  std::string start = truncate_utf8(body, 200);
   for (char& c : start) {
     if (c == '\n' || c == '\r') c = ' ';
   }

@@ -11,6 +11,7 @@
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
+#   invalid-utf8              a command line that is not UTF-8: report.json is still written
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 source "$(dirname "$0")/lib.sh"
 case_name=$1
@@ -194,6 +195,15 @@ case $case_name in
     expect_contains "$out" "sshd refused the job key" "the reason"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
     pass "an sshd that refuses the key: exit 4 before any rank starts" ;;
+  invalid-utf8)
+    # A command line that is not UTF-8 (a Latin-1 file name, say): the job succeeds, so the
+    # report must be written, with the bad bytes replaced, and the exit must be the job's.
+    with_sidecars
+    rc=0; out=$(launch -- /bin/echo $'caf\xe9 \xff\xfe' 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "a job whose command holds invalid UTF-8 exited $rc: $out"
+    jq -e '.exit.code == 0' "$report" >/dev/null || fail "no report.json, or not a success: $(cat "$report" 2>&1)"
+    grep -qF $'\xef\xbf\xbd' "$report" || fail "the invalid bytes were not replaced by U+FFFD: $(cat "$report")"
+    pass "invalid UTF-8 in the command: exit 0, report.json written with U+FFFD" ;;
   subcommands)
     out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --mpi mpich --dry-run -- python train.py) ||
       fail "--dry-run failed"

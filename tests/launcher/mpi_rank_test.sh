@@ -27,4 +27,34 @@ rc=0; wait "$agent" || rc=$?
 [[ $rc == 9 && $(cat "$home/out") == "got TERM" ]] || fail "SIGTERM forwarding: rc $rc: $(cat "$home/out")"
 rc=0; out=$(env -u OMPI_COMM_WORLD_RANK "$A" -- true 2>&1) || rc=$?
 [[ $rc == 2 && $out == *"no MPI rank in the environment"* ]] || fail "outside MPI: rc $rc: $out"
-echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI"
+# The tail of stderr kept for the report is bounded in bytes: 16 MB of progress frames
+# redrawn with '\r' (no newline) must not grow the agent (it held them all: 19 MB of RSS).
+if [[ ${TMPI_SANITIZED:-OFF} != ON ]]; then  # a sanitizer's shadow memory would blur the measure
+  "$A" -- python3 -c '
+import sys, time
+frame = ("\r" + "#" * 1000).encode()
+for _ in range(16000): sys.stderr.buffer.write(frame)
+sys.stderr.flush()
+open(sys.argv[1], "w").close()
+time.sleep(3)
+sys.exit(3)' "$home/written" 2>/dev/null &
+  agent=$!
+  for _ in $(seq 200); do [[ -e $home/written ]] && break; sleep 0.1; done
+  sleep 0.5  # the agent drains what is still in the pipe
+  peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$agent/status")
+  rc=0; wait "$agent" || rc=$?
+  [[ $rc == 3 ]] || fail "the rank's exit 3 after 16 MB of stderr: got $rc"
+  [[ $peak =~ ^[0-9]+$ && $peak -lt 8000 ]] || fail "16 MB of '\r' frames on stderr: the agent's peak RSS was ${peak} KB"
+fi
+# Under the launcher (TMPI_COORDINATOR set) but with no job key where it looks, an agent
+# says that its rank cannot be reported, and how to fix it, instead of dropping it silently.
+rc=0; err=$(TMPI_COORDINATOR=127.0.0.1:9 TMPI_SSH_DIR="$home/no-such-dir" "$A" -- sh -c 'exit 4' 2>&1) || rc=$?
+[[ $rc == 4 && $err == *"cannot report to the launcher at 127.0.0.1:9"*"TMPI_SSH_DIR"* ]] ||
+  fail "an agent without the job key: expected exit 4 and a warning, got $rc: $err"
+# A rank that cannot be started (fork fails: the process limit) is a failure, never exit 0.
+# RLIMIT_NPROC binds a non-root uid; with a limit of 1, the agent itself is that one process.
+if [[ $(id -u) == 0 ]]; then
+  rc=0; out=$(prlimit --nproc=1 setpriv --reuid 4343 --regid 4343 --clear-groups "$A" -- true 2>&1) || rc=$?
+  [[ $rc == 126 && $out == *"cannot start the rank: fork:"* ]] || fail "a fork that fails: expected exit 126 and why, got $rc: $out"
+fi
+echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, and fails (126) when it cannot fork"

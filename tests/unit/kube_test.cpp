@@ -24,6 +24,26 @@ TEST(Encoding, Base64RoundTripsAndRejectsJunk) {
   EXPECT_NE(junk.error().message.find("data[ssh-privatekey]"), std::string::npos);
 }
 
+TEST(HttpClient, RefusesABearerTokenOverPlainHttp) {
+  // Port 9 on loopback: were the request sent, the error would be a refused connection.
+  HttpClient client{TlsConfig{}};
+  HttpRequest request;
+  request.method = "POST";
+  request.url = "http://127.0.0.1:9/apis/trainer.kubeflow.org/v1alpha1/status?token=no";
+  request.headers = {"Content-Type: application/json", "authorization: Bearer s3cr3t-token"};
+  request.timeout = std::chrono::milliseconds(500);
+  auto sent = client.send(request);
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().exit, Exit::kUsage);
+  EXPECT_NE(sent.error().message.find("over plain http: give an https:// URL"), std::string::npos) << sent.error().message;
+  EXPECT_EQ(sent.error().message.find("s3cr3t"), std::string::npos);
+  EXPECT_EQ(sent.error().message.find("token=no"), std::string::npos);
+  request.headers.pop_back();  // no credential: plain http is the caller's choice
+  auto plain = client.send(request);
+  ASSERT_FALSE(plain);
+  EXPECT_EQ(plain.error().message.find("plain http"), std::string::npos) << plain.error().message;
+}
+
 TEST(Encoding, UrlEncodeKeepsUnreservedOnly) {
   EXPECT_EQ(url_encode("jobset.sigs.k8s.io/jobset-name=a b"), "jobset.sigs.k8s.io%2Fjobset-name%3Da%20b");
 }

@@ -5,6 +5,7 @@
 #include "common/proof.h"
 #include "initcontainer/ssh_identity.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/http_server.h"
 #include "rendezvous/sidecar.h"
 
 #include <gtest/gtest.h>
@@ -110,6 +111,36 @@ TEST(Sidecar, GivesUpAtItsDeadlineWithTheReason) {
   EXPECT_EQ(status.error().exit, Exit::kTimeout);
   EXPECT_NE(status.error().message.find("gave up after 1 s without the coordinator"), std::string::npos) << status.error().message;
   EXPECT_LT(Clock::now() - start, 4s);
+}
+
+// Whatever answers at the coordinator's address (a proxy's 503 page before the launcher
+// listens, a 200 that is not a JSON object, fields of the wrong type), the sidecar keeps
+// trying and ends by its deadline with a reason that shows what came; it never throws or
+// aborts (an uncaught type_error on its thread was std::terminate).
+TEST(Sidecar, ReplyThatIsNotAJsonObjectIsRetriedAndNamed) {
+  boost::asio::io_context io;
+  int calls = 0;
+  HttpServer impostor(io, [&](const Call&, const Respond& respond) {
+    static const Reply kReplies[] = {
+        {503, "<html><body>Service Unavailable</body></html>", "text/html"},
+        {200, "[1, 2]", "application/json"},
+        {200, R"({"beatMillis": "soon", "jobEnded": "yes", "error": 7})", "application/json"},
+        {502, "", "text/plain"}};
+    respond(kReplies[calls++ % 4]);
+  });
+  auto port = impostor.listen("127.0.0.1", 0);
+  ASSERT_TRUE(port) << port.error().message;
+  std::thread loop([&] { io.run(); });
+  auto options = options_for(*port);
+  options.deadline = 1500ms;
+  Sidecar sidecar(options);
+  Status status = sidecar.run();
+  io.stop();
+  loop.join();
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.error().exit, Exit::kTimeout);
+  EXPECT_GE(calls, 2);
+  EXPECT_NE(status.error().message.find("HTTP "), std::string::npos) << status.error().message;
 }
 
 }  // namespace

@@ -1,0 +1,69 @@
+// See utf8.h.
+#include "common/utf8.h"
+
+namespace tmpi {
+
+std::size_t utf8_sequence_at(std::string_view text, std::size_t at) {
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  if (at >= text.size()) return 0;
+  unsigned char lead = byte(at);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // no overlong three-byte forms
+    if (lead == 0xED) high = 0x9F;  // no surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // no overlong four-byte forms
+    if (lead == 0xF4) high = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return 0;  // a continuation byte, an overlong lead (C0, C1) or F5-FF
+  }
+  if (at + length > text.size()) return 0;
+  if (byte(at + 1) < low || byte(at + 1) > high) return 0;
+  for (std::size_t i = 2; i < length; ++i) {
+    if (byte(at + i) < 0x80 || byte(at + i) > 0xBF) return 0;
+  }
+  return length;
+}
+
+std::string truncate_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t room = max_bytes > ellipsis.size() ? max_bytes - ellipsis.size() : 0;
+  std::size_t cut = 0;
+  while (cut < room) {
+    std::size_t length = utf8_sequence_at(text, cut);
+    if (length == 0) length = 1;  // an invalid byte is one unit: it cannot be split
+    if (cut + length > room) break;
+    cut += length;
+  }
+  std::string out(text.substr(0, cut));
+  if (max_bytes >= ellipsis.size()) out += ellipsis;
+  return out;
+}
+
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t length = utf8_sequence_at(text, at);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      ++at;
+    } else {
+      out.append(text.substr(at, length));
+      at += length;
+    }
+  }
+  return out;
+}
+
+std::string dump_json(const nlohmann::json& document, int indent) {
+  return document.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace tmpi

@@ -1,0 +1,32 @@
+// UTF-8 safety for text that came from outside (a command line, a rank's stderr, a pod
+// field, a server's reply) on its way into JSON, a log or a Kubernetes object.
+//
+// nlohmann::json throws on invalid UTF-8 when it serialises, and a byte-wise cut can end in
+// the middle of a character and make valid text invalid; either one, on a reporter's thread,
+// terminated the process. So every cut goes through truncate_utf8(), and every dump() of a
+// document that holds outside text uses dump_json(), which replaces invalid bytes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace tmpi {
+
+// The length (1-4) of the well-formed UTF-8 sequence at text[at] (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 if the bytes there are not one.
+std::size_t utf8_sequence_at(std::string_view text, std::size_t at);
+
+// The longest prefix of `text` of at most `max_bytes` that does not split a character;
+// with `ellipsis` ("..."), a cut prefix ends with it, within the same `max_bytes`.
+std::string truncate_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis = {});
+
+// `text` with every byte that is not part of a well-formed sequence replaced by U+FFFD.
+std::string valid_utf8(std::string_view text);
+
+// json.dump() that never throws: invalid UTF-8 in any string becomes U+FFFD.
+std::string dump_json(const nlohmann::json& document, int indent = -1);
+
+}  // namespace tmpi
