@@ -3,6 +3,7 @@
 #include "common/topology.h"
 #include "common/utf8.h"
 
+#include <arpa/inet.h>
 #include <nlohmann/json.hpp>
 
 #include <set>
@@ -93,7 +94,16 @@ std::string render_hosts_json(const Topology& topology) {
 std::string render_discover_hosts(const Topology& topology) {
   std::string out =
       "#!/bin/sh\n# Written by mpi-init: the hosts of this job, for horovodrun --host-discovery-script.\n";
-  for (const auto& host : topology.hosts) out += fmt::format("echo {}:{}\n", host.name, host.slots);
+  // Every word single-quoted, though validate_topology() lets no shell character through.
+  auto quoted = [](std::string text) {
+    for (std::size_t at = text.find('\''); at != std::string::npos; at = text.find('\'', at + 4)) {
+      text.replace(at, 1, "'\\''");
+    }
+    return "'" + text + "'";
+  };
+  for (const auto& host : topology.hosts) {
+    out += fmt::format("echo {}\n", quoted(fmt::format("{}:{}", host.name, host.slots)));
+  }
   return out;
 }
 
@@ -119,7 +129,71 @@ Expected<Topology> parse_hosts_json(std::string_view text, std::string_view orig
   return topology;
 }
 
+bool valid_address(std::string_view address) {
+  if (address.empty() || address.size() >= INET6_ADDRSTRLEN) return false;
+  std::string text(address);
+  in6_addr buffer{};
+  return inet_pton(AF_INET, text.c_str(), &buffer) == 1 || inet_pton(AF_INET6, text.c_str(), &buffer) == 1;
+}
+
+bool valid_host_name(std::string_view name) {
+  if (valid_address(name)) return true;
+  if (name.empty() || name.size() > 253) return false;
+  std::size_t label = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c == '.') {
+      if (label == 0 || name[i - 1] == '-') return false;  // an empty label, or one ending in '-'
+      label = 0;
+      continue;
+    }
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && !(c == '-' && label > 0)) return false;  // a label starts with a letter or digit
+    if (++label > 63) return false;
+  }
+  return label > 0 && name.back() != '-';
+}
+
+namespace {
+
+// The first of a host's fields that is not safe to write, or "".
+std::string unsafe_field(const Host& host) {
+  auto shown = [](std::string_view text) { return dump_json(json(truncate_utf8(text, 80, "..."))); };
+  if (!valid_host_name(host.name)) {
+    return fmt::format("host name {} is not an RFC 1123 DNS name or an IP address", shown(host.name));
+  }
+  if (!host.address.empty() && !valid_address(host.address)) {
+    return fmt::format("host {}: address {} is not an IPv4 or IPv6 address", host.name, shown(host.address));
+  }
+  for (const auto* field : {&host.pod, &host.group}) {
+    if (!field->empty() && !valid_host_name(*field)) {
+      return fmt::format("host {}: pod or group name {} is not an RFC 1123 name", host.name, shown(*field));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Status validate_topology(const Topology& topology, std::string_view origin) {
+  for (const auto* name : {&topology.jobset, &topology.subdomain}) {
+    if (!name->empty() && !valid_host_name(*name)) {
+      return make_error(Exit::kUsage, "{}: the JobSet or subdomain name {} is not an RFC 1123 name", origin,
+                        dump_json(json(truncate_utf8(*name, 80, "..."))));
+    }
+  }
+  if (topology.launcher) {
+    if (auto problem = unsafe_field(*topology.launcher); !problem.empty()) {
+      return make_error(Exit::kUsage, "{}: the launcher's {}; fix the source", origin, problem);
+    }
+  }
+  for (const auto& host : topology.hosts) {
+    if (host.name.empty()) continue;  // named below
+    if (auto problem = unsafe_field(host); !problem.empty()) {
+      return make_error(Exit::kUsage, "{}: {}; fix the source (a pod's hostname and subdomain, or the hostfile)",
+                        origin, problem);
+    }
+  }
   if (topology.hosts.empty()) {
     return make_error(Exit::kUsage, "{}: no hosts to run ranks on; check the source, or pass "
                       "--launcher-as-node for a single-pod job", origin);

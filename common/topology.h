@@ -51,4 +51,12 @@ Expected<Topology> parse_hosts_json(std::string_view text, std::string_view orig
 // Checks the invariants every source must meet: unique names, slots >= 1, hosts.
 Status validate_topology(const Topology& topology, std::string_view origin);
 
+// The one check of names and addresses that reach hostfiles, known_hosts and scripts, from
+// whatever source (a pod list, the API, a hostfile, hosts.json). A host name is an RFC 1123
+// DNS name (labels of letters, digits and inner hyphens, 63 bytes each, 253 in all) or an IP
+// address; an address is one that inet_pton reads (IPv4 or IPv6). Nothing else passes: no
+// space, line break, '*', '$' or quote can reach a file or a shell.
+bool valid_host_name(std::string_view name);
+bool valid_address(std::string_view address);
+
 }  // namespace tmpi

@@ -103,13 +103,21 @@ Expected<Loaded> load_from_api(const Params& params) {
   return loaded;
 }
 
+// Every file is rendered before the first is written: a topology that cannot be rendered
+// leaves no half-written set behind (each write is atomic on its own).
 Status write_topology(const Topology& topology, const std::string& out) {
+  TMPI_CHECK(validate_topology(topology, "the topology"));
+  struct Output {
+    std::string name, text;
+    mode_t mode = 0644;
+  };
+  std::vector<Output> outputs = {{"hostfile", render_hostfile(topology, Dialect::kOpenMpi)},
+                                 {"hostfile.hydra", render_hostfile(topology, Dialect::kHydra)},
+                                 {"hostfile.deepspeed", render_hostfile(topology, Dialect::kDeepSpeed)},
+                                 {"hosts.json", render_hosts_json(topology)},
+                                 {"discover_hosts.sh", render_discover_hosts(topology), 0755}};
   TMPI_CHECK(make_dirs(out, 0755));
-  TMPI_CHECK(write_atomic(out + "/hostfile", render_hostfile(topology, Dialect::kOpenMpi)));
-  TMPI_CHECK(write_atomic(out + "/hostfile.hydra", render_hostfile(topology, Dialect::kHydra)));
-  TMPI_CHECK(write_atomic(out + "/hostfile.deepspeed", render_hostfile(topology, Dialect::kDeepSpeed)));
-  TMPI_CHECK(write_atomic(out + "/hosts.json", render_hosts_json(topology)));
-  TMPI_CHECK(write_atomic(out + "/discover_hosts.sh", render_discover_hosts(topology), {0755}));
+  for (const auto& output : outputs) TMPI_CHECK(write_atomic(out + "/" + output.name, output.text, {output.mode}));
   return ok_status();
 }
 

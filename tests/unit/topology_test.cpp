@@ -217,7 +217,7 @@ TEST(Render, DialectsAndDeepSpeedRule) {
   int matched = 0;
   for (std::string line; std::getline(lines, line);) matched += std::regex_match(line, deepspeed) ? 1 : 0;
   EXPECT_EQ(matched, 2);
-  EXPECT_NE(render_discover_hosts(*t).find("echo j-node-0-1.j:1"), std::string::npos);
+  EXPECT_NE(render_discover_hosts(*t).find("echo 'j-node-0-1.j:1'"), std::string::npos);
 }
 
 TEST(Render, HostsJsonRoundTripsAndIsStable) {
@@ -231,6 +231,57 @@ TEST(Render, HostsJsonRoundTripsAndIsStable) {
   EXPECT_EQ(back->launcher->address, "10.0.0.2");
   EXPECT_FALSE(parse_hosts_json("[]", "hosts.json"));
   EXPECT_FALSE(parse_hosts_json(R"({"hosts":[{"slots":1}]})", "hosts.json"));
+}
+
+// A host with only a name and an address.
+Host host_at(std::string name, std::string address) {
+  Host host;
+  host.name = std::move(name);
+  host.address = std::move(address);
+  return host;
+}
+
+TEST(Names, OnlyRfc1123NamesAndIpAddressesPass) {
+  for (const char* good : {"job-node-0-1.job", "a", "node-0", "A1.example.com", "198.18.0.2", "fd00::1", "::1",
+                           "x.y-z.0"}) {
+    EXPECT_TRUE(valid_host_name(good)) << good;
+  }
+  std::string long_label(64, 'a');
+  for (std::string bad : {std::string(""), std::string("-node"), std::string("node-"), std::string("a..b"),
+                          std::string(".a"), std::string("a."), std::string("node 1"), std::string("n\nx"),
+                          std::string("*"), std::string("$(reboot)"), std::string("a_b"), long_label,
+                          std::string("caf\xc3\xa9"), std::string("n;rm")}) {
+    EXPECT_FALSE(valid_host_name(bad)) << bad;
+  }
+  EXPECT_TRUE(valid_address("10.0.0.1"));
+  EXPECT_TRUE(valid_address("fe80::1"));
+  EXPECT_FALSE(valid_address("10.0.0.256"));
+  EXPECT_FALSE(valid_address("10.0.0.1\n* ssh-ed25519"));
+  EXPECT_FALSE(valid_address(""));
+}
+
+TEST(Names, HostileFieldsNeverReachAFile) {
+  // A name with a line break would add hostfile lines, or a '*' known_hosts entry that
+  // matches every host; $(...) would run in discover_hosts.sh.
+  for (std::string hostile : {std::string("node-0\nevil slots=64"), std::string("*"), std::string("$(touch /tmp/x)"),
+                              std::string("node-0 slots=9")}) {
+    Topology topology;
+    topology.hosts.push_back(host_at(hostile, "10.0.0.1"));
+    auto checked = validate_topology(topology, "pods.json");
+    ASSERT_FALSE(checked) << hostile;
+    EXPECT_EQ(checked.error().exit, Exit::kUsage);
+    EXPECT_NE(checked.error().message.find("is not an RFC 1123 DNS name"), std::string::npos) << checked.error().message;
+    EXPECT_EQ(checked.error().message.find('\n'), std::string::npos) << "the message shows the name escaped";
+  }
+  Topology topology;
+  topology.hosts.push_back(host_at("node-0", "10.0.0.1\n@cert-authority *"));
+  ASSERT_FALSE(validate_topology(topology, "pods.json"));
+  topology.hosts[0].address = "10.0.0.1";
+  topology.launcher = host_at("launcher-0 *", "10.0.0.2");
+  ASSERT_FALSE(validate_topology(topology, "pods.json"));
+  topology.launcher.reset();
+  topology.subdomain = "sub$(id)";
+  ASSERT_FALSE(validate_topology(topology, "pods.json"));
 }
 
 }  // namespace
