@@ -112,9 +112,11 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   return out;
 }
 
-Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend) {
+Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend,
+                                       const std::function<bool()>& stopped) {
   LaunchPlan plan = plan_for(job, fabric_check_command(params, params.str("nccl-check"), backend), {});
-  auto ran = run_capture(build_command(plan), job.env, params.duration("step-timeout") * 20);
+  auto ran = run_capture(build_command(plan), job.env, params.duration("step-timeout") * 20, stopped);
+  if (!ran && stopped && stopped()) return ran.take_error();
   if (!ran) {
     return make_error(ran.error().exit, "nccl-check ({}): {}; raise TMPI_STEP_TIMEOUT, or use --check none",
                       backend, ran.error().message);

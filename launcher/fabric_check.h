@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
                               const std::vector<std::string>& placement = {});
 
 // Runs it (under a backstop of 20 steps' deadlines) and reads the result.
-Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend);
+Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend,
+                                       const std::function<bool()>& stopped = {});
 
 }  // namespace tmpi::launch

@@ -69,7 +69,7 @@ int ProcessGroup::stop(Millis grace) {
 }
 
 Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                               Millis timeout) {
+                               Millis timeout, const std::function<bool()>& stopped) {
   int out[2];
   if (pipe(out) != 0) return make_error(Exit::kJobFailed, "cannot make a pipe: {}", std::strerror(errno));
   pid_t pid = fork();
@@ -92,6 +92,12 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::
   char buffer[4096];
   while (true) {
     auto left = std::chrono::duration_cast<Millis>(end - Clock::now()).count();
+    if (stopped && stopped()) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      close(out[0]);
+      return make_error(Exit::kJobFailed, "{} was stopped: the launcher was asked to stop", argv[0]);
+    }
     if (left <= 0) {
       kill(-pid, SIGKILL);
       waitpid(pid, nullptr, 0);

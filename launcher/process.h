@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,7 +42,9 @@ struct Captured {
 };
 
 // Runs argv to completion (killed at `timeout`: Exit::kTimeout) and returns its output.
+// `stopped`, asked about every 200 ms, ends it early: the process group is killed and the
+// error says so (a SIGTERM to the launcher during its preflight).
 Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                               Millis timeout);
+                               Millis timeout, const std::function<bool()>& stopped = {});
 
 }  // namespace tmpi::launch

@@ -30,9 +30,15 @@ namespace tmpi::launch {
 namespace {
 
 using nlohmann::json;
+// SIGTERM (the pod is being deleted) or SIGINT: every phase asks, and ends at once.
 volatile std::sig_atomic_t g_stop_signal = 0;
 void on_stop_signal(int signal) {
   g_stop_signal = signal;
+}
+bool stop_requested() { return g_stop_signal != 0; }
+Error stopped_during(std::string_view phase) {
+  return make_error(Exit::kJobFailed, "stopped by signal {} {} (the pod is being deleted?)",
+                    static_cast<int>(g_stop_signal), phase);
 }
 
 struct Failure {
@@ -168,6 +174,7 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
   auto last_progress = Clock::now();
   while (true) {
+    if (stop_requested()) return stopped_during("while waiting for the hosts");
     if (mode == "sidecar") {
       std::lock_guard lock(shared.mutex);
       if (shared.barrier) return ok_status();
@@ -201,14 +208,17 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
   std::vector<std::string> names = {job.launcher_name};
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
   auto rows = check_dns(names);
+  if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty() && params.str("wait") != "ssh") {
     std::vector<std::string> hosts(names.begin() + 1, names.end());
     rows = check_ssh(hosts, static_cast<int>(params.integer("ssh-port")), job.private_key);
   }
+  if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty()) {
     bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
     LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
-    auto ran = run_capture(build_command(probe), job.env, Millis(120000));
+    auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested);
+    if (stop_requested()) return stopped_during("during the preflight's placement check");
     if (!ran) return make_error(Exit::kPreflight, "placement check: {}", ran.error().message);
     rows = check_placement(expected_placement(job.topology, job.plan.np), ran->output);
     if (ran->status != 0 && rows.empty())
@@ -218,7 +228,9 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
   if (std::string backend = fabric_backend(params.str("check"), job.topology);
       rows.empty() && backend != "none") {
     spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
-    TMPI_ASSIGN(FabricCheck checked, run_fabric_check(params, job, backend));
+    auto checked_or = run_fabric_check(params, job, backend, stop_requested);
+    if (stop_requested()) return stopped_during("during the fabric check");
+    TMPI_ASSIGN(FabricCheck checked, std::move(checked_or));
     std::cout << checked.table << std::flush;
     fabric = checked.report;
     rows = checked.rows;
@@ -264,15 +276,6 @@ Status run_job(const Params& params) {
   const int hosts = static_cast<int>(job.topology.hosts.size());
   StatusFeed feed(params, hosts, job.plan.np);
   JobEvents events(params, job.topology.jobset);
-  feed.phase("WaitingForHosts", 0);
-  auto since = Clock::now();
-  if (Status waited = wait_for_hosts(params, job, shared); !waited) {
-    feed.finish(static_cast<int>(waited.error().exit), waited.error().message);
-    events.warn("RendezvousTimeout", waited.error().message);
-    feed.wait();
-    return waited;
-  }
-  phase_done("wait", since);
   std::vector<std::string> command = build_command(job.plan);
   json fabric;
   // report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
@@ -297,6 +300,15 @@ Status run_job(const Params& params) {
     coordinator.finish(params.str("wait") == "sidecar");
     feed.wait();  // the final status was posted above, while the sidecars were told
   };
+  feed.phase("WaitingForHosts", 0);
+  auto since = Clock::now();
+  if (Status waited = wait_for_hosts(params, job, shared); !waited) {
+    phase_done("wait", since);
+    finish(Failure{static_cast<int>(waited.error().exit), waited.error().message,
+                   stop_requested() ? "JobStopped" : "RendezvousTimeout"});
+    return waited;
+  }
+  phase_done("wait", since);
   if (params.flag("preflight")) {
     feed.phase("Preflight", hosts);
     since = Clock::now();
@@ -304,7 +316,8 @@ Status run_job(const Params& params) {
     phase_done("preflight", since);
     feed.fabric(fabric);
     if (!checked) {
-      finish(Failure{static_cast<int>(checked.error().exit), checked.error().message, "PreflightFailed"});
+      finish(Failure{static_cast<int>(checked.error().exit), checked.error().message,
+                     stop_requested() ? "JobStopped" : "PreflightFailed"});
       return checked;
     }
   }

@@ -9,6 +9,8 @@
 #                             Warning Event on the TrainJob
 #   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
+#   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
+#                             timeout writes report.json too
 #   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
@@ -184,6 +186,25 @@ case $case_name in
     timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher ignored SIGTERM"
     sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     pass "SIGTERM: the job stopped, nothing left in any pod" ;;
+  stop-waiting)
+    # No sidecar ever comes. SIGTERM while the launcher waits for its hosts ends it at once
+    # (not at the rendezvous deadline), and a rendezvous that times out is in report.json too.
+    launch --rendezvous-timeout 600s -- true > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "rendezvous" "$CIB_DIR/launcher.log" 30
+    t0=$SECONDS
+    kill -TERM "$(launcher_pid)"
+    timeout 5 tail --pid="$pid" -f /dev/null || fail "SIGTERM while waiting for the hosts was ignored"
+    rc=0; wait "$pid" || rc=$?
+    [[ $rc != 0 ]] || fail "a stopped launcher exited 0"
+    jq -e '.exit.reason | test("stopped by signal 15 while waiting for the hosts")' "$report" >/dev/null ||
+      fail "report.json does not say why: $(cat "$report" 2>&1)"
+    rm -f "$report"
+    rc=0; out=$(launch --rendezvous-timeout 2s -- true 2>&1) || rc=$?
+    [[ $rc == 3 ]] || fail "a rendezvous timeout: expected exit 3, got $rc: $out"
+    jq -e '.exit.code == 3 and (.exit.reason | test("rendezvous timed out"))' "$report" >/dev/null ||
+      fail "a rendezvous timeout left no report.json: $(cat "$report" 2>&1)"
+    pass "SIGTERM while waiting: stopped in $((SECONDS - t0)) s with report.json; a rendezvous timeout: exit 3, report.json" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands
