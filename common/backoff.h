@@ -1,7 +1,8 @@
 // Retry discipline shared by every client (Kubernetes API, Trainer status, the sidecar's
 // registration), after PyTorch's TCPStore: one overall deadline for the whole operation,
-// and exponential backoff with full jitter between attempts, so that a thousand pods that
-// failed together do not retry together.
+// and exponential backoff with "equal jitter" between attempts (each wait uniform in
+// [cap/2, cap]: never at once, never in step), so that a thousand pods that failed together
+// do not retry together.
 #pragma once
 
 #include <chrono>

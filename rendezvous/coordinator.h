@@ -1,5 +1,5 @@
 // The rendezvous coordinator's protocol engine, free of I/O in the manner of flux-core's
-// PMI server: the HTTP server (coordinator_server.h) feeds it parsed requests and the
+// PMI server: the HTTP server (http_server.h, run by coordinator_service.h) feeds it parsed requests and the
 // clock, and it answers and calls back through a table of callbacks. Unit tests drive it
 // with no sockets, DNS or time.
 //
