@@ -1,7 +1,7 @@
 // The rendezvous coordinator's protocol engine, free of I/O in the manner of flux-core's
-// PMI server: the HTTP server (http_server.h, run by coordinator_service.h) feeds it parsed requests and the
-// clock, and it answers and calls back through a table of callbacks. Unit tests drive it
-// with no sockets, DNS or time.
+// PMI server: the HTTP server (http_server.h, run by coordinator_service.h) feeds it
+// parsed requests and the clock, and it answers and calls back through a table of
+// callbacks. Unit tests drive it with no sockets, DNS or time.
 //
 // Protocol (HTTP/1.1, JSON bodies):
 //   POST /v1/register {host, slots, gpus, version, sshReady, sshProblem, nonce, proof}
