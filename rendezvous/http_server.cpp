@@ -135,8 +135,13 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
       // Out of descriptors (EMFILE, ENFILE) or memory: accepting again at once fails again
       // at once, a busy loop at 100% CPU. Pause, and let the open connections finish.
       if (!state->warned) {
-        spdlog::warn("rendezvous: cannot accept connections ({}); pausing {} ms between tries", ec.message(),
-                     state->limits.accept_pause.count());
+        std::string warning = fmt::format("rendezvous: cannot accept connections ({}); pausing {} ms between tries",
+                                          ec.message(), state->limits.accept_pause.count());
+        if (state->limits.on_accept_paused) {
+          state->limits.on_accept_paused(warning);
+        } else {
+          spdlog::warn("{}", warning);
+        }
         state->warned = true;
       }
       state->retry.expires_after(state->limits.accept_pause);

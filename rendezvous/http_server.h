@@ -21,6 +21,9 @@ struct ServerLimits {
   std::size_t max_connections = 20000;   // lowered to what RLIMIT_NOFILE allows, less a reserve
   std::size_t per_peer_connections = 256;  // one client address cannot take every slot
   Millis accept_pause{100};              // after a failed accept (no descriptor left)
+  // Told once per run of failed accepts; default: a warning in the log. (A test takes it:
+  // a sanitizer's check of a logger call needs a descriptor, which is what ran out.)
+  std::function<void(const std::string&)> on_accept_paused;
   std::size_t header_bytes = 8 * 1024;
   std::size_t body_bytes = 64 * 1024;
   Millis header_timeout{10000};  // a request must arrive whole within this

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -90,7 +91,12 @@ double cpu_seconds() {
 }
 
 TEST(HttpServer, OutOfDescriptorsPausesInsteadOfSpinningAndRecovers) {
-  Serving serving;
+  std::atomic<int> warnings{0};
+  ServerLimits limits;
+  limits.on_accept_paused = [&](const std::string& warning) {
+    if (warning.find("cannot accept connections") != std::string::npos) ++warnings;
+  };
+  Serving serving(limits);
   std::vector<int> waiting;
   for (int i = 0; i < 4; ++i) waiting.push_back(socket_to(serving.port(), false));  // made while descriptors are left
   rlimit saved{};
@@ -104,6 +110,7 @@ TEST(HttpServer, OutOfDescriptorsPausesInsteadOfSpinningAndRecovers) {
   double spent = cpu_seconds() - before;
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
   EXPECT_LT(spent, 0.3) << "the accept loop spun while descriptors were out: " << spent << " s of CPU in 1 s";
+  EXPECT_EQ(warnings.load(), 1) << "one warning per run of failed accepts";
   for (int fd : waiting) {
     EXPECT_EQ(get(fd), 200) << "not served once descriptors were free again";
     close(fd);
