@@ -20,6 +20,7 @@
 #include <csignal>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -288,7 +289,14 @@ Status rank_command(const Params& params) {
   options.coordinator = params.str("coordinator");
   options.master_addr = params.str("master-addr");
   options.master_port = params.str("master-port");
-  if (auto key = find_job_key(params.str("ssh-dir")); key) {
+  auto key = find_job_key(params.str("ssh-dir"));
+  const char* home = std::getenv("HOME");
+  if (!key && params.is_set("ssh-dir") && home != nullptr) {
+    // The launcher's folder (TMPI_SSH_DIR) first; a node pod that keeps the key in the
+    // default place still reports.
+    if (auto fallback = find_job_key(std::string(home) + "/.ssh"); fallback) key = std::move(fallback);
+  }
+  if (key) {
     options.private_key = std::move(key->text);
   } else if (!options.coordinator.empty()) {
     // The rank runs, but unreported: said once, so that a failure that names no rank or host

@@ -51,6 +51,12 @@ fi
 rc=0; err=$(TMPI_COORDINATOR=127.0.0.1:9 TMPI_SSH_DIR="$home/no-such-dir" "$A" -- sh -c 'exit 4' 2>&1) || rc=$?
 [[ $rc == 4 && $err == *"cannot report to the launcher at 127.0.0.1:9"*"TMPI_SSH_DIR"* ]] ||
   fail "an agent without the job key: expected exit 4 and a warning, got $rc: $err"
+# The launcher's folder first, then the default one: a node that keeps the key in ~/.ssh reports.
+mkdir -p "$home/.ssh" && chmod 700 "$home/.ssh"
+ssh-keygen -q -t ed25519 -N '' -f "$home/.ssh/id_ed25519"
+rc=0; err=$(TMPI_COORDINATOR=127.0.0.1:9 TMPI_SSH_DIR="$home/no-such-dir" "$A" -- sh -c 'exit 4' 2>&1) || rc=$?
+[[ $rc == 4 && $err != *"cannot report"* ]] || fail "the key in ~/.ssh was not found after TMPI_SSH_DIR: $rc: $err"
+rm -rf "$home/.ssh"
 # A rank that cannot be started (fork fails: the process limit) is a failure, never exit 0.
 # RLIMIT_NPROC binds a non-root uid; with a limit of 1, the agent itself is that one process.
 if [[ $(id -u) == 0 ]]; then
