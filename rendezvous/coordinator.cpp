@@ -50,12 +50,38 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
   for (const char* counter : {"registrations", "refusals", "beats", "rank_starts", "rank_exits"}) counters_[counter] = 0;
 }
 
+// Whether a registration body is well formed and signed with the job's key; `why` says
+// what is wrong (400: a missing field, 403: the proof).
+bool Coordinator::registration_signed(const json& body, int& status, std::string& why) const {
+  std::string host = text_field(body, "host"), nonce = text_field(body, "nonce");
+  if (!body.contains("slots") || !body["slots"].is_number_integer() || !body.contains("gpus") ||
+      !body["gpus"].is_number_integer() || !body.contains("sshReady") || !body["sshReady"].is_boolean() ||
+      nonce.empty()) {
+    status = 400;
+    why = "slots, gpus (integers), sshReady (boolean) and nonce are required";
+    return false;
+  }
+  std::string message = fmt::format("register|{}|{}|{}|{}|{}", host, body["slots"].get<int>(), body["gpus"].get<int>(),
+                                    body["sshReady"].get<bool>() ? "true" : "false", nonce);
+  if (!proof_matches(hmac_hex(config_.key, message), text_field(body, "proof"))) {
+    status = 403;
+    why = "bad proof: the sender does not hold this job's key";
+    return false;
+  }
+  return true;
+}
+
+// Only a registration signed with the job's key is worth a DNS lookup: anyone can reach
+// the port, and no unauthenticated request may make the coordinator resolve names.
 std::optional<std::string> Coordinator::host_to_resolve(Call& call) const {
   if (call.method != "POST" || call.target != "/v1/register") return std::nullopt;
   call.parsed = json::parse(call.body, nullptr, false);
   const json& body = call.parsed;
   std::string host = body.is_object() ? text_field(body, "host") : "";
   if (host.empty() || hosts_.count(host) == 0) return std::nullopt;
+  int status = 0;
+  std::string why;
+  if (!registration_signed(body, status, why)) return std::nullopt;
   return host;
 }
 
@@ -88,17 +114,11 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   std::string host = text_field(body, "host"), nonce = text_field(body, "nonce");
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return refuse(404, host, "not a host of this job (not in hosts.json)");
-  if (!body.contains("slots") || !body["slots"].is_number_integer() || !body.contains("gpus") ||
-      !body["gpus"].is_number_integer() || !body.contains("sshReady") || !body["sshReady"].is_boolean() ||
-      nonce.empty()) {
-    return refuse(400, host, "slots, gpus (integers), sshReady (boolean) and nonce are required");
-  }
+  int status = 0;
+  std::string why;
+  if (!registration_signed(body, status, why)) return refuse(status, host, why);
   int slots = body["slots"].get<int>(), gpus = body["gpus"].get<int>();
   bool ssh_ready = body["sshReady"].get<bool>();
-  std::string message = fmt::format("register|{}|{}|{}|{}|{}", host, slots, gpus, ssh_ready ? "true" : "false", nonce);
-  if (!proof_matches(hmac_hex(config_.key, message), text_field(body, "proof"))) {
-    return refuse(403, host, "bad proof: the sender does not hold this job's key");
-  }
   if (std::find(call.resolved.begin(), call.resolved.end(), call.peer) == call.resolved.end()) {
     return refuse(403, host, fmt::format("{} does not resolve to the sender's address {} (it resolves to {})", host,
                                          call.peer, call.resolved.empty() ? "nothing" : fmt::format("{}", fmt::join(call.resolved, ", "))));

@@ -91,6 +91,7 @@ class Coordinator {
 
   // The host name a register call claims, when it needs resolving before handle(); keeps
   // the parsed body in call.parsed, so that handle() does not parse it again.
+  // Only a signed registration of a known host is resolved (none at all for a bad proof).
   std::optional<std::string> host_to_resolve(Call& call) const;
   Reply handle(const Call& call, Clock::time_point now);
   // Timers: progress, the deadline, lost hosts. Call it about once a second.
@@ -109,6 +110,7 @@ class Coordinator {
 
  private:
   Reply register_host(const Call& call, Clock::time_point now);
+  bool registration_signed(const nlohmann::json& body, int& status, std::string& why) const;
   Reply beat(const Call& call, Clock::time_point now);
   Reply end(const Call& call);
   Reply rank(const Call& call);

@@ -168,6 +168,13 @@ TEST_F(CoordinatorTest, MetricsAndUnknownEndpoints) {
   EXPECT_TRUE(known.parsed.is_object()) << "parsed once, for handle() to reuse";
   EXPECT_EQ(send(known).status, 200);
   EXPECT_FALSE(coordinator_.host_to_resolve(unknown));
+  // No DNS for a registration that is not signed with the job's key: anyone can reach the
+  // port, and none may make the coordinator resolve names.
+  Call forged = register_call(kHosts[2], true, derive_rendezvous_key("another key"));
+  EXPECT_FALSE(coordinator_.host_to_resolve(forged));
+  EXPECT_EQ(send(forged).status, 403);
+  Call unsigned_call{"POST", "/v1/register", json{{"host", kHosts[2]}}.dump(), "", {}};
+  EXPECT_FALSE(coordinator_.host_to_resolve(unsigned_call));
 }
 
 }  // namespace
