@@ -148,7 +148,7 @@ class CheckRun {
     GpuPlan again(report_.hosts.size());
     std::size_t slow = 0;
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
-      again[h] = second_look_rounds(links_of_host(static_cast<int>(h)), floor);
+      again[h] = second_look_rounds(links_of_host(static_cast<int>(h)), floor, /*alone=*/true);
       slow += again[h].size();
     }
     if (slow == 0) return ok_status();

@@ -116,7 +116,7 @@ std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int h
   return out;
 }
 
-std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor) {
+std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor, bool alone) {
   std::vector<Pair> waiting;
   for (const auto& link : links) {
     if (link.gbps < floor && link.wrong == 0) waiting.push_back(link.hosts);
@@ -126,7 +126,7 @@ std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>&
     std::vector<Pair> round, later;
     std::set<int> busy;
     for (const auto& pair : waiting) {
-      if (busy.count(pair.first) > 0 || busy.count(pair.second) > 0) {
+      if ((alone && !round.empty()) || busy.count(pair.first) > 0 || busy.count(pair.second) > 0) {
         later.push_back(pair);
         continue;
       }

@@ -61,8 +61,12 @@ std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& link
 // The second look: every slow sample (below the floor, its data right) is measured once
 // more, in rounds of disjoint pairs, before anything is judged, so that one sample that
 // the scheduler or a neighbour slowed blames nothing. Wrong data is never noise: it is not
-// measured again. Empty when nothing is slow.
-std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor);
+// measured again. Empty when nothing is slow. `alone`: one pair a round, for the GPUs of
+// one host, whose pairs share the host's CPUs, memory and switches (two pairs of 4 ranks
+// on 2 cores were each seen at half the speed of the round before); else disjoint pairs
+// share a round, as links between hosts do.
+std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor,
+                                                  bool alone = false);
 
 // Each sample with its second look, if it had one: the better speed, the wrong elements of
 // both.

@@ -143,6 +143,9 @@ TEST(SecondLook, EverySlowPairWithRightDataOnceInDisjointRounds) {
   EXPECT_EQ(seen, (std::multiset<Pair>{{0, 1}, {2, 3}, {0, 2}}));  // wrong data is not noise: no second look
   EXPECT_EQ(rounds.size(), 2U);
   EXPECT_TRUE(second_look_rounds(links, 0.5).empty());
+  auto alone = second_look_rounds(links, 3.0, true);  // a host's GPU pairs: one a round
+  ASSERT_EQ(alone.size(), 3U);
+  for (const auto& round : alone) EXPECT_EQ(round.size(), 1U);
 }
 
 TEST(SecondLook, ABetterSecondSampleClearsNoiseButNotWrongData) {
