@@ -1,6 +1,7 @@
 // See driver.h.
 #include "ncclcheck/driver.h"
 #include "common/utf8.h"
+#include "ncclcheck/cpus.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -72,6 +73,17 @@ class CheckRun {
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
     local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
     MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_);  // blocking: made once, at the start
+    TMPI_ASSIGN(auto cpu_lists, allgather_text(progress_, MPI_COMM_WORLD, own_cpu_list(), deadline, step_));
+    std::vector<std::set<int>> cpus(report_.hosts.size());
+    for (int r = 0; r < size_; ++r) {
+      auto own = parse_cpu_list(cpu_lists[static_cast<std::size_t>(r)]);
+      cpus[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].insert(own.begin(), own.end());
+    }
+    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+      auto& host = report_.hosts[h];
+      host.cpus = static_cast<int>(cpus[h].size());
+      host.shares_cpus = options_.backend == "mpi" && ranks_share_cpus(host.ranks.size(), cpus[h].size());
+    }
 
     Expected<std::unique_ptr<Fabric>> made = options_.backend == "nccl"
                                                  ? make_nccl_fabric(progress_, local_rank_, host_name_)
@@ -148,6 +160,7 @@ class CheckRun {
     GpuPlan again(report_.hosts.size());
     std::size_t slow = 0;
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
+      if (report_.hosts[h].shares_cpus) continue;  // not judged: no second look either
       again[h] = second_look_rounds(links_of_host(static_cast<int>(h)), floor, /*alone=*/true);
       slow += again[h].size();
     }
@@ -219,7 +232,8 @@ class CheckRun {
     return own;
   }
 
-  // One floor for every GPU link: the median over all GPUs of each one's best link.
+  // One floor for every GPU link: the median over all GPUs of each one's best link, from
+  // the hosts whose links are judged.
   double gpu_floor() const {
     std::vector<LinkSample> global;
     int total = 0;
@@ -229,6 +243,7 @@ class CheckRun {
       total += static_cast<int>(host.ranks.size());
     }
     for (const auto& gpu : report_.gpu_links) {
+      if (report_.hosts[static_cast<std::size_t>(gpu.host)].shares_cpus) continue;
       int base = offset[static_cast<std::size_t>(gpu.host)];
       global.push_back({{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
     }
@@ -303,7 +318,16 @@ class CheckRun {
                                                                 human_bytes(largest.bytes), largest.busbw,
                                                                 options_.threshold.min_gbps)});
     }
-    auto nodes = judge_nodes(report_.nodes, options_.threshold, names);
+    std::vector<NodeSample> judged;  // a host whose ranks share CPUs measured its scheduler: its data only
+    for (const auto& node : report_.nodes) {
+      if (!report_.hosts[static_cast<std::size_t>(node.host)].shares_cpus) {
+        judged.push_back(node);
+      } else if (node.wrong > 0) {
+        report_.culprits.push_back({"node", names[static_cast<std::size_t>(node.host)],
+                                    fmt::format("intra-node all-reduce: {} wrong elements", node.wrong)});
+      }
+    }
+    auto nodes = judge_nodes(judged, options_.threshold, names);
     judge_gpus_of_every_host();
     auto links = judge_links(report_.links, report_.retests, report_.link_floor, names);
     report_.culprits.insert(report_.culprits.end(), nodes.begin(), nodes.end());
@@ -318,7 +342,7 @@ class CheckRun {
       if (own.empty()) continue;
       std::vector<std::string> gpu_names;
       for (std::size_t l = 0; l < report_.hosts[h].ranks.size(); ++l) gpu_names.push_back(report_.gpu_name(static_cast<int>(h), static_cast<int>(l)));
-      auto culprits = judge_gpus(own, report_.gpu_floor, gpu_names);
+      auto culprits = report_.hosts[h].shares_cpus ? judge_gpu_data(own, gpu_names) : judge_gpus(own, report_.gpu_floor, gpu_names);
       report_.culprits.insert(report_.culprits.end(), culprits.begin(), culprits.end());
     }
   }

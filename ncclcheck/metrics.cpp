@@ -223,6 +223,18 @@ std::vector<Culprit> judge_gpus(const std::vector<LinkSample>& links, double flo
   return out;
 }
 
+std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links, const std::vector<std::string>& gpu_names) {
+  std::vector<Culprit> out;
+  for (const auto& link : links) {
+    if (link.wrong == 0) continue;
+    out.push_back({"gpu link",
+                   fmt::format("{} <-> {}", gpu_names.at(static_cast<std::size_t>(link.hosts.first)),
+                               gpu_names.at(static_cast<std::size_t>(link.hosts.second))),
+                   fmt::format("{} wrong elements", link.wrong)});
+  }
+  return out;
+}
+
 std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Threshold& threshold,
                                  const std::vector<std::string>& host_names) {
   std::vector<double> values;

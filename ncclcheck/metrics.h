@@ -96,6 +96,10 @@ struct NodeSample {
   double busbw = 0;
   std::int64_t wrong = 0;
 };
+// The links of a host whose bandwidth is not judged (its ranks share CPUs, cpus.h): only
+// their data, which no scheduler excuses.
+std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links, const std::vector<std::string>& gpu_names);
+
 std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Threshold& threshold,
                                  const std::vector<std::string>& host_names);
 

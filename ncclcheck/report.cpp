@@ -56,7 +56,8 @@ json to_json(const Report& report) {
               {"pair_bytes", report.pair_bytes},  {"link_floor_gbps", report.link_floor}};
   out["hosts"] = json::array();
   for (const auto& host : report.hosts) {
-    out["hosts"].push_back({{"name", host.name}, {"ranks", host.ranks}, {"devices", host.devices}});
+    out["hosts"].push_back({{"name", host.name}, {"ranks", host.ranks}, {"devices", host.devices}, {"cpus", host.cpus},
+                            {"bandwidth_judged", !host.shares_cpus}});
   }
   out["allreduce"] = json::array();
   for (const auto& size : report.allreduce) {
@@ -101,6 +102,11 @@ std::string render_table(const Report& report) {
                          size.busbw, size.wrong);
     }
   }
+  for (const auto& host : report.hosts) {
+    if (!host.shares_cpus) continue;
+    out += fmt::format("# host {}: {} ranks share {} CPU(s): bandwidth within it is the scheduler's, shown, not judged\n",
+                       host.name, host.ranks.size(), host.cpus);
+  }
   for (const auto& node : report.nodes) {
     out += fmt::format("# intra-node {:<40} busbw {:>8.2f} GB/s  #wrong {}\n",
                        report.hosts.at(static_cast<std::size_t>(node.host)).name, node.busbw, node.wrong);
@@ -116,7 +122,7 @@ std::string render_table(const Report& report) {
   for (const auto& gpu : report.gpu_links) {
     out += fmt::format("# gpu link {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", report.gpu_name(gpu.host, gpu.link.hosts.first),
                        report.gpu_name(gpu.host, gpu.link.hosts.second), gpu.link.gbps, gpu.link.wrong,
-                       gpu.link.gbps < report.gpu_floor ? "  SLOW" : "");
+                       gpu.link.gbps < report.gpu_floor && !report.hosts.at(static_cast<std::size_t>(gpu.host)).shares_cpus ? "  SLOW" : "");
   }
   link_lines(report.links, "link");
   link_lines(report.retests, "retest");

@@ -25,6 +25,8 @@ struct HostInfo {
   std::string name;
   std::vector<int> ranks;
   nlohmann::json devices = nlohmann::json::array();  // one object per GPU (NCCL backend)
+  int cpus = 0;              // distinct CPUs its ranks may run on; 0: unknown
+  bool shares_cpus = false;  // MPI backend, more ranks than CPUs: its own links shown, not judged (cpus.h)
 };
 
 // A link between two GPUs (local ranks) of one host.

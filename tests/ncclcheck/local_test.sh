@@ -4,7 +4,9 @@
 # preset this is the ASan run of the MPI backend.
 #   defaults      no flag but --backend mpi: the default sizes (all-reduces of 1 to 64 MiB,
 #                 the MPI backend's default, and 64 MiB pair tests), threshold, iterations and
-#                 deadline; passes, data right
+#                 deadline; passes, data right. Where this machine gives the 4 ranks fewer
+#                 than 4 CPUs, their pairs take turns on a CPU and measure the scheduler:
+#                 nccl-check must say so and judge only their data (ncclcheck/cpus.h)
 #   busy-timeout  a step whose deadline passes while every peer is still moving data: the
 #                 requests stay pending, and MPI goes on using their buffers while the rank
 #                 pings its peers and aborts. It must end with the timeout report and exit 3,
@@ -27,6 +29,15 @@ case ${1:?case} in
       "$work/report.json" >/dev/null || fail "not the default sizes: $(jq -c '{sizes: [.allreduce[].bytes], pair_bytes}' "$work/report.json")"
     jq -e '([.allreduce[].wrong, .intra_node[].wrong, .gpu_links[].wrong] | add) == 0 and (.gpu_links | length) == 6' \
       "$work/report.json" >/dev/null || fail "wrong data, or not every pair of the 4 ranks: $(jq -c . "$work/report.json")"
+    cpus=$(nproc)  # the CPUs this test (and so each rank, unbound when oversubscribed) may use
+    if (( cpus < 4 )); then
+      grep -q "^# host $(hostname): 4 ranks share $cpus CPU(s): bandwidth within it is the scheduler's, shown, not judged" <<<"$out" \
+        || fail "4 ranks on $cpus CPUs, and no word that their bandwidth is not judged: $out"
+      jq -e --argjson cpus "$cpus" '.hosts[0].cpus == $cpus and .hosts[0].bandwidth_judged == false' "$work/report.json" >/dev/null \
+        || fail "report.json does not say the host's bandwidth went unjudged: $(jq -c .hosts "$work/report.json")"
+    else
+      jq -e '.hosts[0].bandwidth_judged == true' "$work/report.json" >/dev/null || fail "4 ranks on $cpus CPUs went unjudged"
+    fi
     echo "ok: 4 ranks on one host at the defaults: every size and pair measured, data right" ;;
   busy-timeout)
     rc=0; out=$("${mpirun[@]}" "$nc" --backend mpi --min-bytes 256M --max-bytes 256M --step-timeout 1s 2>&1) || rc=$?

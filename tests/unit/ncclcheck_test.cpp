@@ -1,4 +1,5 @@
 // nccl-check's arithmetic, schedule, thresholds, data check and report, without MPI.
+#include "ncclcheck/cpus.h"
 #include "ncclcheck/data_check.h"
 #include "ncclcheck/metrics.h"
 #include "ncclcheck/report.h"
@@ -283,6 +284,46 @@ TEST(Report, TableReadsLikeNcclTests) {
   EXPECT_EQ(report.exit_code(), 0);
   EXPECT_EQ(human_bytes(256 << 20), "256 MiB");
   EXPECT_EQ(human_bytes(1000), "1000 B");
+}
+
+TEST(Cpus, ListsRoundTripAndHostileTextIsSkipped) {
+  EXPECT_EQ(cpu_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(cpu_list({}), "");
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), (std::set<int>{0, 1, 2, 3, 8, 10, 11}));
+  // Malformed parts, reversed ranges and numbers beyond any kernel are skipped, not trusted.
+  EXPECT_EQ(parse_cpu_list("x,3-1,-2,5-,7,99999999999,65536,\xff,2-2"), (std::set<int>{2, 7}));
+  EXPECT_EQ(parse_cpu_list("0-65535").size(), static_cast<std::size_t>(kMaxCpu));
+  std::set<int> own = parse_cpu_list(own_cpu_list());
+  EXPECT_FALSE(own.empty()) << "this process runs on some CPU";
+  EXPECT_EQ(cpu_list(own), own_cpu_list());
+  EXPECT_TRUE(ranks_share_cpus(4, 2));
+  EXPECT_FALSE(ranks_share_cpus(2, 2));
+  EXPECT_FALSE(ranks_share_cpus(4, 0));  // unknown: judged as usual
+}
+
+TEST(Report, AHostWhoseRanksShareCpusIsShownNotJudged) {
+  Report report = sample_report();
+  report.backend = "mpi";
+  report.hosts[1].cpus = 1;
+  report.hosts[1].shares_cpus = true;
+  report.gpu_links = {{1, {{0, 1}, 0.5, 0}}};
+  report.gpu_floor = 100;
+  std::string table = render_table(report);
+  EXPECT_NE(table.find("# host node-1: 2 ranks share 1 CPU(s): bandwidth within it is the scheduler's, shown, not judged"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("# gpu link node-1 rank 0 <-> node-1 rank 1: 0.500 GB/s  #wrong 0\n"), std::string::npos) << table;
+  auto json = to_json(report);
+  EXPECT_EQ(json["hosts"][1]["bandwidth_judged"], false);
+  EXPECT_EQ(json["hosts"][1]["cpus"], 1);
+  EXPECT_EQ(json["hosts"][0]["bandwidth_judged"], true);
+  // Its data is still judged: no scheduler excuses a wrong element.
+  std::vector<std::string> gpus = {"n rank 0", "n rank 1", "n rank 2"};
+  EXPECT_TRUE(judge_gpu_data({{{0, 1}, 0.1, 0}, {{1, 2}, 0.1, 0}}, gpus).empty());
+  auto wrong = judge_gpu_data({{{0, 1}, 9, 0}, {{1, 2}, 9, 3}}, gpus);
+  ASSERT_EQ(wrong.size(), 1U);
+  EXPECT_EQ(wrong[0].name, "n rank 1 <-> n rank 2");
+  EXPECT_EQ(wrong[0].reason, "3 wrong elements");
 }
 
 }  // namespace
