@@ -6,25 +6,28 @@
 // that reports the barrier open.
 //
 // usage: rendezvous_load PORT COUNT KEYFILE [INFLIGHT]
-#include "common/files.h"
-#include "common/proof.h"
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <utility>  // std::exchange, which boost/asio/awaitable.hpp (1.74) uses without including
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
-#include <chrono>
-#include <iostream>
-#include <memory>
-#include <optional>
+#include "common/files.h"
+#include "common/proof.h"
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-std::string host_of(int i) { return fmt::format("127.{}.{}.{}", 1 + i / 62500, (i / 250) % 250, 2 + i % 250); }
+std::string host_of(int i) {
+  return fmt::format("127.{}.{}.{}", 1 + i / 62500, (i / 250) % 250, 2 + i % 250);
+}
 
 struct Load {
   asio::io_context io;
@@ -59,12 +62,14 @@ struct Load {
       if (wec) return done(false);
       auto buffer = std::make_shared<boost::beast::flat_buffer>();
       auto response = std::make_shared<http::response<http::string_body>>();
-      http::async_read(*socket, *buffer, *response, [this, socket, buffer, response](boost::system::error_code rec, std::size_t) {
-        if (rec || response->result_int() != 200) return done(false);
-        if (!opened && response->body().find(R"("barrier":"open")") != std::string::npos) opened = Clock::now();
-        open.push_back(socket);
-        done(true);
-      });
+      http::async_read(*socket, *buffer, *response,
+                       [this, socket, buffer, response](boost::system::error_code rec, std::size_t) {
+                         if (rec || response->result_int() != 200) return done(false);
+                         if (!opened && response->body().find(R"("barrier":"open")") != std::string::npos)
+                           opened = Clock::now();
+                         open.push_back(socket);
+                         done(true);
+                       });
     });
   }
 
@@ -91,8 +96,9 @@ int main(int argc, char** argv) {
   load.key = tmpi::derive_rendezvous_key(*key);
   for (int i = 0; i < load.inflight; ++i) load.launch();
   load.io.run();
-  double seconds = load.first && load.opened ? std::chrono::duration<double>(*load.opened - *load.first).count() : -1;
-  std::cout << fmt::format("{{\"count\":{},\"accepted\":{},\"failed\":{},\"seconds\":{:.3f}}}\n", load.count, load.accepted,
-                           load.failed, seconds);
+  double seconds =
+      load.first && load.opened ? std::chrono::duration<double>(*load.opened - *load.first).count() : -1;
+  std::cout << fmt::format("{{\"count\":{},\"accepted\":{},\"failed\":{},\"seconds\":{:.3f}}}\n", load.count,
+                           load.accepted, load.failed, seconds);
   return load.failed == 0 && seconds >= 0 ? 0 : 1;
 }

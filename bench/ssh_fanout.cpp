@@ -1,13 +1,13 @@
 // ssh_fanout: times the launcher's preflight ssh check (libssh, in parallel, bounded
 // concurrency) over the given hosts, for bench/rows/launcher.sh.
 // usage: ssh_fanout KEYFILE PORT HOST...
-#include "common/files.h"
-#include "launcher/preflight.h"
+#include <chrono>
+#include <iostream>
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <iostream>
+#include "common/files.h"
+#include "launcher/preflight.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {

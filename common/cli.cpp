@@ -2,13 +2,13 @@
 // with --log-format json, machine-readable); before that, straight to stderr.
 #include "common/cli.h"
 
-#include "common/log.h"
-#include "common/params.h"
+#include <exception>
+#include <iostream>
 
 #include <spdlog/spdlog.h>
 
-#include <exception>
-#include <iostream>
+#include "common/log.h"
+#include "common/params.h"
 
 namespace tmpi::cli {
 

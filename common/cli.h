@@ -3,11 +3,11 @@
 // empty message exits with its code and prints nothing: it was reported already.
 #pragma once
 
-#include "common/error.h"
-
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace tmpi::cli {
 

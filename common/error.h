@@ -6,12 +6,12 @@
 // names the input, the line or field, and the fix.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <cassert>
 #include <string>
 #include <utility>
 #include <variant>
+
+#include <fmt/format.h>
 
 namespace tmpi {
 
@@ -46,23 +46,40 @@ class [[nodiscard]] Expected {
   bool ok() const { return std::holds_alternative<T>(state_); }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<T>(state_); }
-  const T& value() const& { assert(ok()); return std::get<T>(state_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(state_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(state_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(state_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(state_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<Error>(state_); }
-  Error&& take_error() { assert(!ok()); return std::get<Error>(std::move(state_)); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<Error>(state_);
+  }
+  Error&& take_error() {
+    assert(!ok());
+    return std::get<Error>(std::move(state_));
+  }
 
  private:
   std::variant<T, Error> state_;
 };
 
 using Status = Expected<Unit>;
-inline Status ok_status() { return Unit{}; }
+inline Status ok_status() {
+  return Unit{};
+}
 
 }  // namespace tmpi
 
@@ -70,9 +87,9 @@ inline Status ok_status() { return Unit{}; }
 #define TMPI_CONCAT(a, b) TMPI_CONCAT_INNER(a, b)
 
 // TMPI_CHECK(expr): the one check macro. expr yields an Expected; on error, return it.
-#define TMPI_CHECK(expr)                                          \
-  do {                                                            \
-    auto tmpi_check_result = (expr);                              \
+#define TMPI_CHECK(expr)                                           \
+  do {                                                             \
+    auto tmpi_check_result = (expr);                               \
     if (!tmpi_check_result) return tmpi_check_result.take_error(); \
   } while (0)
 

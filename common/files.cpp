@@ -16,7 +16,8 @@ namespace tmpi {
 namespace {
 
 Error io_error(std::string_view what, const std::string& path, int err) {
-  return make_error(Exit::kUsage, "cannot {} {}: {}; check that the folder exists, is writable by uid {} "
+  return make_error(Exit::kUsage,
+                    "cannot {} {}: {}; check that the folder exists, is writable by uid {} "
                     "and is not a read-only mount",
                     what, path, std::strerror(err), getuid());
 }
@@ -86,8 +87,8 @@ Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) 
   const struct stat& st = file.st;
   if (static_cast<std::size_t>(st.st_size) > max_bytes) {
     close(fd);
-    return make_error(Exit::kUsage, "{} is {} bytes, more than the {} this input may have", path,
-                      st.st_size, max_bytes);
+    return make_error(Exit::kUsage, "{} is {} bytes, more than the {} this input may have", path, st.st_size,
+                      max_bytes);
   }
   // Read to EOF: the size is known for regular files, not for pipes.
   std::string content;

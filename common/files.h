@@ -3,11 +3,11 @@
 // half-written hostfile or key, and a failed run leaves the old file, or none.
 #pragma once
 
-#include "common/error.h"
-
 #include <sys/types.h>
 
 #include <string>
+
+#include "common/error.h"
 
 namespace tmpi {
 

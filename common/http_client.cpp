@@ -1,12 +1,13 @@
 // See http_client.h. The handle is reused across requests, so curl keeps the connection
 // alive (the API server is asked many times while pods come up).
 #include "common/http_client.h"
-#include "common/utf8.h"
-
-#include <curl/curl.h>
 
 #include <cctype>
 #include <mutex>
+
+#include <curl/curl.h>
+
+#include "common/utf8.h"
 
 namespace tmpi {
 
@@ -46,7 +47,9 @@ HttpClient::HttpClient(TlsConfig tls) : tls_(std::move(tls)) {
   curl_ = curl_easy_init();
 }
 
-HttpClient::~HttpClient() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
+HttpClient::~HttpClient() {
+  curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
 
 namespace {
 
@@ -82,7 +85,8 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min<long>(request.timeout.count(), 5000)));
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min<long>(request.timeout.count(), 5000)));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect_body);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_header);

@@ -4,11 +4,11 @@
 // bearer token) are never logged.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-
 #include <string>
 #include <vector>
+
+#include "common/backoff.h"
+#include "common/error.h"
 
 namespace tmpi {
 
@@ -16,7 +16,7 @@ struct TlsConfig {
   std::string ca_file, ca_data;      // PEM; the data form comes from a kubeconfig
   std::string cert_file, cert_data;  // client certificate (kubeconfig users)
   std::string key_file, key_data;
-  bool insecure = false;             // kubeconfig insecure-skip-tls-verify: tests only
+  bool insecure = false;  // kubeconfig insecure-skip-tls-verify: tests only
 };
 
 struct HttpRequest {

@@ -3,10 +3,10 @@
 // agent all read it back from there.
 #pragma once
 
-#include "common/error.h"
-
 #include <initializer_list>
 #include <string>
+
+#include "common/error.h"
 
 namespace tmpi {
 

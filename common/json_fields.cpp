@@ -22,15 +22,18 @@ const json* node_at(const json& doc, std::string_view pointer) {
     std::string step(pointer.substr(0, slash));
     pointer = slash == std::string_view::npos ? std::string_view{} : pointer.substr(slash);
     for (std::size_t at = step.find('~'); at != std::string::npos; at = step.find('~', at + 1)) {
-      if (at + 1 < step.size() && step[at + 1] == '1') step.replace(at, 2, "/");
-      else if (at + 1 < step.size() && step[at + 1] == '0') step.replace(at, 2, "~");
+      if (at + 1 < step.size() && step[at + 1] == '1')
+        step.replace(at, 2, "/");
+      else if (at + 1 < step.size() && step[at + 1] == '0')
+        step.replace(at, 2, "~");
     }
     if (node->is_object()) {
       auto it = node->find(step);
       if (it == node->end()) return nullptr;
       node = &*it;
     } else if (node->is_array()) {
-      if (step.empty() || step.size() > 9 || step.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+      if (step.empty() || step.size() > 9 || step.find_first_not_of("0123456789") != std::string::npos)
+        return nullptr;
       std::size_t index = std::stoul(step);
       if (index >= node->size()) return nullptr;
       node = &(*node)[index];
@@ -50,7 +53,8 @@ std::int64_t int_at(const json& doc, std::string_view pointer, std::int64_t fall
   const json* node = node_at(doc, pointer);
   if (node == nullptr) return fallback;
   if (!node->is_number_integer()) return fallback;
-  if (node->is_number_unsigned() && node->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return fallback;
+  if (node->is_number_unsigned() && node->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    return fallback;
   return node->get<std::int64_t>();
 }
 

@@ -5,11 +5,11 @@
 // gives the fallback instead, and bodies are checked for shape before any field is read.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace tmpi {
 

@@ -44,15 +44,27 @@ class FilterSax {
 
   // Values are built only once their slot is known to be wanted: most are skipped, and
   // the lexer's buffers are copied, never moved, so it can reuse their memory.
-  bool null() { return store([] { return json(nullptr); }); }
-  bool boolean(bool value) { return store([&] { return json(value); }); }
-  bool number_integer(json::number_integer_t value) { return store([&] { return json(value); }); }
-  bool number_unsigned(json::number_unsigned_t value) { return store([&] { return json(value); }); }
+  bool null() {
+    return store([] { return json(nullptr); });
+  }
+  bool boolean(bool value) {
+    return store([&] { return json(value); });
+  }
+  bool number_integer(json::number_integer_t value) {
+    return store([&] { return json(value); });
+  }
+  bool number_unsigned(json::number_unsigned_t value) {
+    return store([&] { return json(value); });
+  }
   bool number_float(json::number_float_t value, const std::string& /*raw*/) {
     return store([&] { return json(value); });
   }
-  bool string(std::string& value) { return store([&] { return json(value); }); }
-  bool binary(json::binary_t& /*value*/) { return store([] { return json(nullptr); }); }
+  bool string(std::string& value) {
+    return store([&] { return json(value); });
+  }
+  bool binary(json::binary_t& /*value*/) {
+    return store([] { return json(nullptr); });
+  }
 
   bool start_object(std::size_t /*size*/) { return open(false); }
   bool start_array(std::size_t /*size*/) { return open(true); }
@@ -64,17 +76,18 @@ class FilterSax {
     return true;
   }
 
-  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const nlohmann::detail::exception& e) {
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& e) {
     error = e.what();
     return false;
   }
 
  private:
   struct Frame {
-    json* node;         // null: this subtree is skipped
-    const Trie* trie;   // where this container stands among the kept paths
+    json* node;        // null: this subtree is skipped
+    const Trie* trie;  // where this container stands among the kept paths
     bool is_array;
-    std::string key;    // the next member's key (objects)
+    std::string key;  // the next member's key (objects)
   };
 
   struct Slot {

@@ -7,12 +7,12 @@
 // the input, pruned to the named paths (and the containers on the way to them).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace tmpi {
 

@@ -1,14 +1,14 @@
 // See kube_client.h. Kubeconfig support covers what debugging needs: the current context's
 // server, namespace, CA (file or data), and a token, token file or client certificate.
 #include "common/kube_client.h"
-#include "common/utf8.h"
 
-#include "common/files.h"
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
-#include <thread>
+#include "common/files.h"
+#include "common/utf8.h"
 
 namespace tmpi {
 
@@ -43,34 +43,39 @@ Expected<KubeConfig> from_kubeconfig(const std::string& path) {
   std::string context_name = text_of(doc, "current-context");
   YAML::Node context = named(doc["contexts"], context_name)["context"];
   if (!context) {
-    return make_error(Exit::kUsage, "KUBECONFIG {}: no context '{}'; set current-context", path, context_name);
+    return make_error(Exit::kUsage, "KUBECONFIG {}: no context '{}'; set current-context", path,
+                      context_name);
   }
   YAML::Node cluster = named(doc["clusters"], text_of(context, "cluster"))["cluster"];
   YAML::Node user = named(doc["users"], text_of(context, "user"))["user"];
-  if (!cluster) return make_error(Exit::kUsage, "KUBECONFIG {}: context '{}' names no known cluster", path, context_name);
+  if (!cluster)
+    return make_error(Exit::kUsage, "KUBECONFIG {}: context '{}' names no known cluster", path, context_name);
   config.server = text_of(cluster, "server");
   config.namespace_ = text_of(context, "namespace");
   config.tls.ca_file = text_of(cluster, "certificate-authority");
-  TMPI_ASSIGN(config.tls.ca_data, base64_decode(text_of(cluster, "certificate-authority-data"),
-                                                "certificate-authority-data"));
+  TMPI_ASSIGN(config.tls.ca_data,
+              base64_decode(text_of(cluster, "certificate-authority-data"), "certificate-authority-data"));
   config.tls.insecure = cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>();
   if (user) {
     config.token = text_of(user, "token");
     config.token_file = text_of(user, "tokenFile");
     config.tls.cert_file = text_of(user, "client-certificate");
     config.tls.key_file = text_of(user, "client-key");
-    TMPI_ASSIGN(config.tls.cert_data, base64_decode(text_of(user, "client-certificate-data"), "client-certificate-data"));
+    TMPI_ASSIGN(config.tls.cert_data,
+                base64_decode(text_of(user, "client-certificate-data"), "client-certificate-data"));
     TMPI_ASSIGN(config.tls.key_data, base64_decode(text_of(user, "client-key-data"), "client-key-data"));
   }
-  if (config.server.empty()) return make_error(Exit::kUsage, "KUBECONFIG {}: the cluster has no server", path);
+  if (config.server.empty())
+    return make_error(Exit::kUsage, "KUBECONFIG {}: the cluster has no server", path);
   return config;
 }
 
 // The hint for a 401 or 403: the Role rule the service account needs.
 std::string rbac_hint(const KubeAction& action, const std::string& ns) {
-  return fmt::format("grant the pod's service account a Role in namespace {} with rule "
-                     "{{apiGroups: [\"{}\"], resources: [\"{}\"], verbs: [\"{}\"]}} (see examples/rbac.yaml)",
-                     ns, action.group, action.resource, action.verb);
+  return fmt::format(
+      "grant the pod's service account a Role in namespace {} with rule "
+      "{{apiGroups: [\"{}\"], resources: [\"{}\"], verbs: [\"{}\"]}} (see examples/rbac.yaml)",
+      ns, action.group, action.resource, action.verb);
 }
 
 std::string status_message(const nlohmann::json& body, const std::string& raw) {
@@ -82,28 +87,32 @@ std::string status_message(const nlohmann::json& body, const std::string& raw) {
 
 }  // namespace
 
-Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& env, const std::string& sa_dir,
-                                      const std::string& namespace_override) {
+Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& env,
+                                      const std::string& sa_dir, const std::string& namespace_override) {
   KubeConfig config;
   auto host = env.find("KUBERNETES_SERVICE_HOST");
   auto kubeconfig = env.find("KUBECONFIG");
   if (host != env.end() && !host->second.empty()) {
     auto port = env.find("KUBERNETES_SERVICE_PORT");
-    std::string address = host->second.find(':') != std::string::npos ? "[" + host->second + "]" : host->second;
+    std::string address =
+        host->second.find(':') != std::string::npos ? "[" + host->second + "]" : host->second;
     config.server = fmt::format("https://{}:{}", address, port != env.end() ? port->second : "443");
     config.token_file = sa_dir + "/token";
     config.tls.ca_file = sa_dir + "/ca.crt";
     config.origin = "service account in " + sa_dir;
     if (auto ns = read_file(sa_dir + "/namespace"); ns) config.namespace_ = trim_newlines(*ns);
     if (!file_exists(config.token_file)) {
-      return make_error(Exit::kUsage, "in a pod, but {} is missing; mount the service account token "
-                        "(automountServiceAccountToken: true)", config.token_file);
+      return make_error(Exit::kUsage,
+                        "in a pod, but {} is missing; mount the service account token "
+                        "(automountServiceAccountToken: true)",
+                        config.token_file);
     }
   } else if (kubeconfig != env.end() && !kubeconfig->second.empty()) {
     std::string path = kubeconfig->second.substr(0, kubeconfig->second.find(':'));
     TMPI_ASSIGN(config, from_kubeconfig(path));
   } else {
-    return make_error(Exit::kUsage, "no Kubernetes API: not in a pod (KUBERNETES_SERVICE_HOST is unset) and no "
+    return make_error(Exit::kUsage,
+                      "no Kubernetes API: not in a pod (KUBERNETES_SERVICE_HOST is unset) and no "
                       "KUBECONFIG; use --pods, --hostfile or --replicated-jobs instead");
   }
   if (!namespace_override.empty()) config.namespace_ = namespace_override;
@@ -112,7 +121,9 @@ Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& 
 }
 
 KubeClient::KubeClient(KubeConfig config, Millis request_timeout)
-    : config_(std::move(config)), request_timeout_(request_timeout), http_(std::make_unique<HttpClient>(config_.tls)) {}
+    : config_(std::move(config)),
+      request_timeout_(request_timeout),
+      http_(std::make_unique<HttpClient>(config_.tls)) {}
 
 Expected<std::string> KubeClient::bearer_token() const {
   if (!config_.token_file.empty()) {
@@ -122,8 +133,9 @@ Expected<std::string> KubeClient::bearer_token() const {
   return config_.token;
 }
 
-Expected<KubeResponse> KubeClient::call(const std::string& method, const std::string& path, const std::string& body,
-                                        const KubeAction& action, const Deadline& deadline) {
+Expected<KubeResponse> KubeClient::call(const std::string& method, const std::string& path,
+                                        const std::string& body, const KubeAction& action,
+                                        const Deadline& deadline) {
   Backoff backoff(Millis(250), Millis(5000));
   std::string last_problem;
   int tries = 0;
@@ -146,10 +158,12 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
       if ((status >= 200 && status < 300) || status == 404 || status == 409) {
         return KubeResponse{status, std::move(response->body)};
       }
-      std::string message = status_message(nlohmann::json::parse(response->body, nullptr, false), response->body);
+      std::string message =
+          status_message(nlohmann::json::parse(response->body, nullptr, false), response->body);
       if (status == 401 || status == 403) {
-        return make_error(Exit::kUsage, "{} {} {} in namespace {}: HTTP {} ({}); {}", action.verb, action.resource,
-                          path, config_.namespace_, status, message, rbac_hint(action, config_.namespace_));
+        return make_error(Exit::kUsage, "{} {} {} in namespace {}: HTTP {} ({}); {}", action.verb,
+                          action.resource, path, config_.namespace_, status, message,
+                          rbac_hint(action, config_.namespace_));
       }
       if (status != 429 && status < 500) {
         return make_error(Exit::kUsage, "{} {}: HTTP {}: {}", method, path, status, message);
@@ -162,8 +176,10 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
       }
     }
     if (deadline.remaining() <= wait) {
-      return make_error(Exit::kTimeout, "{} {} failed {} times in {} s; last: {}; check the API server, or raise "
-                        "TMPI_WAIT_TIMEOUT", method, path, tries, deadline.budget().count() / 1000, last_problem);
+      return make_error(Exit::kTimeout,
+                        "{} {} failed {} times in {} s; last: {}; check the API server, or raise "
+                        "TMPI_WAIT_TIMEOUT",
+                        method, path, tries, deadline.budget().count() / 1000, last_problem);
     }
     spdlog::debug("{} {}: {}; retrying in {} ms", method, path, last_problem, wait.count());
     std::this_thread::sleep_for(wait);

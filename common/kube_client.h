@@ -8,31 +8,31 @@
 // The bearer token file is re-read on every call (projected tokens rotate) and never logged.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-#include "common/http_client.h"
-
-#include <nlohmann/json.hpp>
-
 #include <map>
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "common/http_client.h"
+
 namespace tmpi {
 
 struct KubeConfig {
-  std::string server;       // https://host:port
-  std::string namespace_;   // the pod's own namespace, or the context's
-  std::string token;        // kubeconfig token
-  std::string token_file;   // service account token (re-read on each call)
+  std::string server;      // https://host:port
+  std::string namespace_;  // the pod's own namespace, or the context's
+  std::string token;       // kubeconfig token
+  std::string token_file;  // service account token (re-read on each call)
   TlsConfig tls;
-  std::string origin;       // "service account in DIR" or the kubeconfig path, for messages
+  std::string origin;  // "service account in DIR" or the kubeconfig path, for messages
 };
 
 // In a pod: KUBERNETES_SERVICE_HOST/PORT and the files in sa_dir. Elsewhere: KUBECONFIG
 // (its current context). `namespace_override` wins over both when set.
-Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& env, const std::string& sa_dir,
-                                      const std::string& namespace_override);
+Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& env,
+                                      const std::string& sa_dir, const std::string& namespace_override);
 
 // What a call does, for RBAC hints: "list pods", "create secrets", ...
 struct KubeAction {

@@ -2,15 +2,15 @@
 // why redaction lives here and not at the call sites.
 #include "common/log.h"
 
+#include <chrono>
+#include <ctime>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "common/utf8.h"
-
-#include <chrono>
-#include <ctime>
 
 namespace tmpi::log {
 
@@ -74,7 +74,9 @@ bool token_char(char c) {
          std::string_view("._~+/=-").find(c) != std::string_view::npos;
 }
 
-bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // PEM private key blocks, from their BEGIN line to their END line (or the end of the text).
 // Every byte is looked at a bounded number of times: the search only moves forward.
@@ -132,7 +134,9 @@ std::string redact_bearer(std::string_view text) {
 
 }  // namespace
 
-std::string redact(std::string_view text) { return redact_bearer(redact_keys(text)); }
+std::string redact(std::string_view text) {
+  return redact_bearer(redact_keys(text));
+}
 
 std::string printable(std::string_view message) {
   std::string text = redact(message);
@@ -161,7 +165,7 @@ std::string printable(std::string_view message) {
 
 Status setup(std::string_view program, std::string_view level, std::string_view format) {
   auto logger = std::make_shared<spdlog::logger>(std::string(program),
-                                                  std::make_shared<spdlog::sinks::stderr_sink_mt>());
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_formatter(std::make_unique<Formatter>(format == "json"));
   logger->set_level(spdlog::level::from_str(std::string(level)));
   logger->flush_on(spdlog::level::trace);

@@ -9,11 +9,11 @@
 // Code logs with the plain spdlog calls (spdlog::info(...)).
 #pragma once
 
-#include "common/error.h"
-#include "common/params.h"
-
 #include <string>
 #include <string_view>
+
+#include "common/error.h"
+#include "common/params.h"
 
 namespace tmpi::log {
 

@@ -1,9 +1,9 @@
 // --help and the README's parameter table, both generated from param_table(), so that
 // neither can drift from what the code reads. tests/unit/params_test checks that the
 // README holds exactly markdown_table().
-#include "common/params.h"
-
 #include <fmt/format.h>
+
+#include "common/params.h"
 
 namespace tmpi {
 

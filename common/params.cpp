@@ -3,15 +3,16 @@
 // table, since every row knows its own variable. Both sources go through validate_param.
 #include "common/params.h"
 
-#include <boost/program_options.hpp>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <pwd.h>
-#include <unistd.h>
+
+#include <boost/program_options.hpp>
 
 extern char** environ;
 
@@ -91,11 +92,13 @@ Expected<std::uint64_t> parse_bytes(std::string_view text) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])) != 0) ++digits;
   auto number = parse_int(text.substr(0, digits));
   std::string unit(text.substr(digits));
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  const std::map<std::string, int, std::less<>> shift = {{"", 0}, {"B", 0}, {"K", 10}, {"KIB", 10}, {"M", 20},
-                                                        {"MIB", 20}, {"G", 30}, {"GIB", 30}};
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  const std::map<std::string, int, std::less<>> shift = {{"", 0},   {"B", 0},    {"K", 10}, {"KIB", 10},
+                                                         {"M", 20}, {"MIB", 20}, {"G", 30}, {"GIB", 30}};
   auto it = shift.find(unit);
-  if (!number || it == shift.end()) return make_error(Exit::kUsage, "'{}' is not a size (use 4096, 64K, 1M or 1G)", text);
+  if (!number || it == shift.end())
+    return make_error(Exit::kUsage, "'{}' is not a size (use 4096, 64K, 1M or 1G)", text);
   if (*number >> (62 - it->second) != 0) return make_error(Exit::kUsage, "'{}' is too large", text);
   return static_cast<std::uint64_t>(*number) << it->second;
 }
@@ -169,8 +172,7 @@ Expected<Params> Params::parse(unsigned scope, const std::vector<std::string>& a
   po::variables_map vm;
   try {
     auto style = po::command_line_style::unix_style ^ po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(own_args).options(all).positional(positional).style(style).run(),
-              vm);
+    po::store(po::command_line_parser(own_args).options(all).positional(positional).style(style).run(), vm);
   } catch (const po::error& e) {
     return make_error(Exit::kUsage, "{} (see --help)", e.what());
   }

@@ -7,8 +7,6 @@
 // so an unparsable value is an Exit::kUsage error that names the flag or the variable.
 #pragma once
 
-#include "common/error.h"
-
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -16,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/error.h"
 
 namespace tmpi {
 
@@ -61,7 +61,7 @@ class Params {
   std::chrono::milliseconds duration(std::string_view name) const;
   bool flag(std::string_view name) const;
   std::vector<std::string> list(std::string_view name) const;  // comma-split, repeatable
-  bool is_set(std::string_view name) const;  // given as a flag or a variable
+  bool is_set(std::string_view name) const;                    // given as a flag or a variable
 
   bool help_requested() const { return help_; }
   const std::vector<std::string>& positional() const { return positional_; }

@@ -14,8 +14,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-Expected<HttpResponse> plain_http(const std::string& method, const std::string& address, const std::string& target,
-                                  const std::string& body, Millis timeout) {
+Expected<HttpResponse> plain_http(const std::string& method, const std::string& address,
+                                  const std::string& target, const std::string& body, Millis timeout) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos) return make_error(Exit::kUsage, "'{}' is not HOST:PORT", address);
   std::string host = address.substr(0, colon), port = address.substr(colon + 1);
@@ -31,19 +31,20 @@ Expected<HttpResponse> plain_http(const std::string& method, const std::string& 
   http::response<http::string_body> response;
   beast::error_code failure;
   bool done = false;
-  resolver.async_resolve(host, port, [&](beast::error_code ec, const asio::ip::tcp::resolver::results_type& found) {
-    if (ec) return void(failure = ec);
-    stream.async_connect(found, [&](beast::error_code cec, const asio::ip::tcp::endpoint&) {
-      if (cec) return void(failure = cec);
-      http::async_write(stream, request, [&](beast::error_code wec, std::size_t) {
-        if (wec) return void(failure = wec);
-        http::async_read(stream, buffer, response, [&](beast::error_code rec, std::size_t) {
-          failure = rec;
-          done = !rec;
+  resolver.async_resolve(
+      host, port, [&](beast::error_code ec, const asio::ip::tcp::resolver::results_type& found) {
+        if (ec) return void(failure = ec);
+        stream.async_connect(found, [&](beast::error_code cec, const asio::ip::tcp::endpoint&) {
+          if (cec) return void(failure = cec);
+          http::async_write(stream, request, [&](beast::error_code wec, std::size_t) {
+            if (wec) return void(failure = wec);
+            http::async_read(stream, buffer, response, [&](beast::error_code rec, std::size_t) {
+              failure = rec;
+              done = !rec;
+            });
+          });
         });
       });
-    });
-  });
   io.run_for(timeout);
   if (!done) {
     return make_error(failure ? Exit::kUsage : Exit::kTimeout, "{} http://{}{}: {}", method, address, target,

@@ -4,17 +4,17 @@
 // time (bench/rows/launcher.sh measures the launcher's overhead over plain mpirun).
 #pragma once
 
+#include <string>
+
 #include "common/backoff.h"
 #include "common/error.h"
 #include "common/http_client.h"
-
-#include <string>
 
 namespace tmpi {
 
 // address: "host:port". Any HTTP status is a response; a transport failure or the
 // deadline is an Error.
-Expected<HttpResponse> plain_http(const std::string& method, const std::string& address, const std::string& target,
-                                  const std::string& body, Millis timeout);
+Expected<HttpResponse> plain_http(const std::string& method, const std::string& address,
+                                  const std::string& target, const std::string& body, Millis timeout);
 
 }  // namespace tmpi

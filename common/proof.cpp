@@ -33,7 +33,8 @@ std::string hmac_raw(std::string_view key, std::string_view message) {
   crypto_auth_hmacsha256_state state;
   unsigned char digest[crypto_auth_hmacsha256_BYTES];
   crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(key.data()), key.size());
-  crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(message.data()), message.size());
+  crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(message.data()),
+                                message.size());
   crypto_auth_hmacsha256_final(&state, digest);
   return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
 }

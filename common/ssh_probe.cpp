@@ -2,11 +2,12 @@
 // shows it next to the host's name.
 #include "common/ssh_probe.h"
 
-#include <libssh/libssh.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <memory>
+
+#include <libssh/libssh.h>
 
 namespace tmpi {
 
@@ -37,7 +38,8 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
   }
   KeyPtr key(raw);
   ssh_key raw_public = nullptr;
-  if (ssh_pki_export_privkey_to_pubkey(key.get(), &raw_public) != SSH_OK) return {false, "the job key has no public half"};
+  if (ssh_pki_export_privkey_to_pubkey(key.get(), &raw_public) != SSH_OK)
+    return {false, "the job key has no public half"};
   KeyPtr job_public(raw_public);
 
   std::unique_ptr<ssh_session_struct, SessionDeleter> session(ssh_new());
@@ -48,13 +50,15 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
   ssh_options_set(session.get(), SSH_OPTIONS_PORT, &port);
   ssh_options_set(session.get(), SSH_OPTIONS_USER, user.c_str());
   ssh_options_set(session.get(), SSH_OPTIONS_TIMEOUT, &timeout_s);
-  ssh_options_set(session.get(), SSH_OPTIONS_KEY_EXCHANGE, "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256");
+  ssh_options_set(session.get(), SSH_OPTIONS_KEY_EXCHANGE,
+                  "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256");
   ssh_options_set(session.get(), SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
   ssh_options_set(session.get(), SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
   int no_config = 0;
   ssh_options_set(session.get(), SSH_OPTIONS_PROCESS_CONFIG, &no_config);
   if (ssh_connect(session.get()) != SSH_OK) {
-    return {false, fmt::format("no sshd on {}:{} ({})", target.host, target.port, ssh_get_error(session.get()))};
+    return {false,
+            fmt::format("no sshd on {}:{} ({})", target.host, target.port, ssh_get_error(session.get()))};
   }
   ssh_key raw_server = nullptr;
   if (ssh_get_server_publickey(session.get(), &raw_server) != SSH_OK) return {false, "sshd sent no host key"};

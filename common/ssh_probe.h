@@ -4,10 +4,10 @@
 // the launcher's preflight asks it of every host.
 #pragma once
 
+#include <string>
+
 #include "common/backoff.h"
 #include "common/error.h"
-
-#include <string>
 
 namespace tmpi {
 

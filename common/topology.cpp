@@ -1,12 +1,14 @@
 // See topology.h. Rendering is deterministic (no timestamps, stable order), so a re-run of
 // mpi-init writes the same bytes and a file watcher sees no change.
 #include "common/topology.h"
-#include "common/utf8.h"
 
 #include <arpa/inet.h>
-#include <nlohmann/json.hpp>
 
 #include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/utf8.h"
 
 namespace tmpi {
 
@@ -60,8 +62,8 @@ Expected<Host> host_from_json(const json& item, std::string_view where) {
     host.job_index = item.value("jobIndex", 0);
     host.pod_index = item.value("podIndex", 0);
   } catch (const json::exception& e) {
-    return make_error(Exit::kUsage, "{}: {}; each host needs a string \"name\" and numeric slots",
-                      where, e.what());
+    return make_error(Exit::kUsage, "{}: {}; each host needs a string \"name\" and numeric slots", where,
+                      e.what());
   }
   return host;
 }
@@ -80,7 +82,8 @@ std::string render_hosts_json(const Topology& topology) {
         quote(host.group), host.job_index, host.pod_index);
   };
   std::string out = fmt::format(
-      "{{\n  \"apiVersion\": \"trainer-mpi/v1\",\n  \"jobset\": {},\n  \"subdomain\": {},\n  \"launcher\": {},\n"
+      "{{\n  \"apiVersion\": \"trainer-mpi/v1\",\n  \"jobset\": {},\n  \"subdomain\": {},\n  \"launcher\": "
+      "{},\n"
       "  \"totalSlots\": {},\n  \"hosts\": [",
       quote(topology.jobset), quote(topology.subdomain),
       topology.launcher ? host_text(*topology.launcher) : "null", topology.total_slots());
@@ -190,13 +193,16 @@ Status validate_topology(const Topology& topology, std::string_view origin) {
   for (const auto& host : topology.hosts) {
     if (host.name.empty()) continue;  // named below
     if (auto problem = unsafe_field(host); !problem.empty()) {
-      return make_error(Exit::kUsage, "{}: {}; fix the source (a pod's hostname and subdomain, or the hostfile)",
-                        origin, problem);
+      return make_error(Exit::kUsage,
+                        "{}: {}; fix the source (a pod's hostname and subdomain, or the hostfile)", origin,
+                        problem);
     }
   }
   if (topology.hosts.empty()) {
-    return make_error(Exit::kUsage, "{}: no hosts to run ranks on; check the source, or pass "
-                      "--launcher-as-node for a single-pod job", origin);
+    return make_error(Exit::kUsage,
+                      "{}: no hosts to run ranks on; check the source, or pass "
+                      "--launcher-as-node for a single-pod job",
+                      origin);
   }
   std::set<std::string> names;
   for (const auto& host : topology.hosts) {
@@ -205,8 +211,8 @@ Status validate_topology(const Topology& topology, std::string_view origin) {
       return make_error(Exit::kUsage, "{}: host {} appears twice; list each host once", origin, host.name);
     }
     if (host.slots < 1) {
-      return make_error(Exit::kUsage, "{}: host {} has {} slots; slots must be 1 or more", origin,
-                        host.name, host.slots);
+      return make_error(Exit::kUsage, "{}: host {} has {} slots; slots must be 1 or more", origin, host.name,
+                        host.slots);
     }
   }
   return ok_status();

@@ -3,11 +3,11 @@
 // the one file that every other piece reads, and as hostfiles in every MPI dialect.
 #pragma once
 
-#include "common/error.h"
-
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace tmpi {
 
@@ -29,8 +29,8 @@ struct Host {
 struct Topology {
   std::string jobset;
   std::string subdomain;
-  std::optional<Host> launcher;  // the launcher pod, whether or not it runs ranks
-  std::vector<Host> hosts;       // the hosts that run ranks, in rank order
+  std::optional<Host> launcher;    // the launcher pod, whether or not it runs ranks
+  std::vector<Host> hosts;         // the hosts that run ranks, in rank order
   std::vector<std::string> notes;  // what the source left out, and why
 
   int total_slots() const;

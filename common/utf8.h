@@ -7,11 +7,11 @@
 // document that holds outside text uses dump_json(), which replaces invalid bytes.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace tmpi {
 

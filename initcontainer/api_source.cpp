@@ -1,13 +1,14 @@
 // See api_source.h. Every call runs under the one deadline of --wait-timeout, so a slow or
 // failing API server ends in one clear timeout (exit 3), never a hang.
 #include "initcontainer/api_source.h"
-#include "common/json_fields.h"
-#include "common/utf8.h"
+
+#include <thread>
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <thread>
+#include "common/json_fields.h"
+#include "common/utf8.h"
 
 namespace tmpi::init {
 
@@ -23,8 +24,10 @@ const KubeAction kCreateSecret{"create", "", "secrets"};
 Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) {
   std::string encoded = string_at(secret, "/data/ssh-privatekey");
   if (encoded.empty()) {
-    return make_error(Exit::kUsage, "{} has no data.ssh-privatekey; delete it so that mpi-init makes it anew, "
-                      "or pass --ssh-secret", where);
+    return make_error(Exit::kUsage,
+                      "{} has no data.ssh-privatekey; delete it so that mpi-init makes it anew, "
+                      "or pass --ssh-secret",
+                      where);
   }
   TMPI_ASSIGN(std::string private_key, base64_decode(encoded, where));
   return key_pair_from_private(std::move(private_key), where);
@@ -32,15 +35,18 @@ Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) 
 
 }  // namespace
 
-std::string job_secret_name(const std::string& jobset) { return jobset + "-mpi-ssh"; }
+std::string job_secret_name(const std::string& jobset) {
+  return jobset + "-mpi-ssh";
+}
 
 Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, const Deadline& deadline) {
   const std::string& ns = client.config().namespace_;
   std::string path = fmt::format("/apis/jobset.x-k8s.io/v1alpha2/namespaces/{}/jobsets/{}", ns, name);
   TMPI_ASSIGN(KubeResponse response, client.call("GET", path, "", kGetJobSet, deadline));
   if (response.status == 404) {
-    return make_error(Exit::kUsage, "JobSet {} not found in namespace {} ({}); check --jobset and --namespace",
-                      name, ns, client.config().origin);
+    return make_error(Exit::kUsage,
+                      "JobSet {} not found in namespace {} ({}); check --jobset and --namespace", name, ns,
+                      client.config().origin);
   }
   json jobset = response.json();
   JobSetInfo info;
@@ -50,7 +56,8 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
   const json* found = node_at(jobset, "/spec/replicatedJobs");
   json jobs = found != nullptr && found->is_array() ? *found : json::array();
   if (jobs.empty() || info.uid.empty()) {
-    return make_error(Exit::kUsage, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer", name);
+    return make_error(Exit::kUsage, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer",
+                      name);
   }
   for (const auto& job : jobs) {
     std::string group = string_at(job, "/name");
@@ -58,8 +65,10 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
     constexpr std::int64_t kMaxHosts = 100000;  // the API's answer is outside input: bounded
     auto left = kMaxHosts - static_cast<std::int64_t>(info.expected_hosts.size());
     if (replicas < 0 || pods < 0 || (pods > 0 && replicas > left / pods)) {
-      return make_error(Exit::kUsage, "JobSet {}: replicated job {} asks for {} x {} pods; mpi-init handles at most {} hosts",
-                        name, truncate_utf8(group, 64, "..."), replicas, pods, kMaxHosts);
+      return make_error(
+          Exit::kUsage,
+          "JobSet {}: replicated job {} asks for {} x {} pods; mpi-init handles at most {} hosts", name,
+          truncate_utf8(group, 64, "..."), replicas, pods, kMaxHosts);
     }
     for (std::int64_t j = 0; j < replicas; ++j) {
       for (std::int64_t p = 0; p < pods; ++p) {
@@ -86,9 +95,11 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
       std::string path = next.empty() ? base : base + "&continue=" + url_encode(next);
       TMPI_ASSIGN(KubeResponse page, client.call("GET", path, "", kListPods, deadline));
       if (page.status != 200) {
-        return make_error(Exit::kUsage, "list pods in namespace {}: HTTP {}: {}", ns, page.status, truncate_utf8(page.body, 200));
+        return make_error(Exit::kUsage, "list pods in namespace {}: HTTP {}: {}", ns, page.status,
+                          truncate_utf8(page.body, 200));
       }
-      TMPI_ASSIGN(next, reader.add(page.body, fmt::format("pods of JobSet {} (page {})", jobset.name, ++pages)));
+      TMPI_ASSIGN(next,
+                  reader.add(page.body, fmt::format("pods of JobSet {} (page {})", jobset.name, ++pages)));
     } while (!next.empty());
 
     auto live = reader.live_hosts();
@@ -99,16 +110,20 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
     std::vector<std::string> missing;
     for (const auto& name : jobset.expected_hosts) {
       auto it = live.find(name);
-      if (it == live.end()) missing.push_back(name + " (no pod)");
-      else if (it->second.empty()) missing.push_back(name + " (no IP yet)");
+      if (it == live.end())
+        missing.push_back(name + " (no pod)");
+      else if (it->second.empty())
+        missing.push_back(name + " (no IP yet)");
     }
-    std::string summary = fmt::format("{}/{} pods ready; missing: {}", ready, jobset.expected_pods,
-                                      missing.empty() ? "(more pods than the JobSet names)" : fmt::format("{}", fmt::join(missing, ", ")));
+    std::string summary = fmt::format(
+        "{}/{} pods ready; missing: {}", ready, jobset.expected_pods,
+        missing.empty() ? "(more pods than the JobSet names)" : fmt::format("{}", fmt::join(missing, ", ")));
     Millis pause = backoff.next();
     if (deadline.remaining() <= pause) {
-      return make_error(Exit::kTimeout, "pods of JobSet {} not ready after {} s: {}; raise TMPI_WAIT_TIMEOUT, or "
-                        "check why they are not scheduled (kubectl describe pod)", jobset.name,
-                        deadline.budget().count() / 1000, summary);
+      return make_error(Exit::kTimeout,
+                        "pods of JobSet {} not ready after {} s: {}; raise TMPI_WAIT_TIMEOUT, or "
+                        "check why they are not scheduled (kubectl describe pod)",
+                        jobset.name, deadline.budget().count() / 1000, summary);
     }
     if (Clock::now() - last_progress >= wait.progress_every) {
       spdlog::info("waiting for pods: {}", summary);
@@ -136,19 +151,25 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
       {"metadata",
        {{"name", name},
         {"namespace", ns},
-        {"labels", {{"jobset.sigs.k8s.io/jobset-name", jobset.name}, {"app.kubernetes.io/managed-by", "trainer-mpi"}}},
-        {"ownerReferences",
-         json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"}, {"kind", "JobSet"}, {"name", jobset.name},
-                       {"uid", jobset.uid}}})}}},
+        {"labels",
+         {{"jobset.sigs.k8s.io/jobset-name", jobset.name}, {"app.kubernetes.io/managed-by", "trainer-mpi"}}},
+        {"ownerReferences", json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                                          {"kind", "JobSet"},
+                                          {"name", jobset.name},
+                                          {"uid", jobset.uid}}})}}},
       {"type", "kubernetes.io/ssh-auth"},
       {"immutable", true},
-      {"data", {{"ssh-privatekey", base64_encode(key.private_key)}, {"ssh-publickey", base64_encode(key.public_line + "\n")}}}};
-  TMPI_ASSIGN(KubeResponse created, client.call("POST", fmt::format("/api/v1/namespaces/{}/secrets", ns), dump_json(secret),
-                                                kCreateSecret, deadline));
+      {"data",
+       {{"ssh-privatekey", base64_encode(key.private_key)},
+        {"ssh-publickey", base64_encode(key.public_line + "\n")}}}};
+  TMPI_ASSIGN(KubeResponse created, client.call("POST", fmt::format("/api/v1/namespaces/{}/secrets", ns),
+                                                dump_json(secret), kCreateSecret, deadline));
   if (created.status == 409) {  // another launcher (a restart) made it first: use theirs
     spdlog::info("{} was created meanwhile; using its key", where);
     TMPI_ASSIGN(KubeResponse again, client.call("GET", path, "", kGetSecret, deadline));
-    if (again.status != 200) return make_error(Exit::kUsage, "{}: created by another launcher, then gone (HTTP {})", where, again.status);
+    if (again.status != 200)
+      return make_error(Exit::kUsage, "{}: created by another launcher, then gone (HTTP {})", where,
+                        again.status);
     return key_from_secret(again.json(), where);
   }
   if (created.status == 404) return make_error(Exit::kUsage, "create {}: namespace {} not found", where, ns);

@@ -2,13 +2,13 @@
 // every expected pod exists and has an IP, and get or create the job's SSH Secret.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "common/kube_client.h"
 #include "common/topology.h"
 #include "initcontainer/sources.h"
 #include "initcontainer/ssh_identity.h"
-
-#include <string>
-#include <vector>
 
 namespace tmpi::init {
 

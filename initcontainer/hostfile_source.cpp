@@ -4,11 +4,11 @@
 //
 // Hostfile lines: "host", "host slots=N [max_slots=M]" (Open MPI, PRRTE, DeepSpeed) or
 // "host:N" (MPICH, Intel hydra); "#" starts a comment.
-#include "initcontainer/sources.h"
-
 #include <charconv>
 #include <map>
 #include <sstream>
+
+#include "initcontainer/sources.h"
 
 namespace tmpi::init {
 
@@ -55,8 +55,10 @@ bool parse_jobset_hostname(std::string_view name, std::string_view jobset, Host&
   if (middle == std::string_view::npos || middle == 0) return false;
   int job = 0, pod = 0;
   auto j = tail.substr(middle + 1, last - middle - 1), p = tail.substr(last + 1);
-  if (std::from_chars(j.data(), j.data() + j.size(), job).ptr != j.data() + j.size() || j.empty()) return false;
-  if (std::from_chars(p.data(), p.data() + p.size(), pod).ptr != p.data() + p.size() || p.empty()) return false;
+  if (std::from_chars(j.data(), j.data() + j.size(), job).ptr != j.data() + j.size() || j.empty())
+    return false;
+  if (std::from_chars(p.data(), p.data() + p.size(), pod).ptr != p.data() + p.size() || p.empty())
+    return false;
   out.group = std::string(tail.substr(0, middle));
   out.job_index = job;
   out.pod_index = pod;
@@ -87,18 +89,22 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
       auto eq = word.find('=');
       std::string key = word.substr(0, eq);
       if (eq == std::string::npos) {
-        return make_error(Exit::kUsage, "{}: unexpected '{}'; a line is 'host slots=N' or 'host:N'", where, word);
+        return make_error(Exit::kUsage, "{}: unexpected '{}'; a line is 'host slots=N' or 'host:N'", where,
+                          word);
       }
       if (key == "slots") {
         TMPI_ASSIGN(host.slots, parse_slots(std::string_view(word).substr(eq + 1), where));
       } else if (key != "max_slots" && key != "max-slots") {
-        return make_error(Exit::kUsage, "{}: unknown setting '{}'; only slots and max_slots are read", where, key);
+        return make_error(Exit::kUsage, "{}: unknown setting '{}'; only slots and max_slots are read", where,
+                          key);
       }
     }
     if (host.name.empty()) return make_error(Exit::kUsage, "{}: empty host name", where);
     if (auto [it, fresh] = first_line.try_emplace(host.name, number); !fresh) {
-      return make_error(Exit::kUsage, "{}: host {} was already listed on line {}; list each host once "
-                        "with its total slots", where, host.name, it->second);
+      return make_error(Exit::kUsage,
+                        "{}: host {} was already listed on line {}; list each host once "
+                        "with its total slots",
+                        where, host.name, it->second);
     }
     if (options.slots) host.slots = *options.slots;
     classify(host, options);
@@ -118,7 +124,8 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
 Expected<Topology> topology_from_static(const std::vector<std::string>& replicated_jobs,
                                         const SourceOptions& options) {
   if (options.jobset.empty()) {
-    return make_error(Exit::kUsage, "--replicated-jobs needs --jobset NAME: host names are "
+    return make_error(Exit::kUsage,
+                      "--replicated-jobs needs --jobset NAME: host names are "
                       "<jobset>-<rjob>-<jobIdx>-<podIdx>.<subdomain>");
   }
   Topology topology;

@@ -5,6 +5,10 @@
 // Node role: the SSH identity only (key, authorized_keys, sshd_config), from the Secret.
 // Everything is computed and checked before the first file is written, and every write is
 // atomic, so bad input never leaves a half-written output behind.
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
 #include "common/cli.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -13,16 +17,13 @@
 #include "initcontainer/sources.h"
 #include "initcontainer/ssh_identity.h"
 
-#include <spdlog/spdlog.h>
-
-#include <iostream>
-
 namespace tmpi::init {
 
 namespace {
 
 constexpr const char* kSynopsis =
-    "mpi-init --jobset NAME | --pods FILE | --hostfile FILE | --jobset NAME --replicated-jobs LIST [options]\n"
+    "mpi-init --jobset NAME | --pods FILE | --hostfile FILE | --jobset NAME --replicated-jobs LIST "
+    "[options]\n"
     "       mpi-init --role node [--ssh-secret DIR] [options]";
 
 Expected<SourceOptions> source_options(const Params& params) {
@@ -33,7 +34,8 @@ Expected<SourceOptions> source_options(const Params& params) {
   options.launcher_as_node = params.flag("launcher-as-node");
   if (params.is_set("slots")) {
     if (params.integer("slots") < 1) {
-      return make_error(Exit::kUsage, "--slots {}: slots must be 1 or more (TMPI_SLOTS)", params.str("slots"));
+      return make_error(Exit::kUsage, "--slots {}: slots must be 1 or more (TMPI_SLOTS)",
+                        params.str("slots"));
     }
     options.slots = static_cast<int>(params.integer("slots"));
   }
@@ -47,7 +49,8 @@ bool uses_api(const Params& params) {
 
 Expected<Topology> load_topology(const Params& params) {
   TMPI_ASSIGN(SourceOptions options, source_options(params));
-  int sources = int(params.is_set("pods")) + int(params.is_set("hostfile")) + int(params.is_set("replicated-jobs"));
+  int sources =
+      int(params.is_set("pods")) + int(params.is_set("hostfile")) + int(params.is_set("replicated-jobs"));
   if (sources > 1) {
     return make_error(Exit::kUsage, "give one topology source: --pods, --hostfile or --replicated-jobs");
   }
@@ -60,7 +63,8 @@ Expected<Topology> load_topology(const Params& params) {
     return topology_from_hostfile(file.text(), params.str("hostfile"), options);
   }
   if (params.is_set("replicated-jobs")) return topology_from_static(params.list("replicated-jobs"), options);
-  return make_error(Exit::kUsage, "no topology source: pass --jobset NAME (the Kubernetes API), --pods FILE, "
+  return make_error(Exit::kUsage,
+                    "no topology source: pass --jobset NAME (the Kubernetes API), --pods FILE, "
                     "--hostfile FILE, or --jobset NAME --replicated-jobs launcher=1,node=N");
 }
 
@@ -88,7 +92,8 @@ Expected<Loaded> load_from_api(const Params& params) {
   KubeClient client(config, params.duration("api-request-timeout"));
   Deadline deadline(params.duration("wait-timeout"));
   TMPI_ASSIGN(JobSetInfo jobset, get_jobset(client, options.jobset, deadline));
-  if (params.is_set("expected-pods")) jobset.expected_pods = static_cast<int>(params.integer("expected-pods"));
+  if (params.is_set("expected-pods"))
+    jobset.expected_pods = static_cast<int>(params.integer("expected-pods"));
   spdlog::info("JobSet {}/{}: waiting for {} pods ({})", config.namespace_, jobset.name, jobset.expected_pods,
                config.origin);
   WaitOptions wait;
@@ -117,7 +122,8 @@ Status write_topology(const Topology& topology, const std::string& out) {
                                  {"hosts.json", render_hosts_json(topology)},
                                  {"discover_hosts.sh", render_discover_hosts(topology), 0755}};
   TMPI_CHECK(make_dirs(out, 0755));
-  for (const auto& output : outputs) TMPI_CHECK(write_atomic(out + "/" + output.name, output.text, {output.mode}));
+  for (const auto& output : outputs)
+    TMPI_CHECK(write_atomic(out + "/" + output.name, output.text, {output.mode}));
   return ok_status();
 }
 
@@ -159,4 +165,6 @@ Status run(const std::vector<std::string>& args) {
 
 }  // namespace tmpi::init
 
-int main(int argc, char** argv) { return tmpi::cli::run("mpi-init", argc, argv, tmpi::init::run); }
+int main(int argc, char** argv) {
+  return tmpi::cli::run("mpi-init", argc, argv, tmpi::init::run);
+}

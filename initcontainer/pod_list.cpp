@@ -6,18 +6,17 @@
 //  - order: replicated-job order (job-global-index where JobSet sets it, else the launcher
 //    job first, then by name), then job index, then completion index;
 //  - slots: the flag, else the nvidia.com/gpu limit of the pod's main container, else 1.
-#include "initcontainer/sources.h"
-
-#include "common/json_filter.h"
-
-#include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
 #include <tuple>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "common/json_filter.h"
+#include "initcontainer/sources.h"
 
 namespace tmpi::init {
 
@@ -40,8 +39,8 @@ const std::vector<JsonPath>& pod_fields() {
     for (const char* meta : {"name", "deletionTimestamp", "creationTimestamp"}) {
       out.push_back({"items", "[]", "metadata", meta});
     }
-    for (const char* label :
-         {kJobSetLabel, kReplicatedJobLabel, kJobIndexLabel, kGlobalIndexLabel, kRestartLabel, kCompletionIndex}) {
+    for (const char* label : {kJobSetLabel, kReplicatedJobLabel, kJobIndexLabel, kGlobalIndexLabel,
+                              kRestartLabel, kCompletionIndex}) {
       out.push_back({"items", "[]", "metadata", "labels", label});
     }
     out.push_back({"items", "[]", "metadata", "annotations", kCompletionIndex});
@@ -101,8 +100,10 @@ int gpu_limit(const json& spec, const std::string& group) {
 Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::string_view origin,
                                       std::vector<std::string>& notes) {
   if (!item.is_object() || !item.contains("metadata") || !item["metadata"].is_object()) {
-    return make_error(Exit::kUsage, "{}: items[{}] has no metadata object; is this the output of "
-                      "`kubectl get pods -o json`?", origin, index);
+    return make_error(Exit::kUsage,
+                      "{}: items[{}] has no metadata object; is this the output of "
+                      "`kubectl get pods -o json`?",
+                      origin, index);
   }
   const json& meta = item["metadata"];
   const json labels = meta.value("labels", json::object());
@@ -134,10 +135,11 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
   pod.host.gpus = gpu_limit(spec, pod.host.group);
   std::string hostname = text_at(spec, "hostname"), subdomain = text_at(spec, "subdomain");
   if (pod.host.role != "skip" && (hostname.empty() || subdomain.empty())) {
-    return make_error(Exit::kUsage, "{}: pod {} (items[{}]) has no spec.{}; JobSet pods get both "
+    return make_error(Exit::kUsage,
+                      "{}: pod {} (items[{}]) has no spec.{}; JobSet pods get both "
                       "spec.hostname and spec.subdomain: check the JobSet's network settings "
-                      "(enableDNSHostnames)", origin, pod.host.pod, index,
-                      hostname.empty() ? "hostname" : "subdomain");
+                      "(enableDNSHostnames)",
+                      origin, pod.host.pod, index, hostname.empty() ? "hostname" : "subdomain");
   }
   pod.host.name = hostname + "." + subdomain;
   return std::optional<Pod>{std::move(pod)};
@@ -157,7 +159,8 @@ Expected<std::string> PodListReader::add(std::string_view json_text, std::string
                         failure = pod.take_error();
                         return false;
                       }
-                      if (!*pod || (!options_.jobset.empty() && (*pod)->jobset != options_.jobset)) return true;
+                      if (!*pod || (!options_.jobset.empty() && (*pod)->jobset != options_.jobset))
+                        return true;
                       jobsets_.insert((*pod)->jobset);
                       if ((*pod)->host.role != "skip") pods_.push_back(std::move(**pod));
                       return true;
@@ -170,8 +173,10 @@ Expected<std::string> PodListReader::add(std::string_view json_text, std::string
                       origin, syntax);
   }
   if (!doc.is_object() || !doc.contains("items") || !doc["items"].is_array()) {
-    return make_error(Exit::kUsage, "{}: field \"items\" is missing or not an array; expected a pod "
-                      "list from `kubectl get pods -o json`", origin);
+    return make_error(Exit::kUsage,
+                      "{}: field \"items\" is missing or not an array; expected a pod "
+                      "list from `kubectl get pods -o json`",
+                      origin);
   }
   std::string next;
   if (auto it = doc.find("metadata"); it != doc.end() && it->is_object()) next = text_at(*it, "continue");
@@ -193,8 +198,8 @@ Expected<Topology> PodListReader::topology(std::string_view origin) const {
                       origin, jobsets_.size(), fmt::join(jobsets_, ", "));
   }
   if (pods_.empty()) {
-    return make_error(Exit::kUsage, "{}: no live pod of JobSet {}; check the name and the namespace",
-                      origin, options_.jobset.empty() ? "(any)" : options_.jobset);
+    return make_error(Exit::kUsage, "{}: no live pod of JobSet {}; check the name and the namespace", origin,
+                      options_.jobset.empty() ? "(any)" : options_.jobset);
   }
   Topology topology;
   topology.notes = notes_;
@@ -240,8 +245,9 @@ Expected<Topology> PodListReader::topology(std::string_view origin) const {
     host.role = is_launcher ? "launcher" : "node";
     if (is_launcher) {
       if (topology.launcher) {
-        return make_error(Exit::kUsage, "{}: two launcher pods ({} and {}); the launcher job must have one pod",
-                          origin, topology.launcher->pod, host.pod);
+        return make_error(Exit::kUsage,
+                          "{}: two launcher pods ({} and {}); the launcher job must have one pod", origin,
+                          topology.launcher->pod, host.pod);
       }
       topology.launcher = host;
       if (!options_.launcher_as_node) continue;

@@ -2,23 +2,23 @@
 // to a Topology, so unit tests and fuzzers drive them without files, pods or an API server.
 #pragma once
 
-#include "common/error.h"
-#include "common/topology.h"
-
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "common/topology.h"
+
 namespace tmpi::init {
 
 struct SourceOptions {
-  std::string jobset;                 // keep only this JobSet's pods; names static hosts
-  std::string subdomain;              // static spec: default = jobset
+  std::string jobset;     // keep only this JobSet's pods; names static hosts
+  std::string subdomain;  // static spec: default = jobset
   std::string launcher_job = "launcher";
-  bool launcher_as_node = false;      // Trainer's runLauncherAsNode
-  std::optional<int> slots;           // overrides per-pod GPU counts
+  bool launcher_as_node = false;  // Trainer's runLauncherAsNode
+  std::optional<int> slots;       // overrides per-pod GPU counts
 };
 
 // Pods from one or more pod lists: `kubectl get pods -o json` (a List), or the pages of

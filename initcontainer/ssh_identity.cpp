@@ -2,12 +2,12 @@
 // keys, public key derivation); this file only chooses names, modes and configs.
 #include "initcontainer/ssh_identity.h"
 
-#include "common/files.h"
-#include "common/job_key.h"
+#include <memory>
 
 #include <libssh/libssh.h>
 
-#include <memory>
+#include "common/files.h"
+#include "common/job_key.h"
 
 namespace tmpi::init {
 
@@ -26,9 +26,12 @@ std::string take_string(char* text) {
 
 std::string file_name_for(enum ssh_keytypes_e type) {
   switch (type) {
-    case SSH_KEYTYPE_ED25519: return "id_ed25519";
-    case SSH_KEYTYPE_RSA: return "id_rsa";
-    default: return "id_ecdsa";
+    case SSH_KEYTYPE_ED25519:
+      return "id_ed25519";
+    case SSH_KEYTYPE_RSA:
+      return "id_rsa";
+    default:
+      return "id_ecdsa";
   }
 }
 
@@ -42,10 +45,11 @@ Expected<std::string> public_line_of(ssh_key private_key, std::string_view comme
   if (ssh_pki_export_pubkey_base64(public_key.get(), &base64) != SSH_OK) {
     return make_error(Exit::kUsage, "cannot encode the public key");
   }
-  const char* type = ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P521 ? "ecdsa-sha2-nistp521"
+  const char* type = ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P521   ? "ecdsa-sha2-nistp521"
                      : ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P384 ? "ecdsa-sha2-nistp384"
-                     : ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P256 ? "ecdsa-sha2-nistp256"
-                                                                               : ssh_key_type_to_char(ssh_key_type(public_key.get()));
+                     : ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P256
+                         ? "ecdsa-sha2-nistp256"
+                         : ssh_key_type_to_char(ssh_key_type(public_key.get()));
   return fmt::format("{} {} {}", type, take_string(base64), comment);
 }
 
@@ -72,8 +76,10 @@ Expected<KeyPair> generate_ed25519() {
 Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_view origin) {
   ssh_key raw = nullptr;
   if (ssh_pki_import_privkey_base64(private_key.c_str(), nullptr, nullptr, nullptr, &raw) != SSH_OK) {
-    return make_error(Exit::kUsage, "{}: not a private key libssh can read (OpenSSH or PEM, without "
-                      "a passphrase); check the Secret's ssh-privatekey", origin);
+    return make_error(Exit::kUsage,
+                      "{}: not a private key libssh can read (OpenSSH or PEM, without "
+                      "a passphrase); check the Secret's ssh-privatekey",
+                      origin);
   }
   KeyPtr key(raw);
   KeyPair pair;

@@ -4,10 +4,10 @@
 // Keys are read, made and converted with libssh; key material never reaches a message.
 #pragma once
 
+#include <string>
+
 #include "common/error.h"
 #include "common/topology.h"
-
-#include <string>
 
 namespace tmpi::init {
 

@@ -1,10 +1,10 @@
 // See fabric_check.h.
 #include "launcher/fabric_check.h"
 
-#include <fmt/format.h>
-
 #include <set>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "launcher/process.h"
 

@@ -4,10 +4,11 @@
 // report.json, and its culprits become rows of the preflight table.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/params.h"
 #include "launcher/job.h"

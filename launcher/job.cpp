@@ -1,17 +1,18 @@
 // See job.h.
 #include "launcher/job.h"
 
-#include "common/files.h"
-#include "common/job_key.h"
-#include "launcher/process.h"
-#include "launcher/rank_agent.h"
-
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "common/files.h"
+#include "common/job_key.h"
+#include "launcher/process.h"
+#include "launcher/rank_agent.h"
 
 namespace tmpi::launch {
 
@@ -36,15 +37,17 @@ Expected<Flavour> choose_flavour(const Params& params, std::string& program) {
   }
   if (program.empty()) program = "mpirun";
   const char* path = std::getenv("PATH");
-  if (auto installed = flavour_from_install(program, path != nullptr ? path : ""); installed) return *installed;
+  if (auto installed = flavour_from_install(program, path != nullptr ? path : ""); installed)
+    return *installed;
   auto version = run_capture({program, "--version"}, {}, Millis(10000));
   if (!version) {
-    return make_error(Exit::kUsage, "cannot run `{} --version` to tell the MPI: {}; pass --mpi and --mpirun", program,
-                      version.error().message);
+    return make_error(Exit::kUsage, "cannot run `{} --version` to tell the MPI: {}; pass --mpi and --mpirun",
+                      program, version.error().message);
   }
   TMPI_ASSIGN(Flavour flavour, detect_flavour(version->output));
   if (wanted == "openmpi" && flavour != Flavour::kOpenMpi4 && flavour != Flavour::kOpenMpi5) {
-    return make_error(Exit::kUsage, "--mpi openmpi, but {} is {}; pass --mpirun PATH", program, flavour_name(flavour));
+    return make_error(Exit::kUsage, "--mpi openmpi, but {} is {}; pass --mpirun PATH", program,
+                      flavour_name(flavour));
   }
   return flavour;
 }
@@ -74,20 +77,26 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
   plan.hostfile = dir + (hydra ? "/hostfile.hydra" : "/hostfile");
   plan.np = params.is_set("np") ? static_cast<int>(params.integer("np")) : job.topology.total_slots();
   if (plan.np < 1) return make_error(Exit::kUsage, "--np {}: needs 1 or more ranks", plan.np);
-  plan.ssh_options = {"-F", "/dev/null", "-p", params.str("ssh-port"), "-i", job.key_path,
-                      "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + job.ssh_dir + "/known_hosts",
-                      "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+  plan.ssh_options = {"-F", "/dev/null",
+                      "-p", params.str("ssh-port"),
+                      "-i", job.key_path,
+                      "-o", "IdentitiesOnly=yes",
+                      "-o", "UserKnownHostsFile=" + job.ssh_dir + "/known_hosts",
+                      "-o", "StrictHostKeyChecking=yes",
+                      "-o", "BatchMode=yes",
                       "-o", "KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
                       "-o", "LogLevel=ERROR"};
   if (hydra) {
     // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them.
     plan.ssh_wrapper = fmt::format("/tmp/tmpi-ssh-{}", getpid());
-    TMPI_CHECK(write_atomic(plan.ssh_wrapper, "#!/bin/sh\nexec ssh " + shell_join(plan.ssh_options) + " \"$@\"\n", {0755}));
+    TMPI_CHECK(write_atomic(plan.ssh_wrapper,
+                            "#!/bin/sh\nexec ssh " + shell_join(plan.ssh_options) + " \"$@\"\n", {0755}));
   }
   plan.iface = params.str("iface");
   plan.as_root = getuid() == 0;
   job.env = {{"TMPI_COORDINATOR", fmt::format("{}:{}", job.launcher_name, params.integer("rendezvous-port"))},
-             {"TMPI_MASTER_ADDR", params.str("master-addr").empty() ? job.topology.hosts.front().name : params.str("master-addr")},
+             {"TMPI_MASTER_ADDR", params.str("master-addr").empty() ? job.topology.hosts.front().name
+                                                                    : params.str("master-addr")},
              {"TMPI_MASTER_PORT", params.str("master-port")},
              {"TMPI_LOG_LEVEL", params.str("log-level")}};
   std::vector<int> slots;
@@ -103,7 +112,8 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
   plan.env_names = forwarded_env(names, params.list("env"), params.list("env-prefix"));
   // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.
   std::string agent = beside_self("mpi-rank");
-  plan.command = agent.empty() ? std::vector<std::string>{self_exe(), "rank", "--"} : std::vector<std::string>{agent, "--"};
+  plan.command = agent.empty() ? std::vector<std::string>{self_exe(), "rank", "--"}
+                               : std::vector<std::string>{agent, "--"};
   plan.command.insert(plan.command.end(), command.begin(), command.end());
   return job;
 }

@@ -2,21 +2,21 @@
 // it (topology, key, MPI flavour and the exact command), built from the parameters once.
 #pragma once
 
-#include "common/params.h"
-#include "common/topology.h"
-#include "launcher/mpi_command.h"
-
 #include <map>
 #include <string>
 #include <vector>
+
+#include "common/params.h"
+#include "common/topology.h"
+#include "launcher/mpi_command.h"
 
 namespace tmpi::launch {
 
 struct Job {
   Topology topology;
   std::string ssh_dir, key_path, private_key;
-  std::string launcher_name;  // this pod's host name (the coordinator's address)
-  LaunchPlan plan;            // with the agent-wrapped user command
+  std::string launcher_name;               // this pod's host name (the coordinator's address)
+  LaunchPlan plan;                         // with the agent-wrapped user command
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
 };
 

@@ -1,11 +1,12 @@
 // See job_events.h.
 #include "launcher/job_events.h"
-#include "common/json_fields.h"
-#include "common/utf8.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include "common/json_fields.h"
+#include "common/utf8.h"
 #include "status/trainer_status.h"
 
 namespace tmpi::launch {

@@ -9,8 +9,9 @@
 
 #include <chrono>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/kube_client.h"
 #include "common/params.h"

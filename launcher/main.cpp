@@ -4,21 +4,22 @@
 //   hosts                       the health table from the coordinator, or hosts.json
 //   shell                       an interactive shell ready for mpirun (kubectl exec -it)
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
-#include "common/cli.h"
-#include "common/json_fields.h"
-#include "common/files.h"
-#include "common/plain_http.h"
-#include "common/log.h"
-#include "common/params.h"
-#include "launcher/job.h"
-#include "launcher/rank_agent.h"
-#include "launcher/run.h"
-
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/json_fields.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "common/plain_http.h"
+#include "launcher/job.h"
+#include "launcher/rank_agent.h"
+#include "launcher/run.h"
 
 namespace tmpi::launch {
 
@@ -40,8 +41,9 @@ Status hosts(const Params& params) {
                              int_at(table, "/ready", 0), int_at(table, "/expected", 0));
     const auto* rows = node_at(table, "/hosts");
     for (const auto& host : rows != nullptr && rows->is_array() ? *rows : nlohmann::json::array()) {
-      std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", string_at(host, "/name"), string_at(host, "/state"),
-                               string_at(host, "/address"), string_at(host, "/reason"));
+      std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", string_at(host, "/name"),
+                               string_at(host, "/state"), string_at(host, "/address"),
+                               string_at(host, "/reason"));
     }
     return ok_status();
   }
@@ -54,8 +56,10 @@ Status shell(const Params& params) {
   TMPI_ASSIGN(Job job, prepare_job(params, {"YOUR_PROGRAM"}));
   std::cout << fmt::format("trainer-mpi shell: {} hosts, {} slots, {} ({})\n", job.topology.hosts.size(),
                            job.topology.total_slots(), flavour_name(job.plan.flavour), job.plan.launcher);
-  for (const auto& host : job.topology.hosts) std::cout << fmt::format("  {} slots={}\n", host.name, host.slots);
-  std::cout << "The exact MPI command (YOUR_PROGRAM as each rank):\n  " << shell_join(build_command(job.plan)) << "\n"
+  for (const auto& host : job.topology.hosts)
+    std::cout << fmt::format("  {} slots={}\n", host.name, host.slots);
+  std::cout << "The exact MPI command (YOUR_PROGRAM as each rank):\n  " << shell_join(build_command(job.plan))
+            << "\n"
             << "Preflight: mpi-launcher check      Health: mpi-launcher hosts\n";
   for (const auto& [name, value] : job.env) setenv(name.c_str(), value.c_str(), 1);
   setenv("TMPI_MPI_COMMAND", shell_join(build_command(job.plan)).c_str(), 1);
@@ -72,7 +76,8 @@ Status run(const std::vector<std::string>& args) {
     return args.empty() ? make_error(Exit::kUsage, "no subcommand; see --help") : ok_status();
   }
   std::string command = args[0];
-  TMPI_ASSIGN(Params params, Params::parse(kScopeLauncher, {args.begin() + 1, args.end()}, current_environment()));
+  TMPI_ASSIGN(Params params,
+              Params::parse(kScopeLauncher, {args.begin() + 1, args.end()}, current_environment()));
   if (params.help_requested()) {
     std::cout << help_text(kSynopsis, kScopeLauncher);
     return ok_status();
@@ -90,4 +95,6 @@ Status run(const std::vector<std::string>& args) {
 
 }  // namespace tmpi::launch
 
-int main(int argc, char** argv) { return tmpi::cli::run("mpi-launcher", argc, argv, tmpi::launch::run); }
+int main(int argc, char** argv) {
+  return tmpi::cli::run("mpi-launcher", argc, argv, tmpi::launch::run);
+}

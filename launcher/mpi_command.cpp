@@ -7,13 +7,14 @@
 //   -genvlist V,...
 #include "launcher/mpi_command.h"
 
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <set>
 #include <sstream>
+
+#include <fmt/ranges.h>
 
 namespace tmpi::launch {
 
@@ -111,7 +112,7 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
   static const std::vector<std::string> kDefaultNames = {"PATH", "LD_LIBRARY_PATH"};
   // What the rank agent reads on the nodes.
   static const std::vector<std::string> kAgent = {"TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT",
-                                                  "TMPI_LOG_LEVEL", "TMPI_SLOT_LAYOUT", "TMPI_SSH_DIR"};
+                                                  "TMPI_LOG_LEVEL",   "TMPI_SLOT_LAYOUT", "TMPI_SSH_DIR"};
   std::set<std::string> out(names.begin(), names.end());
   for (const auto& name : environment_names) {
     for (const auto* list : {&kAgent, &kDefaultNames}) {

@@ -6,11 +6,11 @@
 // ignores the ORTE ones and silently runs every rank on the launcher (Trainer #4028).
 #pragma once
 
-#include "common/error.h"
-
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace tmpi::launch {
 
@@ -29,13 +29,13 @@ std::optional<Flavour> flavour_from_install(const std::string& program, const st
 
 struct LaunchPlan {
   Flavour flavour = Flavour::kOpenMpi4;
-  std::string launcher;       // mpirun, prterun or mpiexec.hydra (path)
-  std::string hostfile;       // in the flavour's dialect
+  std::string launcher;  // mpirun, prterun or mpiexec.hydra (path)
+  std::string hostfile;  // in the flavour's dialect
   int np = 1;
-  std::string ssh_wrapper;    // an executable that runs ssh with the options below (hydra)
+  std::string ssh_wrapper;               // an executable that runs ssh with the options below (hydra)
   std::vector<std::string> ssh_options;  // -p 2222 -i KEY -o UserKnownHostsFile=... ...
-  std::string iface;          // "" = let MPI choose
-  std::vector<std::string> env_names;   // forwarded from the launcher's environment
+  std::string iface;                     // "" = let MPI choose
+  std::vector<std::string> env_names;    // forwarded from the launcher's environment
   bool as_root = false;
   std::vector<std::string> extra_args;  // --mpi-args, before the command
   std::vector<std::string> command;     // the rank command (already wrapped by the agent)
@@ -46,7 +46,8 @@ std::vector<std::string> build_command(const LaunchPlan& plan);
 // The environment names forwarded by default and by --env / --env-prefix (Trainer #3427),
 // chosen from `environment` (names only; values travel through MPI).
 std::vector<std::string> forwarded_env(const std::vector<std::string>& environment_names,
-                                       const std::vector<std::string>& names, const std::vector<std::string>& prefixes);
+                                       const std::vector<std::string>& names,
+                                       const std::vector<std::string>& prefixes);
 
 // A shell-quoted rendering, for --dry-run and logs.
 std::string shell_join(const std::vector<std::string>& words);

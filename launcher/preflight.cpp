@@ -1,9 +1,6 @@
 // See preflight.h.
 #include "launcher/preflight.h"
 
-#include "common/ssh_probe.h"
-
-#include <fmt/format.h>
 #include <netdb.h>
 
 #include <algorithm>
@@ -13,11 +10,17 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "common/ssh_probe.h"
+
 namespace tmpi::launch {
 
 namespace {
 
-std::string short_name(const std::string& name) { return name.substr(0, name.find('.')); }
+std::string short_name(const std::string& name) {
+  return name.substr(0, name.find('.'));
+}
 
 }  // namespace
 
@@ -37,8 +40,8 @@ std::vector<CheckRow> check_dns(const std::vector<std::string>& names) {
   return rows;
 }
 
-std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port, const std::string& private_key,
-                                int concurrency, Millis timeout) {
+std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
+                                const std::string& private_key, int concurrency, Millis timeout) {
   std::vector<CheckRow> rows(hosts.size());
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> workers;
@@ -52,7 +55,8 @@ std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
     });
   }
   for (auto& worker : workers) worker.join();
-  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const CheckRow& row) { return row.host.empty(); }), rows.end());
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const CheckRow& row) { return row.host.empty(); }),
+             rows.end());
   return rows;
 }
 
@@ -82,9 +86,10 @@ std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, 
     if (it == ran.end()) {
       rows.push_back({expected[rank], "placement", fmt::format("rank {} did not report where it ran", rank)});
     } else if (short_name(it->second) != short_name(expected[rank])) {
-      rows.push_back({expected[rank], "placement",
-                      fmt::format("rank {} ran on {}, the hostfile puts it here; is the MPI ignoring the hostfile?",
-                                  rank, it->second)});
+      rows.push_back(
+          {expected[rank], "placement",
+           fmt::format("rank {} ran on {}, the hostfile puts it here; is the MPI ignoring the hostfile?",
+                       rank, it->second)});
     }
   }
   return rows;
@@ -97,7 +102,8 @@ std::string render_table(const std::vector<CheckRow>& rows) {
     check_width = std::max(check_width, row.check.size());
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {}\n", "HOST", host_width, "CHECK", check_width, "REASON");
-  for (const auto& row : rows) out += fmt::format("{:<{}}  {:<{}}  {}\n", row.host, host_width, row.check, check_width, row.reason);
+  for (const auto& row : rows)
+    out += fmt::format("{:<{}}  {:<{}}  {}\n", row.host, host_width, row.check, check_width, row.reason);
   return out;
 }
 

@@ -5,11 +5,11 @@
 // Failures are rows of a table: host, check, reason.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/topology.h"
-
 #include <string>
 #include <vector>
+
+#include "common/backoff.h"
+#include "common/topology.h"
 
 namespace tmpi::launch {
 
@@ -18,8 +18,9 @@ struct CheckRow {
 };
 
 std::vector<CheckRow> check_dns(const std::vector<std::string>& names);
-std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port, const std::string& private_key,
-                                int concurrency = 16, Millis timeout = Millis(10000));
+std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
+                                const std::string& private_key, int concurrency = 16,
+                                Millis timeout = Millis(10000));
 
 // Where rank r must run: hosts in hostfile order, each filled to its slots, round after
 // round if np exceeds the slots (by-slot mapping, the default of Open MPI and hydra).

@@ -14,10 +14,13 @@ namespace tmpi::launch {
 
 namespace {
 
-int decode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+int decode(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 // In the child: its own process group, the extra variables, then exec.
-[[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+[[noreturn]] void exec_child(const std::vector<std::string>& argv,
+                             const std::map<std::string, std::string>& env) {
   setpgid(0, 0);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(signal, SIG_DFL);
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
@@ -51,7 +54,9 @@ std::optional<int> ProcessGroup::poll() {
   return status_;
 }
 
-void ProcessGroup::signal(int sig) const { kill(-pid_, sig); }
+void ProcessGroup::signal(int sig) const {
+  kill(-pid_, sig);
+}
 
 int ProcessGroup::stop(Millis grace) {
   if (poll()) return *status_;
@@ -68,8 +73,9 @@ int ProcessGroup::stop(Millis grace) {
   return *status_;
 }
 
-Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                               Millis timeout, const std::function<bool()>& stopped) {
+Expected<Captured> run_capture(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& env, Millis timeout,
+                               const std::function<bool()>& stopped) {
   int out[2];
   if (pipe(out) != 0) return make_error(Exit::kJobFailed, "cannot make a pipe: {}", std::strerror(errno));
   pid_t pid = fork();

@@ -3,9 +3,6 @@
 // output we read (`mpirun --version`, the placement probe), each under a time limit.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-
 #include <sys/types.h>
 
 #include <functional>
@@ -14,12 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "common/backoff.h"
+#include "common/error.h"
+
 namespace tmpi::launch {
 
 class ProcessGroup {
  public:
   // Starts argv with extra variables set; stdout and stderr are the launcher's.
-  static Expected<ProcessGroup> spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  static Expected<ProcessGroup> spawn(const std::vector<std::string>& argv,
+                                      const std::map<std::string, std::string>& env);
   // The exit status (128+signal for a signal) once it has exited; nullopt while it runs.
   std::optional<int> poll();
   void signal(int sig) const;  // to the whole group
@@ -44,7 +45,8 @@ struct Captured {
 // Runs argv to completion (killed at `timeout`: Exit::kTimeout) and returns its output.
 // `stopped`, asked about every 200 ms, ends it early: the process group is killed and the
 // error says so (a SIGTERM to the launcher during its preflight).
-Expected<Captured> run_capture(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                               Millis timeout, const std::function<bool()>& stopped = {});
+Expected<Captured> run_capture(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& env, Millis timeout,
+                               const std::function<bool()>& stopped = {});
 
 }  // namespace tmpi::launch

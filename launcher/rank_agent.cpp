@@ -3,28 +3,29 @@
 // leaves no rank behind on its node.
 #include "launcher/rank_agent.h"
 
-#include "common/job_key.h"
-#include "common/plain_http.h"
-#include "common/proof.h"
-#include "common/utf8.h"
-#include "launcher/process.h"
-
-#include <nlohmann/json.hpp>
 #include <poll.h>
-#include <spdlog/spdlog.h>
-#include <sys/syscall.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iostream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/job_key.h"
+#include "common/plain_http.h"
+#include "common/proof.h"
+#include "common/utf8.h"
+#include "launcher/process.h"
 
 namespace tmpi::launch {
 
@@ -35,12 +36,15 @@ constexpr int kCannotStart = 126;  // the rank could not be started: what a shel
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
-void remember_signal(int signal) { g_signal = signal; }
+void remember_signal(int signal) {
+  g_signal = signal;
+}
 
 int int_of(const std::map<std::string, std::string>& env, std::initializer_list<const char*> names) {
   for (const char* name : names) {
     auto it = env.find(name);
-    if (it != env.end() && !it->second.empty() && it->second.find_first_not_of("0123456789") == std::string::npos) {
+    if (it != env.end() && !it->second.empty() &&
+        it->second.find_first_not_of("0123456789") == std::string::npos) {
       return std::stoi(it->second);
     }
   }
@@ -65,7 +69,8 @@ void report(const RankAgentOptions& options, const RankIdentity& id, const nlohm
                            fmt::format("rank|{}|{}|{}|{}", id.rank, event, fields.value("code", -1), nonce));
   auto since = Clock::now();
   auto sent = plain_http("POST", options.coordinator, "/v1/rank", dump_json(body), Millis(3000));
-  if (!sent || sent->status != 200) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
+  if (!sent || sent->status != 200)
+    spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
   spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
 }
@@ -130,7 +135,8 @@ Expected<RankIdentity> rank_identity(const std::map<std::string, std::string>& e
   id.local_rank = int_of(env, {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"});
   id.local_world_size = int_of(env, {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"});
   if (id.rank < 0 || id.world_size < 1) {
-    return make_error(Exit::kUsage, "no MPI rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK); "
+    return make_error(Exit::kUsage,
+                      "no MPI rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK); "
                       "`mpi-launcher rank` runs under mpirun or mpiexec");
   }
   if (id.local_rank < 0) id.local_rank = 0;
@@ -208,10 +214,12 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     int error = errno;
     close(err_pipe[0]);
     close(err_pipe[1]);
-    std::string why = fmt::format("mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)",
-                                  std::strerror(error));
+    std::string why =
+        fmt::format("mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)",
+                    std::strerror(error));
     std::fprintf(stderr, "%s\n", why.c_str());
-    report(options, *id, {{"event", "exit"}, {"code", kCannotStart}, {"signal", 0}, {"seconds", 0.0}, {"tail", why}});
+    report(options, *id,
+           {{"event", "exit"}, {"code", kCannotStart}, {"signal", 0}, {"seconds", 0.0}, {"tail", why}});
     return kCannotStart;
   }
   if (child == 0) {
@@ -254,11 +262,13 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     }
     pollfd fds[2] = {{pipe_open ? err_pipe[0] : -1, POLLIN, 0}, {exited ? -1 : exit_fd, POLLIN, 0}};
     auto now = Clock::now();
-    auto until = exited ? exited_at + Millis(1000) : (start_reported ? now + Millis(1000) : start + kStartReportAfter);
+    auto until =
+        exited ? exited_at + Millis(1000) : (start_reported ? now + Millis(1000) : start + kStartReportAfter);
     auto wait = std::chrono::ceil<Millis>(until - now);
     if (!exited && exit_fd < 0) wait = std::min(wait, Millis(20));
     auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Millis(0))).count();
-    timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000),
+                     static_cast<long>(wait_ns % 1'000'000'000)};
     if (ppoll(fds, 2, &timeout, &waiting) < 0) continue;  // EINTR: a signal to forward
     if (fds[0].revents != 0 && !tail.pass_through(err_pipe[0])) pipe_open = false;
     if (!exited && waitpid(child, &status, WNOHANG) == child) {
@@ -301,10 +311,11 @@ Status rank_command(const Params& params) {
   } else if (!options.coordinator.empty()) {
     // The rank runs, but unreported: said once, so that a failure that names no rank or host
     // has its reason in the output.
-    std::fprintf(stderr,
-                 "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named. "
-                 "Point --ssh-dir (TMPI_SSH_DIR) at the folder that holds the job key\n",
-                 options.coordinator.c_str(), key.error().message.c_str());
+    std::fprintf(
+        stderr,
+        "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named. "
+        "Point --ssh-dir (TMPI_SSH_DIR) at the folder that holds the job key\n",
+        options.coordinator.c_str(), key.error().message.c_str());
     options.coordinator.clear();
   }
   if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-rank -- CMD ARGS...");

@@ -6,13 +6,13 @@
 // rank that exits 0 within 2 s reports nothing: mpirun's exit status says it.)
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-#include "common/params.h"
-
 #include <map>
 #include <string>
 #include <vector>
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "common/params.h"
 
 namespace tmpi::launch {
 
@@ -35,8 +35,8 @@ std::map<std::string, std::string> torch_env(const RankIdentity& id, const std::
                                              const std::string& master_port);
 
 struct RankAgentOptions {
-  std::string coordinator;   // host:port of the launcher's coordinator ("" = do not report)
-  std::string private_key;   // the job key, for the reports' proofs
+  std::string coordinator;  // host:port of the launcher's coordinator ("" = do not report)
+  std::string private_key;  // the job key, for the reports' proofs
   std::string master_addr, master_port;
   std::size_t tail_lines = 20;
 };

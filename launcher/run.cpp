@@ -3,20 +3,20 @@
 // and it hears every rank agent. Its callbacks only record facts under a mutex; the main
 // thread acts on them (tears the job down on the first failed rank or a lost host).
 #include "launcher/run.h"
-#include "common/utf8.h"
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <csignal>
 #include <future>
 #include <iostream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
 #include "common/files.h"
+#include "common/utf8.h"
 #include "launcher/fabric_check.h"
 #include "launcher/job.h"
 #include "launcher/job_events.h"
@@ -35,7 +35,9 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 void on_stop_signal(int signal) {
   g_stop_signal = signal;
 }
-bool stop_requested() { return g_stop_signal != 0; }
+bool stop_requested() {
+  return g_stop_signal != 0;
+}
 Error stopped_during(std::string_view phase) {
   return make_error(Exit::kJobFailed, "stopped by signal {} {} (the pod is being deleted?)",
                     static_cast<int>(g_stop_signal), phase);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+
 #include <nlohmann/json.hpp>
 
 #include "common/params.h"
@@ -27,7 +28,6 @@ class StatusFeed {
   // sidecars that the job has ended); wait() then gives the server at most 10 s in all.
   void finish(int exit_code, const std::string& reason);
   void wait();
-
 
  private:
   void push();

@@ -1,10 +1,11 @@
 // See cpus.h.
 #include "ncclcheck/cpus.h"
 
-#include <fmt/format.h>
 #include <sched.h>
 
 #include <charconv>
+
+#include <fmt/format.h>
 
 namespace tmpi::check {
 
@@ -37,7 +38,8 @@ std::string cpu_list(const std::set<int>& cpus) {
   for (auto it = cpus.begin(); it != cpus.end();) {
     int first = *it, last = *it;
     for (++it; it != cpus.end() && *it == last + 1; ++it) last = *it;
-    out += fmt::format("{}{}", out.empty() ? "" : ",", first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last));
+    out += fmt::format("{}{}", out.empty() ? "" : ",",
+                       first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last));
   }
   return out;
 }

@@ -31,6 +31,8 @@ std::string cpu_list(const std::set<int>& cpus);
 std::set<int> parse_cpu_list(std::string_view text);
 
 // Whether `ranks` ranks on `cpus` CPUs must share them; 0 CPUs means unknown: not shared.
-inline bool ranks_share_cpus(std::size_t ranks, std::size_t cpus) { return cpus > 0 && ranks > cpus; }
+inline bool ranks_share_cpus(std::size_t ranks, std::size_t cpus) {
+  return cpus > 0 && ranks > cpus;
+}
 
 }  // namespace tmpi::check

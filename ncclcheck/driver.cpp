@@ -1,13 +1,15 @@
 // See driver.h.
 #include "ncclcheck/driver.h"
-#include "common/utf8.h"
-#include "ncclcheck/cpus.h"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <set>
+
+#include <fmt/format.h>
+
+#include "common/utf8.h"
+#include "ncclcheck/cpus.h"
 
 namespace tmpi::check {
 
@@ -60,7 +62,8 @@ class CheckRun {
     TMPI_ASSIGN(auto names, allgather_text(progress_, MPI_COMM_WORLD, host_name_, deadline, step_));
     for (int r = 0; r < size_; ++r) {
       const std::string& name = names[static_cast<std::size_t>(r)];
-      auto it = std::find_if(report_.hosts.begin(), report_.hosts.end(), [&](const HostInfo& h) { return h.name == name; });
+      auto it = std::find_if(report_.hosts.begin(), report_.hosts.end(),
+                             [&](const HostInfo& h) { return h.name == name; });
       if (it == report_.hosts.end()) {
         HostInfo host;
         host.name = name;
@@ -85,10 +88,11 @@ class CheckRun {
       host.shares_cpus = options_.backend == "mpi" && ranks_share_cpus(host.ranks.size(), cpus[h].size());
     }
 
-    Expected<std::unique_ptr<Fabric>> made = options_.backend == "nccl"
-                                                 ? make_nccl_fabric(progress_, local_rank_, host_name_)
-                                                 : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
-    TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, made ? "" : made.error().message, deadline, step_));
+    Expected<std::unique_ptr<Fabric>> made =
+        options_.backend == "nccl" ? make_nccl_fabric(progress_, local_rank_, host_name_)
+                                   : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
+    TMPI_ASSIGN(auto problems,
+                allgather_text(progress_, MPI_COMM_WORLD, made ? "" : made.error().message, deadline, step_));
     std::set<std::string> distinct;
     for (const auto& problem : problems) {
       if (!problem.empty() && distinct.insert(problem).second) {
@@ -98,11 +102,13 @@ class CheckRun {
     if (!report_.failure.empty()) return Error{Exit::kPreflight, report_.failure};
     fabric_ = std::move(made).value();
     report_.library = fabric_->library();
-    TMPI_ASSIGN(auto devices, allgather_text(progress_, MPI_COMM_WORLD, dump_json(fabric_->device()), deadline, step_));
+    TMPI_ASSIGN(auto devices,
+                allgather_text(progress_, MPI_COMM_WORLD, dump_json(fabric_->device()), deadline, step_));
     for (int r = 0; r < size_; ++r) {
       auto device = nlohmann::json::parse(devices[static_cast<std::size_t>(r)], nullptr, false);
       if (!device.is_null() && !device.is_discarded()) {
-        report_.hosts[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].devices.push_back(device);
+        report_.hosts[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].devices.push_back(
+            device);
       }
     }
     return ok_status();
@@ -131,7 +137,8 @@ class CheckRun {
     std::vector<double> samples(2 * report_.hosts.size(), 0.0);  // per host: busbw, wrong
     if (mine.size() > 1) {
       Group group{fmt::format("host {}", my_host_), mine, node_comm_};
-      TMPI_ASSIGN(Measure measure, fabric_->allreduce(group, options_.pair_bytes, options_.iterations, deadline, step_));
+      TMPI_ASSIGN(Measure measure,
+                  fabric_->allreduce(group, options_.pair_bytes, options_.iterations, deadline, step_));
       std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong)};
       TMPI_CHECK(allreduce_sum(progress_, node_comm_, sums, deadline, step_));
       if (rank_ == mine.front()) {
@@ -144,7 +151,8 @@ class CheckRun {
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
       if (report_.hosts[h].ranks.size() < 2) continue;
-      report_.nodes.push_back({static_cast<int>(h), samples[2 * h], static_cast<std::int64_t>(samples[2 * h + 1])});
+      report_.nodes.push_back(
+          {static_cast<int>(h), samples[2 * h], static_cast<std::int64_t>(samples[2 * h + 1])});
     }
     return ok_status();
   }
@@ -203,9 +211,11 @@ class CheckRun {
       for (std::size_t p = 0; r < my_rounds.size() && p < my_rounds[r].size(); ++p) {
         auto [a, b] = my_rounds[r][p];
         if (local_rank_ != a && local_rank_ != b) continue;
-        Group group{fmt::format("gpus {} {}-{}", my_host_, a, b), {mine[static_cast<std::size_t>(a)], mine[static_cast<std::size_t>(b)]},
+        Group group{fmt::format("gpus {} {}-{}", my_host_, a, b),
+                    {mine[static_cast<std::size_t>(a)], mine[static_cast<std::size_t>(b)]},
                     MPI_COMM_NULL};
-        TMPI_ASSIGN(Measure measure, fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
+        TMPI_ASSIGN(Measure measure,
+                    fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
         std::size_t slot = 2 * (offset[static_cast<std::size_t>(my_host_)] + p);
         if (local_rank_ == a) samples[slot] = fabric_->link_gbps(options_.pair_bytes, measure.seconds, 2);
         samples[slot + 1] = static_cast<double>(measure.wrong);
@@ -216,7 +226,8 @@ class CheckRun {
         if (r >= plan[h].size()) continue;
         for (std::size_t p = 0; p < plan[h][r].size(); ++p) {
           std::size_t slot = 2 * (offset[h] + p);
-          out.push_back({static_cast<int>(h), {plan[h][r][p], samples[slot], static_cast<std::int64_t>(samples[slot + 1])}});
+          out.push_back({static_cast<int>(h),
+                         {plan[h][r][p], samples[slot], static_cast<std::int64_t>(samples[slot + 1])}});
         }
       }
     }
@@ -245,7 +256,8 @@ class CheckRun {
     for (const auto& gpu : report_.gpu_links) {
       if (report_.hosts[static_cast<std::size_t>(gpu.host)].shares_cpus) continue;
       int base = offset[static_cast<std::size_t>(gpu.host)];
-      global.push_back({{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
+      global.push_back(
+          {{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
     }
     return floor_for(options_.threshold, link_reference(global, total));
   }
@@ -256,18 +268,21 @@ class CheckRun {
     int hosts = static_cast<int>(report_.hosts.size());
     auto rounds = pair_rounds(hosts);
     for (std::size_t r = 0; r < rounds.size(); ++r) {
-      TMPI_CHECK(link_round(rounds[r], fmt::format("links round {}/{}", r + 1, rounds.size()), report_.links));
+      TMPI_CHECK(
+          link_round(rounds[r], fmt::format("links round {}/{}", r + 1, rounds.size()), report_.links));
     }
     report_.link_floor = floor_for(options_.threshold, link_reference(report_.links, hosts));
     auto again = second_look_rounds(report_.links, report_.link_floor);
     std::vector<LinkSample> second;
     for (std::size_t r = 0; r < again.size(); ++r) {
-      TMPI_CHECK(link_round(again[r], fmt::format("links, second look, round {}/{}", r + 1, again.size()), second));
+      TMPI_CHECK(
+          link_round(again[r], fmt::format("links, second look, round {}/{}", r + 1, again.size()), second));
     }
     merge_second_look(report_.links, second);
     auto retests = retest_rounds(report_.links, report_.link_floor, hosts);
     for (std::size_t r = 0; r < retests.size(); ++r) {
-      TMPI_CHECK(link_round(retests[r], fmt::format("retests round {}/{}", r + 1, retests.size()), report_.retests));
+      TMPI_CHECK(
+          link_round(retests[r], fmt::format("retests round {}/{}", r + 1, retests.size()), report_.retests));
     }
     return ok_status();
   }
@@ -289,9 +304,11 @@ class CheckRun {
       }
       std::sort(group.ranks.begin(), group.ranks.end());
       if (group.index_of(rank_) < 0) break;
-      TMPI_ASSIGN(Measure measure, fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
+      TMPI_ASSIGN(Measure measure,
+                  fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
       if (rank_ == group.ranks.front()) {
-        samples[2 * p] = fabric_->link_gbps(options_.pair_bytes, measure.seconds, static_cast<int>(group.ranks.size()));
+        samples[2 * p] =
+            fabric_->link_gbps(options_.pair_bytes, measure.seconds, static_cast<int>(group.ranks.size()));
       }
       samples[2 * p + 1] = static_cast<double>(measure.wrong);
       break;
@@ -308,15 +325,17 @@ class CheckRun {
     for (const auto& host : report_.hosts) names.push_back(host.name);
     for (const auto& size : report_.allreduce) {
       if (size.wrong > 0) {
-        report_.culprits.push_back({"data", "world", fmt::format("all-reduce of {}: {} wrong elements over {} ranks",
-                                                                 human_bytes(size.bytes), size.wrong, size_)});
+        report_.culprits.push_back({"data", "world",
+                                    fmt::format("all-reduce of {}: {} wrong elements over {} ranks",
+                                                human_bytes(size.bytes), size.wrong, size_)});
       }
     }
     const auto& largest = report_.allreduce.back();
     if (size_ > 1 && largest.busbw < options_.threshold.min_gbps) {
-      report_.culprits.push_back({"world", "world", fmt::format("all-reduce of {}: busbw {:.3g} GB/s, below --min-busbw {:.3g}",
-                                                                human_bytes(largest.bytes), largest.busbw,
-                                                                options_.threshold.min_gbps)});
+      report_.culprits.push_back(
+          {"world", "world",
+           fmt::format("all-reduce of {}: busbw {:.3g} GB/s, below --min-busbw {:.3g}",
+                       human_bytes(largest.bytes), largest.busbw, options_.threshold.min_gbps)});
     }
     std::vector<NodeSample> judged;  // a host whose ranks share CPUs measured its scheduler: its data only
     for (const auto& node : report_.nodes) {
@@ -341,8 +360,10 @@ class CheckRun {
       auto own = links_of_host(static_cast<int>(h));
       if (own.empty()) continue;
       std::vector<std::string> gpu_names;
-      for (std::size_t l = 0; l < report_.hosts[h].ranks.size(); ++l) gpu_names.push_back(report_.gpu_name(static_cast<int>(h), static_cast<int>(l)));
-      auto culprits = report_.hosts[h].shares_cpus ? judge_gpu_data(own, gpu_names) : judge_gpus(own, report_.gpu_floor, gpu_names);
+      for (std::size_t l = 0; l < report_.hosts[h].ranks.size(); ++l)
+        gpu_names.push_back(report_.gpu_name(static_cast<int>(h), static_cast<int>(l)));
+      auto culprits = report_.hosts[h].shares_cpus ? judge_gpu_data(own, gpu_names)
+                                                   : judge_gpus(own, report_.gpu_floor, gpu_names);
       report_.culprits.insert(report_.culprits.end(), culprits.begin(), culprits.end());
     }
   }
@@ -366,7 +387,8 @@ Outcome run_check(const Options& options, Progress& progress) {
   Outcome outcome{std::move(run.report()), false};
   Report& report = outcome.report;
   if (!status && status.error().exit == Exit::kTimeout) {
-    Timeout timeout{run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}, {}};
+    Timeout timeout{
+        run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}, {}};
     MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);
     std::vector<int> host_of = run.host_of_ranks();
     std::set<std::string> silent;

@@ -9,23 +9,24 @@
 // communicators, under the deadline).
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-#include "ncclcheck/progress.h"
-
 #include <mpi.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "ncclcheck/progress.h"
+
 namespace tmpi::check {
 
 struct Group {
-  std::string key;           // "world", "host 2", "link 0-3": backends cache by it
-  std::vector<int> ranks;    // world ranks, ascending; the calling rank is one of them
+  std::string key;                // "world", "host 2", "link 0-3": backends cache by it
+  std::vector<int> ranks;         // world ranks, ascending; the calling rank is one of them
   MPI_Comm comm = MPI_COMM_NULL;  // over exactly `ranks`, where the driver made one
   int index_of(int world_rank) const;
 };
@@ -65,6 +66,7 @@ std::unique_ptr<Fabric> make_mpi_fabric(Progress& progress);
 
 // NCCL on one GPU per local rank. Exit::kPreflight when this rank sees no GPU for itself.
 // Declared always; defined only where NCCL was found (TMPI_HAVE_NCCL).
-Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank, const std::string& host);
+Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank,
+                                                   const std::string& host);
 
 }  // namespace tmpi::check

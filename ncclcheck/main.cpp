@@ -2,21 +2,23 @@
 //   mpirun ... nccl-check [--backend nccl|mpi] [--min-bytes 1M --max-bytes 256M] [--json FILE|-]
 // Rank 0 prints the table and writes the JSON report. A rank that hits a deadline prints
 // its own report (result "timeout") and aborts the job with exit 3, so nothing hangs.
-#include "common/cli.h"
-#include "common/utf8.h"
-#include "common/files.h"
-#include "common/log.h"
-#include "common/params.h"
-#include "ncclcheck/driver.h"
-
 #include <mpi.h>
 
 #include <cstdio>
 #include <iostream>
 
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "common/utf8.h"
+#include "ncclcheck/driver.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 // MPI libraries keep their allocations until exit; their leaks are not ours to report.
-extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }  // NOLINT
+extern "C" const char* __asan_default_options() {
+  return "detect_leaks=0";
+}  // NOLINT
 #endif
 
 namespace tmpi::check {
@@ -37,21 +39,27 @@ std::uint64_t default_max_bytes(const std::string& backend) {
 Expected<Options> options_from(const Params& params) {
   Options options;
   options.backend = params.str("backend");
-  std::uint64_t max_bytes = params.is_set("max-bytes") ? params.bytes("max-bytes") : default_max_bytes(options.backend);
+  std::uint64_t max_bytes =
+      params.is_set("max-bytes") ? params.bytes("max-bytes") : default_max_bytes(options.backend);
   if (max_bytes > kMaxBytes || params.bytes("pair-bytes") > kMaxBytes) {
     return make_error(Exit::kUsage, "--max-bytes and --pair-bytes: 4G at most (MPI counts are 32-bit)");
   }
-  TMPI_ASSIGN(options.sizes, size_ladder(params.bytes("min-bytes"), max_bytes, params.integer("step-factor")));
+  TMPI_ASSIGN(options.sizes,
+              size_ladder(params.bytes("min-bytes"), max_bytes, params.integer("step-factor")));
   options.pair_bytes = params.bytes("pair-bytes");
-  if (options.pair_bytes < 4) return make_error(Exit::kUsage, "--pair-bytes {}: must hold one float", options.pair_bytes);
-  options.iterations = {static_cast<int>(params.integer("warmup")), static_cast<int>(params.integer("iters"))};
+  if (options.pair_bytes < 4)
+    return make_error(Exit::kUsage, "--pair-bytes {}: must hold one float", options.pair_bytes);
+  options.iterations = {static_cast<int>(params.integer("warmup")),
+                        static_cast<int>(params.integer("iters"))};
   if (options.iterations.timed < 1 || options.iterations.warmup < 0) {
-    return make_error(Exit::kUsage, "--iters {} --warmup {}: need 1 or more timed and 0 or more warm-up iterations",
+    return make_error(Exit::kUsage,
+                      "--iters {} --warmup {}: need 1 or more timed and 0 or more warm-up iterations",
                       options.iterations.timed, options.iterations.warmup);
   }
   options.threshold = {params.number("min-busbw"), params.number("min-fraction")};
   if (options.threshold.min_fraction < 0 || options.threshold.min_fraction > 1) {
-    return make_error(Exit::kUsage, "--min-fraction {}: must be between 0 and 1", options.threshold.min_fraction);
+    return make_error(Exit::kUsage, "--min-fraction {}: must be between 0 and 1",
+                      options.threshold.min_fraction);
   }
   options.step_timeout = params.duration("step-timeout");
   return options;
@@ -96,9 +104,10 @@ Status body(const std::vector<std::string>& args) {
   // while rank 0's report may still be on its way through mpirun's output forwarding (a CI
   // run here lost the report's first half so).
   if (report.exit_code() == 0 || rank != 0) return ok_status();
-  std::string message = !report.failure.empty() ? report.failure
-                                                : fmt::format("{} culprit(s) below threshold or with wrong data: see the table",
-                                                              report.culprits.size());
+  std::string message = !report.failure.empty()
+                            ? report.failure
+                            : fmt::format("{} culprit(s) below threshold or with wrong data: see the table",
+                                          report.culprits.size());
   return Error{static_cast<Exit>(report.exit_code()), message};
 }
 

@@ -1,11 +1,11 @@
 // See metrics.h.
 #include "ncclcheck/metrics.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 namespace tmpi::check {
 
@@ -17,10 +17,13 @@ double allreduce_busbw(double algbw, int ranks) {
   return ranks > 0 ? algbw * 2.0 * (ranks - 1) / ranks : 0.0;
 }
 
-Expected<std::vector<std::uint64_t>> size_ladder(std::uint64_t min_bytes, std::uint64_t max_bytes, std::int64_t factor) {
-  if (min_bytes < 4) return make_error(Exit::kUsage, "--min-bytes {}: must hold one float (4 bytes) or more", min_bytes);
+Expected<std::vector<std::uint64_t>> size_ladder(std::uint64_t min_bytes, std::uint64_t max_bytes,
+                                                 std::int64_t factor) {
+  if (min_bytes < 4)
+    return make_error(Exit::kUsage, "--min-bytes {}: must hold one float (4 bytes) or more", min_bytes);
   if (max_bytes < min_bytes) {
-    return make_error(Exit::kUsage, "--max-bytes {} is below --min-bytes {}; raise --max-bytes", max_bytes, min_bytes);
+    return make_error(Exit::kUsage, "--max-bytes {} is below --min-bytes {}; raise --max-bytes", max_bytes,
+                      min_bytes);
   }
   if (factor < 2) return make_error(Exit::kUsage, "--step-factor {}: must be 2 or more", factor);
   std::vector<std::uint64_t> sizes;
@@ -66,7 +69,8 @@ double link_reference(const std::vector<LinkSample>& links, int hosts) {
   std::vector<double> best(static_cast<std::size_t>(std::max(hosts, 0)), -1.0);
   for (const auto& link : links) {
     for (int host : {link.hosts.first, link.hosts.second}) {
-      if (host >= 0 && host < hosts) best[static_cast<std::size_t>(host)] = std::max(best[static_cast<std::size_t>(host)], link.gbps);
+      if (host >= 0 && host < hosts)
+        best[static_cast<std::size_t>(host)] = std::max(best[static_cast<std::size_t>(host)], link.gbps);
     }
   }
   std::vector<double> measured;
@@ -78,7 +82,9 @@ double link_reference(const std::vector<LinkSample>& links, int hosts) {
 
 namespace {
 
-bool slow(const LinkSample& link, double floor) { return link.gbps < floor || link.wrong > 0; }
+bool slow(const LinkSample& link, double floor) {
+  return link.gbps < floor || link.wrong > 0;
+}
 
 int host_count(const std::vector<LinkSample>& links) {
   int count = 0;
@@ -86,12 +92,14 @@ int host_count(const std::vector<LinkSample>& links) {
   return count;
 }
 
-std::string first_pass(const std::vector<LinkSample>& links, int host, const std::vector<std::string>& names) {
+std::string first_pass(const std::vector<LinkSample>& links, int host,
+                       const std::vector<std::string>& names) {
   std::string out;
   for (const auto& link : links) {
     if (link.hosts.first != host && link.hosts.second != host) continue;
     int other = link.hosts.first == host ? link.hosts.second : link.hosts.first;
-    out += fmt::format("{}{:.3g} GB/s with {}", out.empty() ? "" : ", ", link.gbps, names.at(static_cast<std::size_t>(other)));
+    out += fmt::format("{}{:.3g} GB/s with {}", out.empty() ? "" : ", ", link.gbps,
+                       names.at(static_cast<std::size_t>(other)));
   }
   return out;
 }
@@ -101,7 +109,8 @@ std::string first_pass(const std::vector<LinkSample>& links, int host, const std
 // A suspect has no good link at all; a host (or GPU) with one good link can move data at
 // full speed, so its slow links are the links' fault (or the other end's).
 std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int hosts) {
-  std::vector<bool> measured(static_cast<std::size_t>(hosts), false), good(static_cast<std::size_t>(hosts), false);
+  std::vector<bool> measured(static_cast<std::size_t>(hosts), false),
+      good(static_cast<std::size_t>(hosts), false);
   for (const auto& link : links) {
     for (int host : {link.hosts.first, link.hosts.second}) {
       if (host < 0 || host >= hosts) continue;
@@ -116,7 +125,8 @@ std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int h
   return out;
 }
 
-std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor, bool alone) {
+std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>& links, double floor,
+                                                  bool alone) {
   std::vector<Pair> waiting;
   for (const auto& link : links) {
     if (link.gbps < floor && link.wrong == 0) waiting.push_back(link.hosts);
@@ -183,16 +193,20 @@ std::vector<Culprit> judge_links(const std::vector<LinkSample>& links, const std
       if (!slow(retest, floor)) break;  // fine beside a good peer: not this host
       int peer = retest.hosts.first == host ? retest.hosts.second : retest.hosts.first;
       out.push_back({"host", name(host),
-                     fmt::format("{:.3g} GB/s beside the good peer {} (retest){}, below the floor of {:.3g} GB/s; first pass: {}",
-                                 retest.gbps, name(peer), retest.wrong > 0 ? fmt::format(", {} wrong elements", retest.wrong) : "",
+                     fmt::format("{:.3g} GB/s beside the good peer {} (retest){}, below the floor of {:.3g} "
+                                 "GB/s; first pass: {}",
+                                 retest.gbps, name(peer),
+                                 retest.wrong > 0 ? fmt::format(", {} wrong elements", retest.wrong) : "",
                                  floor, first_pass(links, host, host_names))});
       bad_hosts.insert(host);
       break;
     }
   }
   for (const auto& link : links) {
-    if (!slow(link, floor) || bad_hosts.count(link.hosts.first) > 0 || bad_hosts.count(link.hosts.second) > 0) continue;
-    bool ends_good = suspect_hosts.count(link.hosts.first) == 0 && suspect_hosts.count(link.hosts.second) == 0;
+    if (!slow(link, floor) || bad_hosts.count(link.hosts.first) > 0 || bad_hosts.count(link.hosts.second) > 0)
+      continue;
+    bool ends_good =
+        suspect_hosts.count(link.hosts.first) == 0 && suspect_hosts.count(link.hosts.second) == 0;
     out.push_back({"link", fmt::format("{} <-> {}", name(link.hosts.first), name(link.hosts.second)),
                    fmt::format("{:.3g} GB/s{}, below the floor of {:.3g} GB/s; {}", link.gbps,
                                link.wrong > 0 ? fmt::format(", {} wrong elements", link.wrong) : "", floor,
@@ -210,10 +224,12 @@ std::vector<Culprit> judge_gpus(const std::vector<LinkSample>& links, double flo
   std::vector<Culprit> out;
   for (int gpu : slow_gpus) {
     out.push_back({"gpu", gpu_names.at(static_cast<std::size_t>(gpu)),
-                   fmt::format("every link of it is below the floor of {:.3g} GB/s: {}", floor, first_pass(links, gpu, gpu_names))});
+                   fmt::format("every link of it is below the floor of {:.3g} GB/s: {}", floor,
+                               first_pass(links, gpu, gpu_names))});
   }
   for (const auto& link : links) {
-    if (!slow(link, floor) || slow_gpus.count(link.hosts.first) > 0 || slow_gpus.count(link.hosts.second) > 0) continue;
+    if (!slow(link, floor) || slow_gpus.count(link.hosts.first) > 0 || slow_gpus.count(link.hosts.second) > 0)
+      continue;
     out.push_back({"gpu link",
                    fmt::format("{} <-> {}", gpu_names.at(static_cast<std::size_t>(link.hosts.first)),
                                gpu_names.at(static_cast<std::size_t>(link.hosts.second))),
@@ -223,7 +239,8 @@ std::vector<Culprit> judge_gpus(const std::vector<LinkSample>& links, double flo
   return out;
 }
 
-std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links, const std::vector<std::string>& gpu_names) {
+std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links,
+                                    const std::vector<std::string>& gpu_names) {
   std::vector<Culprit> out;
   for (const auto& link : links) {
     if (link.wrong == 0) continue;
@@ -244,10 +261,12 @@ std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Thr
   std::vector<Culprit> out;
   for (const auto& node : nodes) {
     if (node.busbw >= floor && node.wrong == 0) continue;
-    out.push_back({"node", host_names.at(static_cast<std::size_t>(node.host)),
-                   fmt::format("intra-node all-reduce {:.3g} GB/s busbw{}, below the floor of {:.3g} GB/s (median host {:.3g})",
-                               node.busbw, node.wrong > 0 ? fmt::format(", {} wrong elements", node.wrong) : "", floor,
-                               reference)});
+    out.push_back(
+        {"node", host_names.at(static_cast<std::size_t>(node.host)),
+         fmt::format(
+             "intra-node all-reduce {:.3g} GB/s busbw{}, below the floor of {:.3g} GB/s (median host {:.3g})",
+             node.busbw, node.wrong > 0 ? fmt::format(", {} wrong elements", node.wrong) : "", floor,
+             reference)});
   }
   return out;
 }

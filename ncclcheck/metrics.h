@@ -12,13 +12,13 @@
 // (a plain median of links would not: with 3 hosts and 1 bad, 2 of 3 links are slow).
 #pragma once
 
-#include "common/error.h"
-
 #include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/error.h"
 
 namespace tmpi::check {
 
@@ -26,7 +26,8 @@ double algbw_gbps(std::uint64_t bytes, double seconds);
 double allreduce_busbw(double algbw, int ranks);
 
 // min, min*factor, ... up to max (max itself always included); errors name the flags.
-Expected<std::vector<std::uint64_t>> size_ladder(std::uint64_t min_bytes, std::uint64_t max_bytes, std::int64_t factor);
+Expected<std::vector<std::uint64_t>> size_ladder(std::uint64_t min_bytes, std::uint64_t max_bytes,
+                                                 std::int64_t factor);
 
 // Every pair of `hosts` hosts exactly once, each host at most once per round, in the fewest
 // rounds: hosts-1 when even, hosts when odd (the circle method of round-robin tournaments).
@@ -98,7 +99,8 @@ struct NodeSample {
 };
 // The links of a host whose bandwidth is not judged (its ranks share CPUs, cpus.h): only
 // their data, which no scheduler excuses.
-std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links, const std::vector<std::string>& gpu_names);
+std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links,
+                                    const std::vector<std::string>& gpu_names);
 
 std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Threshold& threshold,
                                  const std::vector<std::string>& host_names);

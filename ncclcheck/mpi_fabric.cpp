@@ -6,11 +6,11 @@
 // a 256 MiB vector is not allocated and zeroed again for each size. They are Held: a wait
 // that fails leaves them to Progress with their pending requests, and the next test (if
 // any) starts from new ones; a buffer is never resized or reused while a request is on it.
+#include <algorithm>
+
 #include "ncclcheck/data_check.h"
 #include "ncclcheck/fabric.h"
 #include "ncclcheck/metrics.h"
-
-#include <algorithm>
 
 namespace tmpi::check {
 
@@ -21,7 +21,9 @@ int Group::index_of(int world_rank) const {
 
 namespace {
 
-double now_seconds() { return MPI_Wtime(); }
+double now_seconds() {
+  return MPI_Wtime();
+}
 
 class MpiFabric : public Fabric {
  public:
@@ -37,15 +39,16 @@ class MpiFabric : public Fabric {
     return line;
   }
 
-  Expected<Measure> allreduce(const Group& group, std::uint64_t bytes, Iterations iterations, const Deadline& deadline,
-                              std::string_view step) override {
+  Expected<Measure> allreduce(const Group& group, std::uint64_t bytes, Iterations iterations,
+                              const Deadline& deadline, std::string_view step) override {
     std::size_t count = bytes / sizeof(float);
     auto input = buffer(first_, count), output = buffer(second_, count);
     fill_pattern(input->data(), count, group.index_of(rank_));
     poison(output->data(), count);
     auto once = [&]() -> Status {
       MPI_Request request;
-      MPI_Iallreduce(input->data(), output->data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, group.comm, &request);
+      MPI_Iallreduce(input->data(), output->data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, group.comm,
+                     &request);
       return progress_.wait(&request, 1, {input, output}, deadline, step);
     };
     for (int i = 0; i < iterations.warmup; ++i) TMPI_CHECK(once());
@@ -65,8 +68,8 @@ class MpiFabric : public Fabric {
   // Rank 0 of the group sends, rank 1 answers, each with its own pattern; the receiver of
   // each direction checks what arrived after the last iteration. The time is half the
   // median round trip.
-  Expected<Measure> link(const Group& group, std::uint64_t bytes, Iterations iterations, const Deadline& deadline,
-                         std::string_view step) override {
+  Expected<Measure> link(const Group& group, std::uint64_t bytes, Iterations iterations,
+                         const Deadline& deadline, std::string_view step) override {
     std::size_t count = bytes / sizeof(float);
     int me = group.index_of(rank_);
     int peer = group.ranks.at(me == 0 ? 1 : 0);
@@ -78,9 +81,11 @@ class MpiFabric : public Fabric {
       MPI_Request request;
       for (int turn = 0; turn < 2; ++turn) {
         if ((turn == 0) == (me == 0)) {
-          MPI_Isend(outgoing->data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD, &request);
+          MPI_Isend(outgoing->data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD,
+                    &request);
         } else {
-          MPI_Irecv(incoming->data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD, &request);
+          MPI_Irecv(incoming->data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, MPI_COMM_WORLD,
+                    &request);
         }
         TMPI_CHECK(progress_.wait(&request, 1, {outgoing, incoming}, deadline, step));
       }
@@ -123,6 +128,8 @@ class MpiFabric : public Fabric {
 
 }  // namespace
 
-std::unique_ptr<Fabric> make_mpi_fabric(Progress& progress) { return std::make_unique<MpiFabric>(progress); }
+std::unique_ptr<Fabric> make_mpi_fabric(Progress& progress) {
+  return std::make_unique<MpiFabric>(progress);
+}
 
 }  // namespace tmpi::check

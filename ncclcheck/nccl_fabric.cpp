@@ -7,15 +7,16 @@
 //
 // No kernel of our own: buffers are filled and checked on the host and copied, so that the
 // backend builds with the host compiler against cudart and NCCL.
-#include "ncclcheck/data_check.h"
-#include "ncclcheck/fabric.h"
-#include "ncclcheck/metrics.h"
-
 #include <cuda_runtime_api.h>
-#include <fmt/format.h>
 #include <nccl.h>
 
 #include <map>
+
+#include <fmt/format.h>
+
+#include "ncclcheck/data_check.h"
+#include "ncclcheck/fabric.h"
+#include "ncclcheck/metrics.h"
 
 namespace tmpi::check {
 
@@ -25,13 +26,15 @@ constexpr int kUniqueIdTag = 11;
 
 Status cuda_ok(cudaError_t result, std::string_view call) {
   if (result == cudaSuccess) return ok_status();
-  return make_error(Exit::kPreflight, "{}: {} ({})", call, cudaGetErrorString(result), static_cast<int>(result));
+  return make_error(Exit::kPreflight, "{}: {} ({})", call, cudaGetErrorString(result),
+                    static_cast<int>(result));
 }
 
 Status nccl_ok(ncclResult_t result, std::string_view call, ncclComm_t comm = nullptr) {
   if (result == ncclSuccess || result == ncclInProgress) return ok_status();
   const char* detail = comm != nullptr ? ncclGetLastError(comm) : "";
-  return make_error(Exit::kPreflight, "{}: {} {}", call, ncclGetErrorString(result), detail != nullptr ? detail : "");
+  return make_error(Exit::kPreflight, "{}: {} {}", call, ncclGetErrorString(result),
+                    detail != nullptr ? detail : "");
 }
 
 class NcclFabric : public Fabric {
@@ -64,7 +67,10 @@ class NcclFabric : public Fabric {
     TMPI_CHECK(cuda_ok(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_), "cudaDeviceGetPCIBusId"));
     int count = 0;
     cudaGetDeviceCount(&count);
-    device_info_ = {{"rank", rank_}, {"device", device_}, {"name", properties.name}, {"pci_bus_id", bus_id},
+    device_info_ = {{"rank", rank_},
+                    {"device", device_},
+                    {"name", properties.name},
+                    {"pci_bus_id", bus_id},
                     {"visible_devices", count}};
     return ok_status();
   }
@@ -77,18 +83,20 @@ class NcclFabric : public Fabric {
 
   nlohmann::json device() const override { return device_info_; }
 
-  Expected<Measure> allreduce(const Group& group, std::uint64_t bytes, Iterations iterations, const Deadline& deadline,
-                              std::string_view step) override {
+  Expected<Measure> allreduce(const Group& group, std::uint64_t bytes, Iterations iterations,
+                              const Deadline& deadline, std::string_view step) override {
     TMPI_ASSIGN(ncclComm_t comm, comm_for(group, deadline, step));
     std::size_t count = bytes / sizeof(float);
     TMPI_CHECK(ensure_buffers(bytes));
     std::vector<float> host(count);
     fill_pattern(host.data(), count, group.index_of(rank_));
-    TMPI_CHECK(cuda_ok(cudaMemcpy(send_, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU"));
+    TMPI_CHECK(
+        cuda_ok(cudaMemcpy(send_, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU"));
     TMPI_CHECK(cuda_ok(cudaMemset(recv_, 0xFF, bytes), "cudaMemset"));  // all ones: NaN, the poison
     auto launch = [&](int times) -> Status {
       for (int i = 0; i < times; ++i) {
-        TMPI_CHECK(nccl_ok(ncclAllReduce(send_, recv_, count, ncclFloat, ncclSum, comm, stream_), "ncclAllReduce", comm));
+        TMPI_CHECK(nccl_ok(ncclAllReduce(send_, recv_, count, ncclFloat, ncclSum, comm, stream_),
+                           "ncclAllReduce", comm));
         TMPI_CHECK(settle(comm, deadline, step));
       }
       return finish(comm, deadline, step);
@@ -98,7 +106,8 @@ class NcclFabric : public Fabric {
     TMPI_CHECK(launch(iterations.timed));
     Measure measure;
     measure.seconds = (MPI_Wtime() - start) / iterations.timed;
-    TMPI_CHECK(cuda_ok(cudaMemcpy(host.data(), recv_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU"));
+    TMPI_CHECK(
+        cuda_ok(cudaMemcpy(host.data(), recv_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU"));
     measure.wrong = count_wrong_sum(host.data(), count, static_cast<int>(group.ranks.size()));
     return measure;
   }
@@ -107,8 +116,8 @@ class NcclFabric : public Fabric {
 
   // A link's communicator serves one test: it is closed after it, so that a host with 8
   // GPUs does not hold the buffers of 28 pair communicators at once.
-  Expected<Measure> link(const Group& group, std::uint64_t bytes, Iterations iterations, const Deadline& deadline,
-                         std::string_view step) override {
+  Expected<Measure> link(const Group& group, std::uint64_t bytes, Iterations iterations,
+                         const Deadline& deadline, std::string_view step) override {
     auto measured = allreduce(group, bytes, iterations, deadline, step);
     if (auto it = comms_.find(group.key); it != comms_.end()) {
       close(it->second);
@@ -154,14 +163,16 @@ class NcclFabric : public Fabric {
       if (state != cudaErrorNotReady) return abort(comm, cuda_ok(state, step).take_error());
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm, &async);
-      if (async != ncclSuccess && async != ncclInProgress) return abort(comm, nccl_ok(async, step, comm).take_error());
+      if (async != ncclSuccess && async != ncclInProgress)
+        return abort(comm, nccl_ok(async, step, comm).take_error());
       progress_.serve();
       if (deadline.expired()) return abort(comm, timeout(step, deadline));
     }
   }
 
   static Error timeout(std::string_view step, const Deadline& deadline) {
-    return make_error(Exit::kTimeout, "{} did not finish within {} s", step, std::chrono::duration<double>(deadline.budget()).count());
+    return make_error(Exit::kTimeout, "{} did not finish within {} s", step,
+                      std::chrono::duration<double>(deadline.budget()).count());
   }
 
   Error abort(ncclComm_t comm, Error error) {
@@ -190,7 +201,8 @@ class NcclFabric : public Fabric {
       }
     } else {
       requests.emplace_back();
-      MPI_Irecv(&id, sizeof id, MPI_BYTE, group.ranks.front(), kUniqueIdTag, MPI_COMM_WORLD, &requests.back());
+      MPI_Irecv(&id, sizeof id, MPI_BYTE, group.ranks.front(), kUniqueIdTag, MPI_COMM_WORLD,
+                &requests.back());
     }
     TMPI_CHECK(progress_.wait(requests.data(), static_cast<int>(requests.size()), {held}, deadline, step));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -228,22 +240,25 @@ class NcclFabric : public Fabric {
 
 }  // namespace
 
-Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank, const std::string& host) {
+Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank,
+                                                   const std::string& host) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int count = 0;
   cudaError_t found = cudaGetDeviceCount(&count);
   if (found != cudaSuccess || count == 0) {
-    return make_error(Exit::kPreflight,
-                      "no CUDA device is visible to rank {} on {} (cudaGetDeviceCount: {}); --backend nccl needs one GPU "
-                      "per local rank: check the pod's nvidia.com/gpu limit and CUDA_VISIBLE_DEVICES, or use --backend mpi",
-                      rank, host, found != cudaSuccess ? cudaGetErrorString(found) : "0 devices");
+    return make_error(
+        Exit::kPreflight,
+        "no CUDA device is visible to rank {} on {} (cudaGetDeviceCount: {}); --backend nccl needs one GPU "
+        "per local rank: check the pod's nvidia.com/gpu limit and CUDA_VISIBLE_DEVICES, or use --backend mpi",
+        rank, host, found != cudaSuccess ? cudaGetErrorString(found) : "0 devices");
   }
   if (local_rank >= count) {
-    return make_error(Exit::kPreflight,
-                      "rank {} is local rank {} on {}, which sees only {} GPU(s); run at most one rank per GPU "
-                      "(slots = the pod's nvidia.com/gpu limit)",
-                      rank, local_rank, host, count);
+    return make_error(
+        Exit::kPreflight,
+        "rank {} is local rank {} on {}, which sees only {} GPU(s); run at most one rank per GPU "
+        "(slots = the pod's nvidia.com/gpu limit)",
+        rank, local_rank, host, count);
   }
   auto fabric = std::make_unique<NcclFabric>(progress, local_rank);
   TMPI_CHECK(fabric->start());

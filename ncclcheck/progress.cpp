@@ -51,7 +51,8 @@ Status Progress::wait(MPI_Request* requests, int count, std::vector<Held> buffer
       serve();
       if (deadline.expired()) {
         abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
-        return make_error(Exit::kTimeout, "{} did not finish within {} s", step, std::chrono::duration<double>(deadline.budget()).count());
+        return make_error(Exit::kTimeout, "{} did not finish within {} s", step,
+                          std::chrono::duration<double>(deadline.budget()).count());
       }
     }
   }
@@ -100,8 +101,8 @@ Expected<std::vector<std::string>> allgather_text(Progress& progress, MPI_Comm c
   std::memcpy(mine->data(), text.data(), std::min(text.size(), kTextBytes - 1));
   auto all = held_buffer<char>(kTextBytes * static_cast<std::size_t>(size), '\0');
   MPI_Request request;
-  MPI_Iallgather(mine->data(), static_cast<int>(kTextBytes), MPI_CHAR, all->data(), static_cast<int>(kTextBytes),
-                 MPI_CHAR, comm, &request);
+  MPI_Iallgather(mine->data(), static_cast<int>(kTextBytes), MPI_CHAR, all->data(),
+                 static_cast<int>(kTextBytes), MPI_CHAR, comm, &request);
   TMPI_CHECK(progress.wait(&request, 1, {mine, all}, deadline, step, Progress::Poll::kYield));
   std::vector<std::string> out;
   for (int i = 0; i < size; ++i) out.emplace_back(all->data() + kTextBytes * static_cast<std::size_t>(i));
@@ -112,7 +113,8 @@ Status allreduce_sum(Progress& progress, MPI_Comm comm, std::vector<double>& val
                      std::string_view step) {
   auto sums = std::make_shared<std::vector<double>>(values);  // the caller's vector may not outlive a timeout
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, sums->data(), static_cast<int>(sums->size()), MPI_DOUBLE, MPI_SUM, comm, &request);
+  MPI_Iallreduce(MPI_IN_PLACE, sums->data(), static_cast<int>(sums->size()), MPI_DOUBLE, MPI_SUM, comm,
+                 &request);
   TMPI_CHECK(progress.wait(&request, 1, {sums}, deadline, step, Progress::Poll::kYield));
   values = *sums;
   return ok_status();

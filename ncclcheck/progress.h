@@ -14,15 +14,15 @@
 // MPI is used from one thread only (MPI_THREAD_SINGLE is enough).
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-
 #include <mpi.h>
 
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/backoff.h"
+#include "common/error.h"
 
 namespace tmpi::check {
 

@@ -15,9 +15,12 @@ int Report::exit_code() const {
 
 std::string Report::result() const {
   switch (exit_code()) {
-    case 0: return "pass";
-    case static_cast<int>(Exit::kTimeout): return "timeout";
-    default: return "fail";
+    case 0:
+      return "pass";
+    case static_cast<int>(Exit::kTimeout):
+      return "timeout";
+    default:
+      return "fail";
   }
 }
 
@@ -26,7 +29,8 @@ std::string Report::gpu_name(int host, int local_rank) const {
   const auto& devices = info.devices;
   if (devices.is_array() && local_rank < static_cast<int>(devices.size())) {
     const auto& device = devices[static_cast<std::size_t>(local_rank)];
-    return fmt::format("{} GPU {} ({})", info.name, device.value("device", local_rank), device.value("pci_bus_id", "?"));
+    return fmt::format("{} GPU {} ({})", info.name, device.value("device", local_rank),
+                       device.value("pci_bus_id", "?"));
   }
   return fmt::format("{} rank {}", info.name, local_rank);
 }
@@ -47,26 +51,35 @@ json to_json(const Report& report) {
     json out = json::array();
     for (const auto& link : samples) {
       out.push_back({{"hosts", {host_name(link.hosts.first), host_name(link.hosts.second)}},
-                     {"gbps", link.gbps}, {"wrong", link.wrong}});
+                     {"gbps", link.gbps},
+                     {"wrong", link.wrong}});
     }
     return out;
   };
-  json out = {{"result", report.result()},       {"exit_code", report.exit_code()}, {"backend", report.backend},
-              {"library", report.library},        {"ranks", report.ranks},           {"seconds", report.seconds},
-              {"pair_bytes", report.pair_bytes},  {"link_floor_gbps", report.link_floor}};
+  json out = {{"result", report.result()},       {"exit_code", report.exit_code()},
+              {"backend", report.backend},       {"library", report.library},
+              {"ranks", report.ranks},           {"seconds", report.seconds},
+              {"pair_bytes", report.pair_bytes}, {"link_floor_gbps", report.link_floor}};
   out["hosts"] = json::array();
   for (const auto& host : report.hosts) {
-    out["hosts"].push_back({{"name", host.name}, {"ranks", host.ranks}, {"devices", host.devices}, {"cpus", host.cpus},
+    out["hosts"].push_back({{"name", host.name},
+                            {"ranks", host.ranks},
+                            {"devices", host.devices},
+                            {"cpus", host.cpus},
                             {"bandwidth_judged", !host.shares_cpus}});
   }
   out["allreduce"] = json::array();
   for (const auto& size : report.allreduce) {
-    out["allreduce"].push_back({{"bytes", size.bytes}, {"seconds", size.seconds}, {"algbw_gbps", size.algbw},
-                                {"busbw_gbps", size.busbw}, {"wrong", size.wrong}});
+    out["allreduce"].push_back({{"bytes", size.bytes},
+                                {"seconds", size.seconds},
+                                {"algbw_gbps", size.algbw},
+                                {"busbw_gbps", size.busbw},
+                                {"wrong", size.wrong}});
   }
   out["intra_node"] = json::array();
   for (const auto& node : report.nodes) {
-    out["intra_node"].push_back({{"host", host_name(node.host)}, {"busbw_gbps", node.busbw}, {"wrong", node.wrong}});
+    out["intra_node"].push_back(
+        {{"host", host_name(node.host)}, {"busbw_gbps", node.busbw}, {"wrong", node.wrong}});
   }
   out["links"] = links(report.links);
   out["retests"] = links(report.retests);
@@ -74,7 +87,8 @@ json to_json(const Report& report) {
   for (const auto& gpu : report.gpu_links) {
     out["gpu_links"].push_back({{"host", host_name(gpu.host)},
                                 {"local_ranks", {gpu.link.hosts.first, gpu.link.hosts.second}},
-                                {"gbps", gpu.link.gbps}, {"wrong", gpu.link.wrong}});
+                                {"gbps", gpu.link.gbps},
+                                {"wrong", gpu.link.wrong}});
   }
   out["gpu_floor_gbps"] = report.gpu_floor;
   out["culprits"] = json::array();
@@ -83,29 +97,31 @@ json to_json(const Report& report) {
   }
   if (report.timeout) {
     const Timeout& t = *report.timeout;
-    out["timeout"] = {{"step", t.step}, {"after_seconds", t.after_seconds}, {"rank", t.rank}, {"host", t.host},
-                      {"silent_hosts", t.silent_hosts}, {"silent_ranks", t.silent_ranks}};
+    out["timeout"] = {{"step", t.step}, {"after_seconds", t.after_seconds}, {"rank", t.rank},
+                      {"host", t.host}, {"silent_hosts", t.silent_hosts},   {"silent_ranks", t.silent_ranks}};
   }
   if (!report.failure.empty()) out["failure"] = report.failure;
   return out;
 }
 
 std::string render_table(const Report& report) {
-  std::string out = fmt::format("# nccl-check ({}): {} rank(s) on {} host(s); {}\n", report.backend, report.ranks,
-                                report.hosts.size(), report.library.empty() ? "no library started" : report.library);
+  std::string out =
+      fmt::format("# nccl-check ({}): {} rank(s) on {} host(s); {}\n", report.backend, report.ranks,
+                  report.hosts.size(), report.library.empty() ? "no library started" : report.library);
   if (!report.allreduce.empty()) {
-    out += fmt::format("# all-reduce, float sum, out of place\n#{:>14} {:>12} {:>10} {:>10} {:>8}\n", "size", "time(us)",
-                       "algbw", "busbw", "#wrong");
+    out += fmt::format("# all-reduce, float sum, out of place\n#{:>14} {:>12} {:>10} {:>10} {:>8}\n", "size",
+                       "time(us)", "algbw", "busbw", "#wrong");
     out += fmt::format("#{:>14} {:>12} {:>10} {:>10} {:>8}\n", "(B)", "", "(GB/s)", "(GB/s)", "");
     for (const auto& size : report.allreduce) {
-      out += fmt::format(" {:>14} {:>12.1f} {:>10.2f} {:>10.2f} {:>8}\n", size.bytes, size.seconds * 1e6, size.algbw,
-                         size.busbw, size.wrong);
+      out += fmt::format(" {:>14} {:>12.1f} {:>10.2f} {:>10.2f} {:>8}\n", size.bytes, size.seconds * 1e6,
+                         size.algbw, size.busbw, size.wrong);
     }
   }
   for (const auto& host : report.hosts) {
     if (!host.shares_cpus) continue;
-    out += fmt::format("# host {}: {} ranks share {} CPU(s): bandwidth within it is the scheduler's, shown, not judged\n",
-                       host.name, host.ranks.size(), host.cpus);
+    out += fmt::format(
+        "# host {}: {} ranks share {} CPU(s): bandwidth within it is the scheduler's, shown, not judged\n",
+        host.name, host.ranks.size(), host.cpus);
   }
   for (const auto& node : report.nodes) {
     out += fmt::format("# intra-node {:<40} busbw {:>8.2f} GB/s  #wrong {}\n",
@@ -115,27 +131,32 @@ std::string render_table(const Report& report) {
     for (const auto& link : links) {
       out += fmt::format("# {} {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", label,
                          report.hosts.at(static_cast<std::size_t>(link.hosts.first)).name,
-                         report.hosts.at(static_cast<std::size_t>(link.hosts.second)).name, link.gbps, link.wrong,
-                         link.gbps < report.link_floor ? "  SLOW" : "");
+                         report.hosts.at(static_cast<std::size_t>(link.hosts.second)).name, link.gbps,
+                         link.wrong, link.gbps < report.link_floor ? "  SLOW" : "");
     }
   };
   for (const auto& gpu : report.gpu_links) {
-    out += fmt::format("# gpu link {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", report.gpu_name(gpu.host, gpu.link.hosts.first),
-                       report.gpu_name(gpu.host, gpu.link.hosts.second), gpu.link.gbps, gpu.link.wrong,
-                       gpu.link.gbps < report.gpu_floor && !report.hosts.at(static_cast<std::size_t>(gpu.host)).shares_cpus ? "  SLOW" : "");
+    out += fmt::format(
+        "# gpu link {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", report.gpu_name(gpu.host, gpu.link.hosts.first),
+        report.gpu_name(gpu.host, gpu.link.hosts.second), gpu.link.gbps, gpu.link.wrong,
+        gpu.link.gbps < report.gpu_floor && !report.hosts.at(static_cast<std::size_t>(gpu.host)).shares_cpus
+            ? "  SLOW"
+            : "");
   }
   link_lines(report.links, "link");
   link_lines(report.retests, "retest");
   if (!report.links.empty()) {
-    out += fmt::format("# link floor {:.3f} GB/s ({} per test)\n", report.link_floor, human_bytes(report.pair_bytes));
+    out += fmt::format("# link floor {:.3f} GB/s ({} per test)\n", report.link_floor,
+                       human_bytes(report.pair_bytes));
   }
   for (const auto& culprit : report.culprits) {
     out += fmt::format("# FAIL {} {}: {}\n", culprit.kind, culprit.name, culprit.reason);
   }
   if (report.timeout) {
     const Timeout& t = *report.timeout;
-    out += fmt::format("# TIMEOUT in {} after {:.1f} s (seen by rank {} on {}){}\n", t.step, t.after_seconds, t.rank, t.host,
-                       t.silent_hosts.empty() ? "" : fmt::format("; no answer from {}", fmt::join(t.silent_hosts, ", ")));
+    out += fmt::format(
+        "# TIMEOUT in {} after {:.1f} s (seen by rank {} on {}){}\n", t.step, t.after_seconds, t.rank, t.host,
+        t.silent_hosts.empty() ? "" : fmt::format("; no answer from {}", fmt::join(t.silent_hosts, ", ")));
   }
   if (!report.failure.empty()) out += "# FAIL " + report.failure + "\n";
   out += fmt::format("# result: {} in {:.1f} s\n", report.result(), report.seconds);

@@ -4,13 +4,13 @@
 // what every rank measured; a rank that hits a deadline fills the timeout part itself.
 #pragma once
 
-#include "ncclcheck/metrics.h"
-
-#include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ncclcheck/metrics.h"
 
 namespace tmpi::check {
 
@@ -25,7 +25,7 @@ struct HostInfo {
   std::string name;
   std::vector<int> ranks;
   nlohmann::json devices = nlohmann::json::array();  // one object per GPU (NCCL backend)
-  int cpus = 0;              // distinct CPUs its ranks may run on; 0: unknown
+  int cpus = 0;                                      // distinct CPUs its ranks may run on; 0: unknown
   bool shares_cpus = false;  // MPI backend, more ranks than CPUs: its own links shown, not judged (cpus.h)
 };
 
@@ -36,9 +36,9 @@ struct GpuLink {
 };
 
 struct Timeout {
-  std::string step;            // "all-reduce 64 MiB", "pairs round 2", "init"
+  std::string step;  // "all-reduce 64 MiB", "pairs round 2", "init"
   double after_seconds = 0;
-  int rank = 0;                // the rank that saw it
+  int rank = 0;  // the rank that saw it
   std::string host;
   std::vector<std::string> silent_hosts;  // hosts with a rank that answered no liveness ping
   std::vector<int> silent_ranks;          // those ranks; "rank N" above when init never learnt N's host
@@ -51,11 +51,11 @@ struct Report {
   std::vector<HostInfo> hosts;
   std::vector<SizeResult> allreduce;
   std::uint64_t pair_bytes = 0;
-  std::vector<NodeSample> nodes;       // intra-node all-reduce, busbw
-  std::vector<LinkSample> links;       // first pass, one per pair of hosts
-  std::vector<LinkSample> retests;     // second pass
+  std::vector<NodeSample> nodes;    // intra-node all-reduce, busbw
+  std::vector<LinkSample> links;    // first pass, one per pair of hosts
+  std::vector<LinkSample> retests;  // second pass
   double link_floor = 0;
-  std::vector<GpuLink> gpu_links;      // within each host, every pair of its ranks
+  std::vector<GpuLink> gpu_links;  // within each host, every pair of its ranks
   double gpu_floor = 0;
   std::vector<Culprit> culprits;
   std::optional<Timeout> timeout;

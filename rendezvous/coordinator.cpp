@@ -2,12 +2,12 @@
 // since a node that cannot register is the usual reason a job does not start.
 #include "rendezvous/coordinator.h"
 
-#include "common/proof.h"
+#include <algorithm>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
+#include "common/proof.h"
 
 namespace tmpi::rdv {
 
@@ -16,9 +16,13 @@ namespace {
 using nlohmann::json;
 
 // Targets and hosts come off the wire and may hold invalid UTF-8: replace it, never throw.
-std::string dump(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& body) {
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
-Reply json_reply(int status, const json& body) { return Reply{status, dump(body), "application/json"}; }
+Reply json_reply(int status, const json& body) {
+  return Reply{status, dump(body), "application/json"};
+}
 
 std::string text_field(const json& body, const char* key) {
   auto it = body.find(key);
@@ -33,10 +37,14 @@ long long ms_between(Clock::time_point from, Clock::time_point to) {
 
 const char* state_name(HostState state) {
   switch (state) {
-    case HostState::kWaiting: return "waiting";
-    case HostState::kSshFailed: return "ssh-failed";
-    case HostState::kReady: return "ready";
-    case HostState::kLost: return "lost";
+    case HostState::kWaiting:
+      return "waiting";
+    case HostState::kSshFailed:
+      return "ssh-failed";
+    case HostState::kReady:
+      return "ready";
+    case HostState::kLost:
+      return "lost";
   }
   return "unknown";
 }
@@ -47,7 +55,8 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     hosts_[name].name = name;
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
-  for (const char* counter : {"registrations", "refusals", "beats", "rank_starts", "rank_exits"}) counters_[counter] = 0;
+  for (const char* counter : {"registrations", "refusals", "beats", "rank_starts", "rank_exits"})
+    counters_[counter] = 0;
 }
 
 // Whether a registration body is well formed and signed with the job's key; `why` says
@@ -61,8 +70,9 @@ bool Coordinator::registration_signed(const json& body, int& status, std::string
     why = "slots, gpus (integers), sshReady (boolean) and nonce are required";
     return false;
   }
-  std::string message = fmt::format("register|{}|{}|{}|{}|{}", host, body["slots"].get<int>(), body["gpus"].get<int>(),
-                                    body["sshReady"].get<bool>() ? "true" : "false", nonce);
+  std::string message =
+      fmt::format("register|{}|{}|{}|{}|{}", host, body["slots"].get<int>(), body["gpus"].get<int>(),
+                  body["sshReady"].get<bool>() ? "true" : "false", nonce);
   if (!proof_matches(hmac_hex(config_.key, message), text_field(body, "proof"))) {
     status = 403;
     why = "bad proof: the sender does not hold this job's key";
@@ -99,12 +109,14 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == "/v1/end") return end(call);
     if (call.target == "/v1/rank") return rank(call);
   }
-  return json_reply(404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
+  return json_reply(
+      404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
 }
 
 Reply Coordinator::refuse(int status, const std::string& host, const std::string& why) {
   ++counters_["refusals"];
-  if (callbacks_.refused) callbacks_.refused(fmt::format("refused {}: {}", host.empty() ? "(no host)" : host, why));
+  if (callbacks_.refused)
+    callbacks_.refused(fmt::format("refused {}: {}", host.empty() ? "(no host)" : host, why));
   return json_reply(status, {{"error", why}});
 }
 
@@ -120,8 +132,10 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   int slots = body["slots"].get<int>(), gpus = body["gpus"].get<int>();
   bool ssh_ready = body["sshReady"].get<bool>();
   if (std::find(call.resolved.begin(), call.resolved.end(), call.peer) == call.resolved.end()) {
-    return refuse(403, host, fmt::format("{} does not resolve to the sender's address {} (it resolves to {})", host,
-                                         call.peer, call.resolved.empty() ? "nothing" : fmt::format("{}", fmt::join(call.resolved, ", "))));
+    return refuse(
+        403, host,
+        fmt::format("{} does not resolve to the sender's address {} (it resolves to {})", host, call.peer,
+                    call.resolved.empty() ? "nothing" : fmt::format("{}", fmt::join(call.resolved, ", "))));
   }
   if (!nonces_.insert(nonce).second) return refuse(403, host, "replayed nonce");
   HostEntry& entry = it->second;
@@ -154,7 +168,8 @@ Reply Coordinator::beat(const Call& call, Clock::time_point now) {
   long long seq = body["seq"].get<long long>();
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return refuse(404, host, "not a host of this job");
-  if (!proof_matches(hmac_hex(config_.key, fmt::format("beat|{}|{}", host, seq)), text_field(body, "proof"))) {
+  if (!proof_matches(hmac_hex(config_.key, fmt::format("beat|{}|{}", host, seq)),
+                     text_field(body, "proof"))) {
     return refuse(403, host, "bad proof on a beat");
   }
   HostEntry& entry = it->second;
@@ -266,7 +281,8 @@ std::string Coordinator::hosts_json(Clock::time_point now) const {
                      {"slots", entry.slots},
                      {"gpus", entry.gpus},
                      {"version", entry.version},
-                     {"lastBeatMillisAgo", entry.last_beat == Clock::time_point{} ? -1 : ms_between(entry.last_beat, now)}});
+                     {"lastBeatMillisAgo",
+                      entry.last_beat == Clock::time_point{} ? -1 : ms_between(entry.last_beat, now)}});
   }
   return json{{"barrier", barrier_open_ ? "open" : (deadline_passed_ ? "timed-out" : "waiting")},
               {"jobEnded", job_ended_},
@@ -279,12 +295,19 @@ std::string Coordinator::hosts_json(Clock::time_point now) const {
 std::string Coordinator::metrics() const {
   std::map<std::string, int> by_state = {{"waiting", 0}, {"ssh-failed", 0}, {"ready", 0}, {"lost", 0}};
   for (const auto& [name, entry] : hosts_) ++by_state[state_name(entry.state)];
-  std::string out = "# HELP tmpi_rendezvous_hosts Hosts of the job by state.\n# TYPE tmpi_rendezvous_hosts gauge\n";
-  for (const auto& [state, count] : by_state) out += fmt::format("tmpi_rendezvous_hosts{{state=\"{}\"}} {}\n", state, count);
-  out += "# HELP tmpi_rendezvous_barrier_open 1 once every host is ready.\n# TYPE tmpi_rendezvous_barrier_open gauge\n";
+  std::string out =
+      "# HELP tmpi_rendezvous_hosts Hosts of the job by state.\n# TYPE tmpi_rendezvous_hosts gauge\n";
+  for (const auto& [state, count] : by_state)
+    out += fmt::format("tmpi_rendezvous_hosts{{state=\"{}\"}} {}\n", state, count);
+  out +=
+      "# HELP tmpi_rendezvous_barrier_open 1 once every host is ready.\n# TYPE tmpi_rendezvous_barrier_open "
+      "gauge\n";
   out += fmt::format("tmpi_rendezvous_barrier_open {}\n", barrier_open_ ? 1 : 0);
   for (const auto& [name, value] : counters_) {
-    out += fmt::format("# HELP tmpi_rendezvous_{0}_total Rendezvous {0} since start.\n# TYPE tmpi_rendezvous_{0}_total counter\n", name);
+    out += fmt::format(
+        "# HELP tmpi_rendezvous_{0}_total Rendezvous {0} since start.\n# TYPE tmpi_rendezvous_{0}_total "
+        "counter\n",
+        name);
     out += fmt::format("tmpi_rendezvous_{}_total {}\n", name, value);
   }
   return out;

@@ -16,11 +16,6 @@
 //        proof = HMAC(key, "rank|rank|event|code|nonce")}: from the rank agents.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/topology.h"
-
-#include <nlohmann/json.hpp>
-
 #include <functional>
 #include <map>
 #include <optional>
@@ -28,13 +23,18 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "common/backoff.h"
+#include "common/topology.h"
+
 namespace tmpi::rdv {
 
 struct Call {
   std::string method, target, body;
-  std::string peer;                    // the peer's IP address
-  std::vector<std::string> resolved;   // what the claimed host resolves to (register only)
-  nlohmann::json parsed = nullptr;     // the body, once host_to_resolve has parsed it
+  std::string peer;                   // the peer's IP address
+  std::vector<std::string> resolved;  // what the claimed host resolves to (register only)
+  nlohmann::json parsed = nullptr;    // the body, once host_to_resolve has parsed it
 };
 
 struct Reply {
@@ -66,23 +66,23 @@ struct RankEvent {
 };
 
 struct CoordinatorConfig {
-  std::vector<std::string> hosts;  // expected host names (FQDN)
+  std::vector<std::string> hosts;    // expected host names (FQDN)
   std::map<std::string, int> slots;  // from hosts.json; a sidecar that knows none sends 0
-  std::string key;                 // derive_rendezvous_key(job private key)
-  Millis beat_interval{5000};      // told to sidecars
-  Millis lost_after{15000};        // no beat for this long after the barrier: lost
-  Millis deadline{300000};         // the barrier must open by then
-  Millis progress_every{5000};     // at most one progress line this often
+  std::string key;                   // derive_rendezvous_key(job private key)
+  Millis beat_interval{5000};        // told to sidecars
+  Millis lost_after{15000};          // no beat for this long after the barrier: lost
+  Millis deadline{300000};           // the barrier must open by then
+  Millis progress_every{5000};       // at most one progress line this often
 };
 
 struct CoordinatorCallbacks {
-  std::function<void(const std::string& line)> progress;     // waiting: "61/64 hosts ready; ..."
+  std::function<void(const std::string& line)> progress;  // waiting: "61/64 hosts ready; ..."
   std::function<void()> barrier_open;
   std::function<void(const std::string& summary)> deadline;  // the barrier did not open in time
   std::function<void(const std::string& host, const std::string& why)> host_lost;
-  std::function<void(const std::string& what)> refused;      // a refused registration, for the log
-  std::function<void()> job_ended;                           // sidecars are told on their next beat
-  std::function<void(const RankEvent& event)> rank_event;    // a rank started or exited
+  std::function<void(const std::string& what)> refused;    // a refused registration, for the log
+  std::function<void()> job_ended;                         // sidecars are told on their next beat
+  std::function<void(const RankEvent& event)> rank_event;  // a rank started or exited
 };
 
 class Coordinator {

@@ -10,10 +10,11 @@ namespace tmpi::rdv {
 
 namespace asio = boost::asio;
 
-CoordinatorService::CoordinatorService(asio::io_context& io, CoordinatorConfig config, CoordinatorCallbacks callbacks,
-                                       ServerLimits limits)
+CoordinatorService::CoordinatorService(asio::io_context& io, CoordinatorConfig config,
+                                       CoordinatorCallbacks callbacks, ServerLimits limits)
     : engine_(std::move(config), std::move(callbacks), Clock::now()),
-      server_(io, [this](Call call, Respond respond) { on_call(std::move(call), std::move(respond)); }, limits),
+      server_(
+          io, [this](Call call, Respond respond) { on_call(std::move(call), std::move(respond)); }, limits),
       resolver_(io),
       timer_(io) {}
 
@@ -33,14 +34,15 @@ void CoordinatorService::stop() {
 void CoordinatorService::on_call(Call call, Respond respond) {
   auto host = engine_.host_to_resolve(call);
   if (!host) return respond(engine_.handle(call, Clock::now()));
-  resolver_.async_resolve(*host, "", [this, call = std::move(call), respond = std::move(respond)](
-                                         const boost::system::error_code& ec,
-                                         const asio::ip::tcp::resolver::results_type& results) mutable {
-    if (!ec) {
-      for (const auto& entry : results) call.resolved.push_back(entry.endpoint().address().to_string());
-    }
-    respond(engine_.handle(call, Clock::now()));
-  });
+  resolver_.async_resolve(
+      *host, "",
+      [this, call = std::move(call), respond = std::move(respond)](
+          const boost::system::error_code& ec, const asio::ip::tcp::resolver::results_type& results) mutable {
+        if (!ec) {
+          for (const auto& entry : results) call.resolved.push_back(entry.endpoint().address().to_string());
+        }
+        respond(engine_.handle(call, Clock::now()));
+      });
 }
 
 void CoordinatorService::schedule_tick() {
@@ -53,7 +55,8 @@ void CoordinatorService::schedule_tick() {
   });
 }
 
-CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key, const Params& params) {
+CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key,
+                                     const Params& params) {
   CoordinatorConfig config;
   for (const auto& host : topology.hosts) {
     config.hosts.push_back(host.name);

@@ -4,16 +4,16 @@
 // mpi-launcher embeds it; `mpi-rendezvous serve` runs it alone.
 #pragma once
 
-#include "common/params.h"
-#include "common/topology.h"
-#include "rendezvous/coordinator.h"
-#include "rendezvous/http_server.h"
+#include <memory>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include <memory>
+#include "common/params.h"
+#include "common/topology.h"
+#include "rendezvous/coordinator.h"
+#include "rendezvous/http_server.h"
 
 namespace tmpi::rdv {
 
@@ -40,7 +40,8 @@ class CoordinatorService {
 // The config for a job: its hosts (those that run ranks, with their slots), the key derived
 // from the job's private key, and the timing parameters (rendezvous-timeout, beat-interval,
 // lost-after). mpi-launcher has the topology in hand; `serve` loads it with the next one.
-CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key, const Params& params);
+CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key,
+                                     const Params& params);
 // The same from hosts.json and the key in ssh_dir.
 Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir,
                                                const Params& params);

@@ -3,15 +3,16 @@
 // the shared State, so stopping the server while replies are in flight is safe.
 #include "rendezvous/http_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <map>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-
-#include <algorithm>
-#include <map>
 
 namespace tmpi::rdv {
 
@@ -58,7 +59,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Session& operator=(const Session&) = delete;
   ~Session() {
     --state_->connections;
-    if (auto it = state_->per_peer.find(peer_); it != state_->per_peer.end() && --it->second == 0) state_->per_peer.erase(it);
+    if (auto it = state_->per_peer.find(peer_); it != state_->per_peer.end() && --it->second == 0)
+      state_->per_peer.erase(it);
   }
 
   void read(Millis timeout) {
@@ -72,13 +74,17 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        state_->stopped) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || state_->stopped) {
       return close();
     }
     if (ec) return write(Reply{400, fmt::format("{{\"error\":\"bad request: {}\"}}", ec.message())}, false);
     auto& request = parser_->get();
-    Call call{std::string(request.method_string()), std::string(request.target()), std::move(request.body()), peer_, {}};
+    Call call{std::string(request.method_string()),
+              std::string(request.target()),
+              std::move(request.body()),
+              peer_,
+              {}};
     bool keep_alive = request.keep_alive();
     stream_.expires_never();  // the handler may take a while (DNS); the reply is not timed
     // One bad request must not end the loop that serves every other pod.
@@ -92,17 +98,19 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(Reply reply, bool keep_alive) {
-    auto response = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status), 11);
+    auto response =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status), 11);
     response->set(http::field::server, "trainer-mpi");
     response->set(http::field::content_type, reply.content_type);
     response->keep_alive(keep_alive);
     response->body() = std::move(reply.body);
     response->prepare_payload();
     stream_.expires_after(state_->limits.header_timeout);
-    http::async_write(stream_, *response, [self = shared_from_this(), response, keep_alive](beast::error_code ec, std::size_t) {
-      if (ec || !keep_alive) return self->close();
-      self->read(self->state_->limits.idle_timeout);
-    });
+    http::async_write(stream_, *response,
+                      [self = shared_from_this(), response, keep_alive](beast::error_code ec, std::size_t) {
+                        if (ec || !keep_alive) return self->close();
+                        self->read(self->state_->limits.idle_timeout);
+                      });
   }
 
   void close() {
@@ -135,8 +143,9 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
       // Out of descriptors (EMFILE, ENFILE) or memory: accepting again at once fails again
       // at once, a busy loop at 100% CPU. Pause, and let the open connections finish.
       if (!state->warned) {
-        std::string warning = fmt::format("rendezvous: cannot accept connections ({}); pausing {} ms between tries",
-                                          ec.message(), state->limits.accept_pause.count());
+        std::string warning =
+            fmt::format("rendezvous: cannot accept connections ({}); pausing {} ms between tries",
+                        ec.message(), state->limits.accept_pause.count());
         if (state->limits.on_accept_paused) {
           state->limits.on_accept_paused(warning);
         } else {
@@ -154,7 +163,8 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
     std::string peer = peer_address(socket);
     auto it = state->per_peer.find(peer);
     std::size_t from_peer = it == state->per_peer.end() ? 0 : it->second;
-    if (state->connections >= state->limits.max_connections || from_peer >= state->limits.per_peer_connections) {
+    if (state->connections >= state->limits.max_connections ||
+        from_peer >= state->limits.per_peer_connections) {
       beast::error_code ignored;
       socket.close(ignored);  // over a cap: the client retries with backoff; the others are served
     } else {
@@ -173,7 +183,9 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, ServerLimits limit
   state_->limits.max_connections = connection_cap(limits.max_connections);
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
 Expected<unsigned short> HttpServer::listen(const std::string& address, unsigned short port) {
   boost::system::error_code ec;
@@ -185,8 +197,8 @@ Expected<unsigned short> HttpServer::listen(const std::string& address, unsigned
   if (!ec) state_->acceptor.bind(endpoint, ec);
   if (!ec) state_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return make_error(Exit::kUsage, "cannot listen on {}:{}: {}; is another process using the port?", address, port,
-                      ec.message());
+    return make_error(Exit::kUsage, "cannot listen on {}:{}: {}; is another process using the port?", address,
+                      port, ec.message());
   }
   accept(state_);
   return state_->acceptor.local_endpoint().port();
@@ -200,7 +212,8 @@ void HttpServer::stop() {
   state_->retry.cancel();
 }
 
-std::size_t HttpServer::max_connections() const { return state_->limits.max_connections; }
-
+std::size_t HttpServer::max_connections() const {
+  return state_->limits.max_connections;
+}
 
 }  // namespace tmpi::rdv

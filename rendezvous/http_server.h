@@ -5,22 +5,22 @@
 // is closed; nothing a client sends can stall the loop.
 #pragma once
 
-#include "common/backoff.h"
-#include "common/error.h"
-#include "rendezvous/coordinator.h"
-
-#include <boost/asio/io_context.hpp>
-
 #include <functional>
 #include <memory>
 #include <string>
 
+#include <boost/asio/io_context.hpp>
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "rendezvous/coordinator.h"
+
 namespace tmpi::rdv {
 
 struct ServerLimits {
-  std::size_t max_connections = 20000;   // lowered to what RLIMIT_NOFILE allows, less a reserve
+  std::size_t max_connections = 20000;     // lowered to what RLIMIT_NOFILE allows, less a reserve
   std::size_t per_peer_connections = 256;  // one client address cannot take every slot
-  Millis accept_pause{100};              // after a failed accept (no descriptor left)
+  Millis accept_pause{100};                // after a failed accept (no descriptor left)
   // Told once per run of failed accepts; default: a warning in the log. (A test takes it:
   // a sanitizer's check of a logger call needs a descriptor, which is what ran out.)
   std::function<void(const std::string&)> on_accept_paused;

@@ -1,26 +1,27 @@
 // mpi-rendezvous: the node sidecar (default), or `mpi-rendezvous serve`, the coordinator on
 // its own (mpi-launcher embeds the same service), for debugging and for tests.
-#include "common/cli.h"
-#include "common/utf8.h"
-#include "common/files.h"
-#include "common/http_client.h"
-#include "common/job_key.h"
-#include "common/proof.h"
-#include "common/log.h"
-#include "common/params.h"
-#include "common/topology.h"
-#include "rendezvous/coordinator_service.h"
-#include "rendezvous/sidecar.h"
-
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/spdlog.h>
 #include <netdb.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <iostream>
 #include <thread>
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/cli.h"
+#include "common/files.h"
+#include "common/http_client.h"
+#include "common/job_key.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "common/proof.h"
+#include "common/topology.h"
+#include "common/utf8.h"
+#include "rendezvous/coordinator_service.h"
+#include "rendezvous/sidecar.h"
 
 namespace tmpi::rdv {
 
@@ -32,7 +33,8 @@ constexpr const char* kSynopsis =
     "       mpi-rendezvous end [options]      tell the coordinator that the job has ended";
 
 Status serve(const Params& params) {
-  TMPI_ASSIGN(CoordinatorConfig config, coordinator_config(params.str("hosts"), params.str("ssh-dir"), params));
+  TMPI_ASSIGN(CoordinatorConfig config,
+              coordinator_config(params.str("hosts"), params.str("ssh-dir"), params));
   boost::asio::io_context io;
   std::optional<Error> failure;
   CoordinatorCallbacks callbacks;
@@ -52,11 +54,14 @@ Status serve(const Params& params) {
   callbacks.job_ended = [&] {
     spdlog::info("rendezvous: the job has ended; telling the sidecars");
     linger.expires_after(config.beat_interval * 2 + Millis(1000));
-    linger.async_wait([&](const boost::system::error_code& ec) { if (!ec) io.stop(); });
+    linger.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) io.stop();
+    });
   };
   CoordinatorService service(io, config, callbacks);
   TMPI_ASSIGN(unsigned short port,
-              service.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("rendezvous-port"))));
+              service.listen(params.str("listen-address"),
+                             static_cast<unsigned short>(params.integer("rendezvous-port"))));
   spdlog::info("coordinator on {}:{} for {} hosts", params.str("listen-address"), port, config.hosts.size());
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });
@@ -92,11 +97,15 @@ Status end_job(const Params& params) {
   std::string nonce = random_nonce();
   nlohmann::json body = {{"nonce", nonce}, {"proof", hmac_hex(derive_rendezvous_key(key), "end|" + nonce)}};
   HttpClient client{TlsConfig{}};
-  TMPI_ASSIGN(HttpResponse response,
-              client.send(HttpRequest{"POST", fmt::format("http://{}/v1/end", coordinator), dump_json(body),
-                                      {"Content-Type: application/json"}, Millis(5000), ""}));
+  TMPI_ASSIGN(HttpResponse response, client.send(HttpRequest{"POST",
+                                                             fmt::format("http://{}/v1/end", coordinator),
+                                                             dump_json(body),
+                                                             {"Content-Type: application/json"},
+                                                             Millis(5000),
+                                                             ""}));
   if (response.status != 200) {
-    return make_error(Exit::kUsage, "{} refused the end: HTTP {} {}", coordinator, response.status, response.body);
+    return make_error(Exit::kUsage, "{} refused the end: HTTP {} {}", coordinator, response.status,
+                      response.body);
   }
   spdlog::info("told {} that the job has ended", coordinator);
   return ok_status();
@@ -126,7 +135,9 @@ Status sidecar(const Params& params) {
     options.gpus = self->gpus;
   }
   if (options.coordinator.empty()) {
-    if (!topology.launcher) return make_error(Exit::kUsage, "{} names no launcher; pass --coordinator HOST:PORT", params.str("hosts"));
+    if (!topology.launcher)
+      return make_error(Exit::kUsage, "{} names no launcher; pass --coordinator HOST:PORT",
+                        params.str("hosts"));
     options.coordinator = fmt::format("{}:{}", topology.launcher->name, params.integer("rendezvous-port"));
   }
   options.ssh_port = static_cast<int>(params.integer("ssh-port"));
@@ -138,15 +149,19 @@ Status sidecar(const Params& params) {
   boost::asio::io_context io;
   HttpServer probe(io, [&](Call call, Respond respond) {
     if (call.target == "/readyz") {
-      return respond(sidecar.ssh_ready() ? Reply{200, "ready\n", "text/plain"}
-                                         : Reply{503, "sshd does not accept the job key yet\n", "text/plain"});
+      return respond(sidecar.ssh_ready()
+                         ? Reply{200, "ready\n", "text/plain"}
+                         : Reply{503, "sshd does not accept the job key yet\n", "text/plain"});
     }
-    respond(call.target == "/healthz" ? Reply{200, "ok\n", "text/plain"} : Reply{404, "{}", "application/json"});
+    respond(call.target == "/healthz" ? Reply{200, "ok\n", "text/plain"}
+                                      : Reply{404, "{}", "application/json"});
   });
-  TMPI_ASSIGN(unsigned short probe_port,
-              probe.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("probe-port"))));
+  TMPI_ASSIGN(
+      unsigned short probe_port,
+      probe.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("probe-port"))));
   std::thread probe_thread([&io] { io.run(); });
-  spdlog::info("sidecar for {}: coordinator {}, /readyz on port {}", options.host, options.coordinator, probe_port);
+  spdlog::info("sidecar for {}: coordinator {}, /readyz on port {}", options.host, options.coordinator,
+               probe_port);
   Status result = sidecar.run();
   io.stop();
   probe_thread.join();
@@ -171,4 +186,6 @@ Status run(const std::vector<std::string>& args) {
 
 }  // namespace tmpi::rdv
 
-int main(int argc, char** argv) { return tmpi::cli::run("mpi-rendezvous", argc, argv, tmpi::rdv::run); }
+int main(int argc, char** argv) {
+  return tmpi::cli::run("mpi-rendezvous", argc, argv, tmpi::rdv::run);
+}

@@ -2,19 +2,18 @@
 // coordinators), then beat every beatMillis; a 409 means the coordinator forgot us (it
 // restarted): register again. The deadline restarts on every accepted registration or beat.
 #include "rendezvous/sidecar.h"
-#include "common/json_fields.h"
-#include "common/utf8.h"
-
-#include <spdlog/spdlog.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
 #include "common/http_client.h"
+#include "common/json_fields.h"
 #include "common/proof.h"
 #include "common/ssh_probe.h"
+#include "common/utf8.h"
 
 namespace tmpi::rdv {
 
@@ -37,7 +36,10 @@ struct Sidecar::Answer {
 
   std::string problem() const {
     std::string error = string_at(body, "/error");
-    return fmt::format("HTTP {}: {}", status, !error.empty() ? error : text.empty() ? "(an empty body)" : text);
+    return fmt::format("HTTP {}: {}", status,
+                       !error.empty() ? error
+                       : text.empty() ? "(an empty body)"
+                                      : text);
   }
 };
 

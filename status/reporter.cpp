@@ -1,13 +1,13 @@
 // See reporter.h. One worker thread owns the HTTP client; the callers' threads only touch
 // the state under the mutex, so update() costs a lock and a notify.
 #include "status/reporter.h"
-#include "common/utf8.h"
-
-#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 
+#include <spdlog/spdlog.h>
+
 #include "common/files.h"
+#include "common/utf8.h"
 
 namespace tmpi::status {
 

@@ -1,11 +1,12 @@
 // See trainer_status.h. Metric names carry an `mpi_` or `nccl_` prefix so that they do not
 // collide with the training's own metrics (loss, accuracy) on a dashboard.
 #include "status/trainer_status.h"
-#include "common/utf8.h"
+
+#include <ctime>
 
 #include <fmt/format.h>
 
-#include <ctime>
+#include "common/utf8.h"
 
 namespace tmpi::status {
 

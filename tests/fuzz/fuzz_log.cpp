@@ -6,13 +6,13 @@
 //   printable(): valid UTF-8; no control character but a tab or a line break; each line
 //                break followed by the continuation mark, so no line can pass for a record;
 //                the length bounded by the message limit (each byte at most 4 when escaped).
-#include "common/log.h"
-#include "common/utf8.h"
-
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+
+#include "common/log.h"
+#include "common/utf8.h"
 
 namespace {
 
@@ -21,11 +21,14 @@ bool token_char(char c) {
          std::string_view("._~+/=-").find(c) != std::string_view::npos;
 }
 
-bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // A bearer token left in `text`: "[Bb]earer", white space, a token character.
 bool bearer_left(std::string_view text) {
-  for (std::size_t at = text.find("earer", 1); at != std::string_view::npos; at = text.find("earer", at + 1)) {
+  for (std::size_t at = text.find("earer", 1); at != std::string_view::npos;
+       at = text.find("earer", at + 1)) {
     if (text[at - 1] != 'B' && text[at - 1] != 'b') continue;
     std::size_t i = at + 5;
     while (i < text.size() && space(text[i])) ++i;
@@ -36,7 +39,8 @@ bool bearer_left(std::string_view text) {
 
 // A private key's BEGIN label left in `text`.
 bool key_left(std::string_view text) {
-  for (std::size_t at = text.find("-----BEGIN "); at != std::string_view::npos; at = text.find("-----BEGIN ", at + 1)) {
+  for (std::size_t at = text.find("-----BEGIN "); at != std::string_view::npos;
+       at = text.find("-----BEGIN ", at + 1)) {
     for (std::size_t i = at + 11; i < text.size(); ++i) {
       if (text.compare(i, 16, "PRIVATE KEY-----") == 0) return true;
       char c = text[i];

@@ -1,12 +1,12 @@
 // libFuzzer target: the pod-list parser (outside input: `kubectl get pods -o json`, the
 // API). Any input must give a topology or an Error, never a crash, hang or leak; a
 // topology it accepts must satisfy the invariants and survive a hosts.json round trip.
-#include "common/topology.h"
-#include "initcontainer/sources.h"
-
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+
+#include "common/topology.h"
+#include "initcontainer/sources.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

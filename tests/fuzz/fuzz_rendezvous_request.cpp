@@ -1,14 +1,14 @@
 // libFuzzer target: a request as the coordinator receives it off the wire. Beast's parser
 // (with the server's limits) reads the bytes; a complete request goes to the engine, which
 // must answer every method, target and body with a status, never a crash or a hang.
-#include "common/proof.h"
-#include "rendezvous/coordinator.h"
+#include <cstdint>
+#include <cstdlib>
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
-#include <cstdint>
-#include <cstdlib>
+#include "common/proof.h"
+#include "rendezvous/coordinator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace http = boost::beast::http;
@@ -26,8 +26,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   parser.put(boost::asio::buffer(data, size), ec);
   if (ec || !parser.is_done()) return 0;
   auto& request = parser.get();
-  tmpi::rdv::Call call{std::string(request.method_string()), std::string(request.target()), request.body(),
-                       "10.0.0.1", {"10.0.0.1"}};
+  tmpi::rdv::Call call{std::string(request.method_string()),
+                       std::string(request.target()),
+                       request.body(),
+                       "10.0.0.1",
+                       {"10.0.0.1"}};
   auto reply = coordinator.handle(call, start + std::chrono::seconds(1));
   if (reply.status < 200 || reply.status > 599) std::abort();
   coordinator.tick(start + std::chrono::seconds(400));

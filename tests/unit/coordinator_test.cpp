@@ -1,11 +1,12 @@
 // The rendezvous engine, driven with no sockets, DNS or clock: order of arrival, a
 // duplicate, impostors (no key, wrong address, replay), a node whose sshd refused the
 // key, the deadline, a lost host, the job ending, and the endpoints.
-#include "common/proof.h"
 #include "rendezvous/coordinator.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "common/proof.h"
 
 namespace tmpi::rdv {
 namespace {
@@ -13,7 +14,8 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kKey = derive_rendezvous_key("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n");
+const std::string kKey =
+    derive_rendezvous_key("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n");
 const std::vector<std::string> kHosts = {"j-node-0-0.j", "j-node-0-1.j", "j-node-0-2.j"};
 const std::map<std::string, std::string> kAddress = {
     {"j-node-0-0.j", "10.0.0.1"}, {"j-node-0-1.j", "10.0.0.2"}, {"j-node-0-2.j", "10.0.0.3"}};
@@ -41,7 +43,9 @@ class CoordinatorTest : public ::testing::Test {
     c.progress = [this](const std::string& line) { events_.progress.push_back(line); };
     c.barrier_open = [this] { ++events_.opened; };
     c.deadline = [this](const std::string& s) { events_.deadline.push_back(s); };
-    c.host_lost = [this](const std::string& h, const std::string& why) { events_.lost.push_back(h + ": " + why); };
+    c.host_lost = [this](const std::string& h, const std::string& why) {
+      events_.lost.push_back(h + ": " + why);
+    };
     c.refused = [this](const std::string& what) { events_.refused.push_back(what); };
     return c;
   }
@@ -50,14 +54,20 @@ class CoordinatorTest : public ::testing::Test {
                             std::string nonce = "") {
     if (nonce.empty()) nonce = random_nonce();
     std::string message = fmt::format("register|{}|8|8|{}|{}", host, ssh_ready ? "true" : "false", nonce);
-    json body = {{"host", host}, {"slots", 8}, {"gpus", 8}, {"version", "0.1.0"}, {"sshReady", ssh_ready},
-                 {"sshProblem", ssh_ready ? "" : "sshd refused the job key"}, {"nonce", nonce},
+    json body = {{"host", host},
+                 {"slots", 8},
+                 {"gpus", 8},
+                 {"version", "0.1.0"},
+                 {"sshReady", ssh_ready},
+                 {"sshProblem", ssh_ready ? "" : "sshd refused the job key"},
+                 {"nonce", nonce},
                  {"proof", hmac_hex(key, message)}};
     auto address = kAddress.count(host) > 0 ? kAddress.at(host) : "10.9.9.9";
     return Call{"POST", "/v1/register", body.dump(), address, {address}};
   }
   static Call beat_call(const std::string& host, long long seq) {
-    json body = {{"host", host}, {"seq", seq}, {"proof", hmac_hex(kKey, fmt::format("beat|{}|{}", host, seq))}};
+    json body = {
+        {"host", host}, {"seq", seq}, {"proof", hmac_hex(kKey, fmt::format("beat|{}|{}", host, seq))}};
     return Call{"POST", "/v1/beat", body.dump(), kAddress.at(host), {}};
   }
   Reply send(const Call& call, std::chrono::seconds at = 0s) { return coordinator_.handle(call, t0_ + at); }
@@ -85,7 +95,8 @@ TEST_F(CoordinatorTest, ImpostorsAreRefusedWithAReason) {
   wrong_address.peer = "10.6.6.6";
   Reply reply = send(wrong_address);
   EXPECT_EQ(reply.status, 403);
-  EXPECT_NE(reply.body.find("does not resolve to the sender's address 10.6.6.6"), std::string::npos) << reply.body;
+  EXPECT_NE(reply.body.find("does not resolve to the sender's address 10.6.6.6"), std::string::npos)
+      << reply.body;
   EXPECT_EQ(send(register_call("j-node-0-9.j")).status, 404);
   EXPECT_EQ(send(Call{"POST", "/v1/register", "{not json", "10.0.0.1", {}}).status, 400);
   ASSERT_EQ(events_.refused.size(), 4U);
@@ -112,8 +123,9 @@ TEST_F(CoordinatorTest, SshFailureIsNamedAtTheDeadline) {
   send(register_call(kHosts[1], false));
   coordinator_.tick(t0_ + 6s);
   ASSERT_EQ(events_.progress.size(), 1U);
-  EXPECT_EQ(events_.progress[0],
-            "1/3 hosts ready; waiting for j-node-0-1.j (sshd refused the job key), j-node-0-2.j (no registration)");
+  EXPECT_EQ(
+      events_.progress[0],
+      "1/3 hosts ready; waiting for j-node-0-1.j (sshd refused the job key), j-node-0-2.j (no registration)");
   coordinator_.tick(t0_ + 7s);
   EXPECT_EQ(events_.progress.size(), 1U) << "progress at most every 5 s";
   coordinator_.tick(t0_ + 61s);
@@ -129,7 +141,8 @@ TEST_F(CoordinatorTest, HostWhoseBeatsStopIsLost) {
   for (const auto& host : kHosts) send(register_call(host));
   ASSERT_TRUE(coordinator_.barrier_open());
   for (long long seq = 1; seq <= 3; ++seq) {
-    for (const auto& host : {kHosts[0], kHosts[1]}) EXPECT_EQ(send(beat_call(host, seq), std::chrono::seconds(seq * 5)).status, 200);
+    for (const auto& host : {kHosts[0], kHosts[1]})
+      EXPECT_EQ(send(beat_call(host, seq), std::chrono::seconds(seq * 5)).status, 200);
   }
   coordinator_.tick(t0_ + 16s);
   ASSERT_EQ(events_.lost.size(), 1U);

@@ -27,8 +27,9 @@ TEST(FabricCheck, AutoPicksNcclOnlyWhenEveryHostHasGpus) {
 }
 
 TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
-  auto params = Params::parse(kScopeLauncher,
-                              {"--max-bytes", "4M", "--min-busbw", "12.5", "--step-timeout", "9s", "--iters", "5"}, {});
+  auto params =
+      Params::parse(kScopeLauncher,
+                    {"--max-bytes", "4M", "--min-busbw", "12.5", "--step-timeout", "9s", "--iters", "5"}, {});
   ASSERT_TRUE(params);
   auto command = fabric_check_command(*params, "/opt/nccl-check", "nccl");
   std::string joined;
@@ -46,14 +47,16 @@ TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
   auto second = fabric_check_command(*from_env, "/opt/nccl-check", "mpi");
   joined.clear();
   for (const auto& word : second) joined += word + " ";
-  EXPECT_NE(joined.find("--pair-bytes 2M "), std::string::npos) << joined;  // a TMPI_ variable is a setting too
+  EXPECT_NE(joined.find("--pair-bytes 2M "), std::string::npos)
+      << joined;  // a TMPI_ variable is a setting too
   EXPECT_EQ(joined.find("--max-bytes"), std::string::npos) << joined;
 }
 
 TEST(FabricCheck, PassKeepsTheTableAndTheReport) {
-  auto out = read_fabric_check("# nccl-check (mpi): 4 rank(s)\n# result: pass in 1.0 s\n"
-                               "nccl-check report: {\"result\":\"pass\",\"backend\":\"mpi\",\"culprits\":[]}\n",
-                               0, "launcher");
+  auto out = read_fabric_check(
+      "# nccl-check (mpi): 4 rank(s)\n# result: pass in 1.0 s\n"
+      "nccl-check report: {\"result\":\"pass\",\"backend\":\"mpi\",\"culprits\":[]}\n",
+      0, "launcher");
   EXPECT_TRUE(out.rows.empty());
   EXPECT_EQ(out.exit, Exit::kOk);
   EXPECT_EQ(out.report["backend"], "mpi");
@@ -62,7 +65,8 @@ TEST(FabricCheck, PassKeepsTheTableAndTheReport) {
 
 TEST(FabricCheck, CulpritsBecomeRowsWithExit4) {
   auto out = read_fabric_check(
-      "nccl-check report: {\"result\":\"fail\",\"backend\":\"mpi\",\"culprits\":[{\"kind\":\"host\",\"name\":\"n-2\","
+      "nccl-check report: "
+      "{\"result\":\"fail\",\"backend\":\"mpi\",\"culprits\":[{\"kind\":\"host\",\"name\":\"n-2\","
       "\"reason\":\"0.01 GB/s beside the good peer n-0\"}]}\n",
       4, "launcher");
   ASSERT_EQ(out.rows.size(), 1U);
@@ -73,20 +77,24 @@ TEST(FabricCheck, CulpritsBecomeRowsWithExit4) {
 
 TEST(FabricCheck, ATimeoutNamesTheSilentHostsWithExit3) {
   // Several ranks may time out and each print a report: the first one is read.
-  std::string report = "{\"result\":\"timeout\",\"backend\":\"mpi\",\"culprits\":[],\"timeout\":{\"step\":\"links round 1/3\","
-                       "\"after_seconds\":5.0,\"rank\":0,\"host\":\"n-0\",\"silent_hosts\":[\"n-2\"]}}";
-  auto out = read_fabric_check("nccl-check report: " + report + "\nnccl-check report: {\"result\":\"timeout\"}\n", 3, "launcher");
+  std::string report =
+      "{\"result\":\"timeout\",\"backend\":\"mpi\",\"culprits\":[],\"timeout\":{\"step\":\"links round 1/3\","
+      "\"after_seconds\":5.0,\"rank\":0,\"host\":\"n-0\",\"silent_hosts\":[\"n-2\"]}}";
+  auto out = read_fabric_check(
+      "nccl-check report: " + report + "\nnccl-check report: {\"result\":\"timeout\"}\n", 3, "launcher");
   ASSERT_EQ(out.rows.size(), 1U);
   EXPECT_EQ(out.rows[0].host, "n-2");
-  EXPECT_NE(out.rows[0].reason.find("links round 1/3 did not finish within 5 s"), std::string::npos) << out.rows[0].reason;
+  EXPECT_NE(out.rows[0].reason.find("links round 1/3 did not finish within 5 s"), std::string::npos)
+      << out.rows[0].reason;
   EXPECT_EQ(out.exit, Exit::kTimeout);
 }
 
 TEST(FabricCheck, SilentRanksAreNamedByTheirPlacedHost) {
   // A stop during init: nccl-check never learnt which host ranks 4 and 5 are on.
-  std::string report = "{\"result\":\"timeout\",\"backend\":\"mpi\",\"culprits\":[],\"timeout\":{\"step\":\"init\","
-                       "\"after_seconds\":5.0,\"rank\":2,\"host\":\"n-1\",\"silent_hosts\":[\"rank 4\",\"rank 5\"],"
-                       "\"silent_ranks\":[4,5,9]}}";
+  std::string report =
+      "{\"result\":\"timeout\",\"backend\":\"mpi\",\"culprits\":[],\"timeout\":{\"step\":\"init\","
+      "\"after_seconds\":5.0,\"rank\":2,\"host\":\"n-1\",\"silent_hosts\":[\"rank 4\",\"rank 5\"],"
+      "\"silent_ranks\":[4,5,9]}}";
   std::vector<std::string> placement = {"n-0.job", "n-0.job", "n-1.job", "n-1.job", "n-2.job", "n-2.job"};
   auto out = read_fabric_check("nccl-check report: " + report + "\n", 3, "launcher", placement);
   ASSERT_EQ(out.rows.size(), 2U);
@@ -103,7 +111,8 @@ TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
   auto out = read_fabric_check("mpirun was unable to launch the specified application\n", 1, "launcher");
   ASSERT_EQ(out.rows.size(), 1U);
   EXPECT_EQ(out.rows[0].host, "launcher");
-  EXPECT_NE(out.rows[0].reason.find("exited with status 1 and no report: mpirun was unable"), std::string::npos);
+  EXPECT_NE(out.rows[0].reason.find("exited with status 1 and no report: mpirun was unable"),
+            std::string::npos);
   EXPECT_EQ(out.exit, Exit::kPreflight);
   // A passing report with a failed exit status is not a pass.
   EXPECT_FALSE(read_fabric_check("nccl-check report: {\"result\":\"pass\"}\n", 1, "l").rows.empty());

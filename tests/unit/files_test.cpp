@@ -1,10 +1,11 @@
 // write_atomic: modes, replacement, and no partial file when the write fails.
 #include "common/files.h"
 
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 namespace tmpi {
 namespace {

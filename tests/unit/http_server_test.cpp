@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -16,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 namespace tmpi::rdv {
 namespace {
 
@@ -23,7 +24,13 @@ using namespace std::chrono_literals;
 
 class Serving {
  public:
-  explicit Serving(ServerLimits limits = {}) : server_(io_, [](const Call&, const Respond& respond) { respond({200, "{}"}); }, limits) {
+  explicit Serving(ServerLimits limits = {})
+      : server_(
+            io_,
+            [](const Call&, const Respond& respond) {
+              respond({200, "{}"});
+            },
+            limits) {
     port_ = *server_.listen("127.0.0.1", 0);
     thread_ = std::thread([this] { io_.run(); });
   }
@@ -98,13 +105,15 @@ TEST(HttpServer, OutOfDescriptorsPausesInsteadOfSpinningAndRecovers) {
   };
   Serving serving(limits);
   std::vector<int> waiting;
-  for (int i = 0; i < 4; ++i) waiting.push_back(socket_to(serving.port(), false));  // made while descriptors are left
+  for (int i = 0; i < 4; ++i)
+    waiting.push_back(socket_to(serving.port(), false));  // made while descriptors are left
   rlimit saved{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
   rlimit low = saved;
   low.rlim_cur = open_descriptors();  // not one descriptor left for accept()
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  for (int fd : waiting) ASSERT_TRUE(connect_to(fd, serving.port()));  // in the backlog: accept() fails with EMFILE
+  for (int fd : waiting)
+    ASSERT_TRUE(connect_to(fd, serving.port()));  // in the backlog: accept() fails with EMFILE
   double before = cpu_seconds();
   std::this_thread::sleep_for(1s);
   double spent = cpu_seconds() - before;

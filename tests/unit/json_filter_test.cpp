@@ -15,8 +15,8 @@ const char* kDoc = R"({"kind":"List","items":[
 
 TEST(JsonFilter, KeepsOnlyNamedPaths) {
   std::string error;
-  json doc = parse_json_filtered(kDoc, {{"items", "[]", "metadata", "name"}, {"items", "[]", "metadata", "labels", "*"}},
-                                 &error);
+  json doc = parse_json_filtered(
+      kDoc, {{"items", "[]", "metadata", "name"}, {"items", "[]", "metadata", "labels", "*"}}, &error);
   ASSERT_FALSE(doc.is_discarded()) << error;
   json expected = json::parse(R"({"items":[{"metadata":{"name":"a","labels":{"x":"1","y":"2"}}},
                                            {"metadata":{"name":"b","labels":{}}}]})");

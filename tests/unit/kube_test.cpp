@@ -1,19 +1,20 @@
 // The client plumbing: base64 and URL encoding, backoff with jitter under a deadline, and
 // Kubernetes configuration from a kubeconfig or a service account.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
 #include "common/backoff.h"
 #include "common/files.h"
 #include "common/http_client.h"
 #include "common/kube_client.h"
 
-#include <gtest/gtest.h>
-
-#include <filesystem>
-
 namespace tmpi {
 namespace {
 
 TEST(Encoding, Base64RoundTripsAndRejectsJunk) {
-  for (const std::string& text : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+  for (const std::string& text :
+       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
     auto back = base64_decode(base64_encode(text), "test");
     ASSERT_TRUE(back);
     EXPECT_EQ(*back, text);
@@ -35,7 +36,8 @@ TEST(HttpClient, RefusesABearerTokenOverPlainHttp) {
   auto sent = client.send(request);
   ASSERT_FALSE(sent);
   EXPECT_EQ(sent.error().exit, Exit::kUsage);
-  EXPECT_NE(sent.error().message.find("over plain http: give an https:// URL"), std::string::npos) << sent.error().message;
+  EXPECT_NE(sent.error().message.find("over plain http: give an https:// URL"), std::string::npos)
+      << sent.error().message;
   EXPECT_EQ(sent.error().message.find("s3cr3t"), std::string::npos);
   EXPECT_EQ(sent.error().message.find("token=no"), std::string::npos);
   request.headers.pop_back();  // no credential: plain http is the caller's choice
@@ -104,7 +106,8 @@ users:
 TEST_F(KubeConfigTest, ServiceAccountInAPod) {
   ASSERT_TRUE(write_atomic(dir_ + "/token", "t"));
   ASSERT_TRUE(write_atomic(dir_ + "/namespace", "team-a\n"));
-  auto config = load_kube_config({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}}, dir_, "");
+  auto config = load_kube_config(
+      {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}}, dir_, "");
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->server, "https://10.96.0.1:443");
   EXPECT_EQ(config->namespace_, "team-a");

@@ -1,15 +1,16 @@
 // mpi-launcher's pure parts: the command for every MPI (Intel's from its documented hydra
 // flags, since it cannot be installed here), flavour detection, environment forwarding,
 // the rank variables and NODE_RANK, and the placement check.
-#include "launcher/mpi_command.h"
-#include "launcher/preflight.h"
-#include "launcher/rank_agent.h"
-
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "launcher/mpi_command.h"
+#include "launcher/preflight.h"
+#include "launcher/rank_agent.h"
 
 namespace tmpi::launch {
 namespace {
@@ -31,31 +32,37 @@ LaunchPlan plan(Flavour flavour) {
 TEST(MpiCommand, OpenMpi4PassesEverythingOnTheCommandLine) {
   auto p = plan(Flavour::kOpenMpi4);
   p.as_root = true;
-  EXPECT_EQ(shell_join(build_command(p)),
-            "mpirun --hostfile /etc/mpi/hostfile -np 16 --mca plm_rsh_agent ssh --mca plm_rsh_args '-p 2222 -i /k' "
-            "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --allow-run-as-root -x NCCL_DEBUG "
-            "-x TMPI_COORDINATOR mpi-launcher rank -- python train.py");
+  EXPECT_EQ(
+      shell_join(build_command(p)),
+      "mpirun --hostfile /etc/mpi/hostfile -np 16 --mca plm_rsh_agent ssh --mca plm_rsh_args '-p 2222 -i /k' "
+      "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --allow-run-as-root -x NCCL_DEBUG "
+      "-x TMPI_COORDINATOR mpi-launcher rank -- python train.py");
 }
 
 TEST(MpiCommand, OpenMpi5UsesPrrteParameters) {
   std::string line = shell_join(build_command(plan(Flavour::kOpenMpi5)));
-  EXPECT_NE(line.find("--prtemca plm_ssh_agent ssh --prtemca plm_ssh_args '-p 2222 -i /k'"), std::string::npos) << line;
+  EXPECT_NE(line.find("--prtemca plm_ssh_agent ssh --prtemca plm_ssh_args '-p 2222 -i /k'"),
+            std::string::npos)
+      << line;
   EXPECT_NE(line.find("--prtemca oob_tcp_if_include eth0"), std::string::npos);
   EXPECT_EQ(line.find("orte"), std::string::npos) << "Open MPI 5 ignores ORTE parameters";
 }
 
 TEST(MpiCommand, MpichAndIntelHydra) {
-  EXPECT_EQ(shell_join(build_command(plan(Flavour::kMpich))),
-            "mpiexec.hydra -f /etc/mpi/hostfile -np 16 -launcher ssh -launcher-exec /tmp/tmpi-ssh -iface eth0 "
-            "-genvlist NCCL_DEBUG,TMPI_COORDINATOR mpi-launcher rank -- python train.py");
-  EXPECT_EQ(shell_join(build_command(plan(Flavour::kIntel))),
-            "mpiexec.hydra -f /etc/mpi/hostfile -n 16 -bootstrap ssh -bootstrap-exec /tmp/tmpi-ssh -iface eth0 "
-            "-genvlist NCCL_DEBUG,TMPI_COORDINATOR mpi-launcher rank -- python train.py");
+  EXPECT_EQ(
+      shell_join(build_command(plan(Flavour::kMpich))),
+      "mpiexec.hydra -f /etc/mpi/hostfile -np 16 -launcher ssh -launcher-exec /tmp/tmpi-ssh -iface eth0 "
+      "-genvlist NCCL_DEBUG,TMPI_COORDINATOR mpi-launcher rank -- python train.py");
+  EXPECT_EQ(
+      shell_join(build_command(plan(Flavour::kIntel))),
+      "mpiexec.hydra -f /etc/mpi/hostfile -n 16 -bootstrap ssh -bootstrap-exec /tmp/tmpi-ssh -iface eth0 "
+      "-genvlist NCCL_DEBUG,TMPI_COORDINATOR mpi-launcher rank -- python train.py");
 }
 
 TEST(MpiCommand, DetectsTheFlavourFromVersionText) {
-  EXPECT_EQ(*detect_flavour("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/"),
-            Flavour::kOpenMpi4);
+  EXPECT_EQ(
+      *detect_flavour("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/"),
+      Flavour::kOpenMpi4);
   EXPECT_EQ(*detect_flavour("mpirun (Open MPI) 5.0.7\n"), Flavour::kOpenMpi5);
   EXPECT_EQ(*detect_flavour("prterun (PRRTE) 3.0.8\n"), Flavour::kOpenMpi5);
   EXPECT_EQ(*detect_flavour("HYDRA build details:\n    Version: 4.0.2\n"), Flavour::kMpich);
@@ -96,13 +103,13 @@ TEST(MpiCommand, TellsOpenMpi4From5ByTheDaemonBesideTheLauncher) {
 }
 
 TEST(MpiCommand, ForwardsDefaultsNamesAndPrefixes) {
-  auto names = forwarded_env({"NCCL_IB_HCA", "HOME", "HF_HOME", "MY_A", "MY_B", "SECRET", "TMPI_COORDINATOR", "TMPI_SSH_DIR",
-                              "PATH", "LD_LIBRARY_PATH", "PATHEXT"},
+  auto names = forwarded_env({"NCCL_IB_HCA", "HOME", "HF_HOME", "MY_A", "MY_B", "SECRET", "TMPI_COORDINATOR",
+                              "TMPI_SSH_DIR", "PATH", "LD_LIBRARY_PATH", "PATHEXT"},
                              {"WANDB_PROJECT"}, {"MY_"});
   // TMPI_SSH_DIR too: the agents find the job key where the launcher was told it is, or they
   // could not report which rank failed.
-  EXPECT_EQ(names, (std::vector<std::string>{"HF_HOME", "LD_LIBRARY_PATH", "MY_A", "MY_B", "NCCL_IB_HCA", "PATH",
-                                             "TMPI_COORDINATOR", "TMPI_SSH_DIR", "WANDB_PROJECT"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"HF_HOME", "LD_LIBRARY_PATH", "MY_A", "MY_B", "NCCL_IB_HCA",
+                                             "PATH", "TMPI_COORDINATOR", "TMPI_SSH_DIR", "WANDB_PROJECT"}));
 }
 
 TEST(MpiCommand, ShellJoinQuotes) {
@@ -110,8 +117,10 @@ TEST(MpiCommand, ShellJoinQuotes) {
 }
 
 TEST(RankAgent, OpenMpiVariables) {
-  auto id = rank_identity({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+  auto id = rank_identity({{"OMPI_COMM_WORLD_RANK", "5"},
+                           {"OMPI_COMM_WORLD_SIZE", "8"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                            {"OMPI_COMM_WORLD_NODE_RANK", "1"}});
   ASSERT_TRUE(id);
   auto env = torch_env(*id, "job-node-0-0.job", "29500");
@@ -124,7 +133,8 @@ TEST(RankAgent, OpenMpiVariables) {
 }
 
 TEST(RankAgent, HydraAndPmixVariables) {
-  auto hydra = rank_identity({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}});
+  auto hydra = rank_identity(
+      {{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}});
   ASSERT_TRUE(hydra);
   EXPECT_EQ(hydra->node_rank, 1);
   auto pmix = rank_identity({{"PMIX_RANK", "0"}, {"PMIX_SIZE", "1"}});
@@ -139,7 +149,8 @@ TEST(RankAgent, NodeRankFollowsTheSlotLayoutOfHeterogeneousGroups) {
   EXPECT_EQ(slot_layout({8, 8, 4, 4, 4}), "8x2,4x3");
   // Hosts: two of 8 slots, then three of 4: rank 17 is on host 2, rank 27 on host 4.
   for (auto [rank, host] : {std::pair{0, 0}, {15, 1}, {16, 2}, {17, 2}, {20, 3}, {27, 4}, {28, 0}}) {
-    auto id = rank_identity({{"PMI_RANK", std::to_string(rank)}, {"PMI_SIZE", "56"}, {"TMPI_SLOT_LAYOUT", "8x2,4x3"}});
+    auto id = rank_identity(
+        {{"PMI_RANK", std::to_string(rank)}, {"PMI_SIZE", "56"}, {"TMPI_SLOT_LAYOUT", "8x2,4x3"}});
     ASSERT_TRUE(id);
     EXPECT_EQ(id->node_rank, host) << "rank " << rank;
   }
@@ -159,7 +170,8 @@ TEST(Preflight, PlacementCheckReadsBothTagFormats) {
   std::vector<std::string> expected = {"a.j", "a.j", "b.j"};
   EXPECT_TRUE(check_placement(expected, "[1,0]<stdout>:a\n[1,2]<stdout>:b\n[1,1]<stdout>:a\n").empty());
   EXPECT_TRUE(check_placement(expected, "[0] a\n[2] b\n[1] a\n").empty());
-  auto everything_on_the_launcher = check_placement(expected, "[1,0]<stdout>:launcher\n[1,1]<stdout>:launcher\n");
+  auto everything_on_the_launcher =
+      check_placement(expected, "[1,0]<stdout>:launcher\n[1,1]<stdout>:launcher\n");
   ASSERT_EQ(everything_on_the_launcher.size(), 3U);
   EXPECT_NE(everything_on_the_launcher[0].reason.find("rank 0 ran on launcher"), std::string::npos);
   EXPECT_NE(everything_on_the_launcher[2].reason.find("rank 2 did not report"), std::string::npos);

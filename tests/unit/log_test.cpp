@@ -1,20 +1,22 @@
 // Logging: secrets are redacted whatever the caller passes; JSON lines parse.
 #include "common/log.h"
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
-#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 namespace tmpi {
 namespace {
 
 TEST(Redact, PrivateKeyBlocksAndBearerTokens) {
   std::string key =
-      "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----";
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE "
+      "KEY-----";
   std::string out = log::redact("got " + key + " and Authorization: Bearer eyJhbGciOi.x-y_z ok");
   EXPECT_EQ(out.find("b3BlbnNzaC1rZXkt"), std::string::npos) << out;
   EXPECT_EQ(out.find("eyJhbGciOi"), std::string::npos) << out;
@@ -37,8 +39,9 @@ TEST(Redact, LinearOnHostileInputWithoutRecursion) {
   EXPECT_EQ(log::redact("Bearer " + bomb + " tail"), "Bearer [redacted] tail");
   EXPECT_EQ(log::redact("xbearer\t\ttok.en/=x after"), "xbearer [redacted] after");
   EXPECT_EQ(log::redact("Bearer  "), "Bearer  ");  // no token, nothing to hide
-  std::string two = "a -----BEGIN PRIVATE KEY-----k1-----END PRIVATE KEY----- b "
-                    "-----BEGIN EC PRIVATE KEY-----k2-----END EC PRIVATE KEY----- c";
+  std::string two =
+      "a -----BEGIN PRIVATE KEY-----k1-----END PRIVATE KEY----- b "
+      "-----BEGIN EC PRIVATE KEY-----k2-----END EC PRIVATE KEY----- c";
   EXPECT_EQ(log::redact(two), "a [redacted private key] b [redacted private key] c");
 }
 
@@ -48,7 +51,8 @@ TEST(Printable, NoTextForgesARecordAndEveryMessageIsBounded) {
   EXPECT_EQ(out, std::string("node-0\n") + std::string(log::kContinuation) +
                      "2026-11-30T00:00:00.000Z mpi-launcher info: all hosts ready");
   EXPECT_EQ(log::printable("a\rb\x1b[31mc\x7f\td"), "a\\x0db\\x1b[31mc\\x7f\td");
-  EXPECT_EQ(log::printable("caf\xc3\xa9 \xff\xc3"), "caf\xc3\xa9 \\xff\\xc3");  // invalid bytes escaped, é kept
+  EXPECT_EQ(log::printable("caf\xc3\xa9 \xff\xc3"),
+            "caf\xc3\xa9 \\xff\\xc3");  // invalid bytes escaped, é kept
   std::string big = log::printable(std::string(1U << 20, 'x'));
   EXPECT_LE(big.size(), log::kMaxMessageBytes + 64);
   EXPECT_NE(big.find("(1032192 more bytes)"), std::string::npos) << big.substr(big.size() - 40);
@@ -103,7 +107,8 @@ TEST(Log, TextLinesCannotBeForgedOrFlooded) {
   std::istringstream stream(out);
   for (std::string line; std::getline(stream, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 3U) << out;
-  EXPECT_EQ(lines[1], std::string(log::kContinuation) + "2026-01-01T00:00:00.000Z mpi-launcher info: ok\\x0d");
+  EXPECT_EQ(lines[1],
+            std::string(log::kContinuation) + "2026-01-01T00:00:00.000Z mpi-launcher info: ok\\x0d");
   EXPECT_LT(lines[2].size(), log::kMaxMessageBytes + 200);
 }
 

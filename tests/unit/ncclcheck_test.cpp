@@ -1,14 +1,14 @@
 // nccl-check's arithmetic, schedule, thresholds, data check and report, without MPI.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
 #include "ncclcheck/cpus.h"
 #include "ncclcheck/data_check.h"
 #include "ncclcheck/metrics.h"
 #include "ncclcheck/report.h"
-
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <map>
-#include <set>
 
 namespace tmpi::check {
 namespace {
@@ -48,7 +48,8 @@ TEST(PairRounds, EveryPairOnceInTheFewestRounds) {
       std::set<int> busy;
       for (auto [a, b] : round) {
         EXPECT_LT(a, b);
-        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << hosts << " hosts: a host twice in a round";
+        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second)
+            << hosts << " hosts: a host twice in a round";
         EXPECT_TRUE(seen.insert({a, b}).second) << hosts << " hosts: pair " << a << "-" << b << " twice";
       }
     }
@@ -137,7 +138,8 @@ TEST(SecondLook, EverySlowPairWithRightDataOnceInDisjointRounds) {
   for (const auto& round : rounds) {
     std::set<int> ends;
     for (const auto& pair : round) {
-      EXPECT_TRUE(ends.insert(pair.first).second && ends.insert(pair.second).second) << "a GPU twice in one round";
+      EXPECT_TRUE(ends.insert(pair.first).second && ends.insert(pair.second).second)
+          << "a GPU twice in one round";
       seen.insert(pair);
     }
   }
@@ -150,8 +152,8 @@ TEST(SecondLook, EverySlowPairWithRightDataOnceInDisjointRounds) {
 }
 
 TEST(SecondLook, ABetterSecondSampleClearsNoiseButNotWrongData) {
-  std::vector<LinkSample> links = {{{0, 1}, 2, 0}, {{2, 3}, 2, 0}, {{0, 2}, 5, 0}, {{1, 3}, 5, 0},
-                                   {{0, 3}, 5, 0}, {{1, 2}, 5, 0}};
+  std::vector<LinkSample> links = {{{0, 1}, 2, 0}, {{2, 3}, 2, 0}, {{0, 2}, 5, 0},
+                                   {{1, 3}, 5, 0}, {{0, 3}, 5, 0}, {{1, 2}, 5, 0}};
   std::vector<std::string> gpus = {"g0", "g1", "g2", "g3"};
   EXPECT_EQ(judge_gpus(links, 3.0, gpus).size(), 2U);  // on one sample, two links are blamed
   merge_second_look(links, {{{0, 1}, 4.8, 0}, {{2, 3}, 2.1, 3}});
@@ -167,7 +169,7 @@ TEST(Gpus, ASlowGpuAmongFourIsNamedAndTwoCannotBeToldApart) {
   std::vector<std::string> gpus = {"n GPU 0", "n GPU 1", "n GPU 2", "n GPU 3"};
   // GPU 2 is slow with everyone; the link 0-3 alone is slow too.
   std::vector<LinkSample> links = {{{0, 1}, 300, 0}, {{2, 3}, 20, 0}, {{0, 2}, 25, 0},
-                                   {{1, 3}, 310, 0}, {{0, 3}, 30, 0},  {{1, 2}, 22, 0}};
+                                   {{1, 3}, 310, 0}, {{0, 3}, 30, 0}, {{1, 2}, 22, 0}};
   double floor = floor_for({0, 0.5}, link_reference(links, 4));
   EXPECT_DOUBLE_EQ(floor, 152.5);  // half the median of the best links: 25, 300, 310, 310
   auto culprits = judge_gpus(links, floor, gpus);
@@ -205,7 +207,8 @@ TEST(DataCheck, CountsEveryWrongElementAndThePoison) {
     }
   }
   EXPECT_EQ(count_wrong_sum(sum.data(), count, ranks), 0);
-  EXPECT_EQ(count_wrong_sum(sum.data(), count, ranks + 1), static_cast<std::int64_t>(count));  // a rank missing
+  EXPECT_EQ(count_wrong_sum(sum.data(), count, ranks + 1),
+            static_cast<std::int64_t>(count));  // a rank missing
   sum[7] += 1;
   sum[900] = 0;
   EXPECT_EQ(count_wrong_sum(sum.data(), count, ranks), 2);
@@ -222,7 +225,8 @@ Report sample_report() {
   report.backend = "mpi";
   report.library = "Open MPI v4.1.4";
   report.ranks = 6;
-  report.hosts = {{"node-0", {0, 1}, nlohmann::json::array()}, {"node-1", {2, 3}, nlohmann::json::array()},
+  report.hosts = {{"node-0", {0, 1}, nlohmann::json::array()},
+                  {"node-1", {2, 3}, nlohmann::json::array()},
                   {"node-2", {4, 5}, nlohmann::json::array()}};
   report.allreduce = {{1 << 20, 0.001, 1.048576, 1.747627, 0}, {1 << 22, 0.004, 1.048576, 1.747627, 0}};
   report.pair_bytes = 1 << 20;
@@ -254,19 +258,21 @@ TEST(Report, TimeoutWinsAndNamesTheSilentHosts) {
   EXPECT_EQ(json["result"], "timeout");
   EXPECT_EQ(json["timeout"]["silent_hosts"], nlohmann::json::array({"node-2"}));
   EXPECT_EQ(json["timeout"]["silent_ranks"], nlohmann::json::array({4, 5}));
-  EXPECT_NE(render_table(report).find("TIMEOUT in links round 2/3 after 5.0 s (seen by rank 0 on node-0); no answer from node-2"),
+  EXPECT_NE(render_table(report).find(
+                "TIMEOUT in links round 2/3 after 5.0 s (seen by rank 0 on node-0); no answer from node-2"),
             std::string::npos);
 }
 
 TEST(Report, GpuLinksAreNamedByDevice) {
   Report report = sample_report();
-  report.hosts[1].devices = nlohmann::json::array({{{"device", 0}, {"pci_bus_id", "0000:19:00.0"}},
-                                                   {{"device", 1}, {"pci_bus_id", "0000:3b:00.0"}}});
+  report.hosts[1].devices = nlohmann::json::array(
+      {{{"device", 0}, {"pci_bus_id", "0000:19:00.0"}}, {{"device", 1}, {"pci_bus_id", "0000:3b:00.0"}}});
   report.gpu_links = {{1, {{0, 1}, 0.5, 0}}};
   report.gpu_floor = 100;
   EXPECT_EQ(report.gpu_name(1, 1), "node-1 GPU 1 (0000:3b:00.0)");
   EXPECT_EQ(report.gpu_name(0, 1), "node-0 rank 1");  // the MPI backend knows no device
-  EXPECT_NE(render_table(report).find("# gpu link node-1 GPU 0 (0000:19:00.0) <-> node-1 GPU 1 (0000:3b:00.0): 0.500 GB/s  #wrong 0  SLOW"),
+  EXPECT_NE(render_table(report).find("# gpu link node-1 GPU 0 (0000:19:00.0) <-> node-1 GPU 1 "
+                                      "(0000:3b:00.0): 0.500 GB/s  #wrong 0  SLOW"),
             std::string::npos)
       << render_table(report);
   auto json = to_json(report);
@@ -278,7 +284,8 @@ TEST(Report, TableReadsLikeNcclTests) {
   Report report = sample_report();
   std::string table = render_table(report);
   EXPECT_NE(table.find("size     time(us)      algbw      busbw   #wrong"), std::string::npos) << table;
-  EXPECT_NE(table.find("        1048576       1000.0       1.05       1.75        0"), std::string::npos) << table;
+  EXPECT_NE(table.find("        1048576       1000.0       1.05       1.75        0"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("# link node-0 <-> node-2: 0.010 GB/s  #wrong 0  SLOW"), std::string::npos) << table;
   EXPECT_NE(table.find("# result: pass"), std::string::npos);
   EXPECT_EQ(report.exit_code(), 0);
@@ -309,10 +316,14 @@ TEST(Report, AHostWhoseRanksShareCpusIsShownNotJudged) {
   report.gpu_links = {{1, {{0, 1}, 0.5, 0}}};
   report.gpu_floor = 100;
   std::string table = render_table(report);
-  EXPECT_NE(table.find("# host node-1: 2 ranks share 1 CPU(s): bandwidth within it is the scheduler's, shown, not judged"),
+  EXPECT_NE(
+      table.find(
+          "# host node-1: 2 ranks share 1 CPU(s): bandwidth within it is the scheduler's, shown, not judged"),
+      std::string::npos)
+      << table;
+  EXPECT_NE(table.find("# gpu link node-1 rank 0 <-> node-1 rank 1: 0.500 GB/s  #wrong 0\n"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("# gpu link node-1 rank 0 <-> node-1 rank 1: 0.500 GB/s  #wrong 0\n"), std::string::npos) << table;
   auto json = to_json(report);
   EXPECT_EQ(json["hosts"][1]["bandwidth_judged"], false);
   EXPECT_EQ(json["hosts"][1]["cpus"], 1);

@@ -1,9 +1,10 @@
 // The parameter registry: precedence (flag > TMPI_ variable > default), hard errors that
 // name the flag or variable, and the README table generated from the same rows.
-#include "common/files.h"
 #include "common/params.h"
 
 #include <gtest/gtest.h>
+
+#include "common/files.h"
 
 namespace tmpi {
 namespace {
@@ -86,8 +87,9 @@ TEST(Params, Durations) {
 }
 
 TEST(Params, SizesAndNumbers) {
-  auto params = Params::parse(kScopeCheck, {"--max-bytes", "1G", "--min-bytes", "64k", "--min-fraction", "0.25"},
-                              Env{{"TMPI_PAIR_BYTES", "4096"}});
+  auto params =
+      Params::parse(kScopeCheck, {"--max-bytes", "1G", "--min-bytes", "64k", "--min-fraction", "0.25"},
+                    Env{{"TMPI_PAIR_BYTES", "4096"}});
   ASSERT_TRUE(params);
   EXPECT_EQ(params->bytes("max-bytes"), std::uint64_t{1} << 30);
   EXPECT_EQ(params->bytes("min-bytes"), std::uint64_t{64} << 10);
@@ -96,7 +98,8 @@ TEST(Params, SizesAndNumbers) {
   EXPECT_DOUBLE_EQ(params->number("min-busbw"), 0.0);
   auto bad_size = Params::parse(kScopeCheck, {"--max-bytes", "12X"}, {});
   ASSERT_FALSE(bad_size);
-  EXPECT_NE(bad_size.error().message.find("--max-bytes: '12X' is not a size (use 4096, 64K, 1M or 1G)"), std::string::npos);
+  EXPECT_NE(bad_size.error().message.find("--max-bytes: '12X' is not a size (use 4096, 64K, 1M or 1G)"),
+            std::string::npos);
   auto bad_number = Params::parse(kScopeCheck, {}, Env{{"TMPI_MIN_BUSBW", "fast"}});
   ASSERT_FALSE(bad_number);
   EXPECT_NE(bad_number.error().message.find("TMPI_MIN_BUSBW: 'fast' is not a number"), std::string::npos);

@@ -3,9 +3,9 @@
 // peer with the job key can check them, whatever library it uses.
 #include "common/proof.h"
 
-#include <gtest/gtest.h>
-
 #include <set>
+
+#include <gtest/gtest.h>
 
 namespace tmpi {
 namespace {
@@ -18,9 +18,12 @@ TEST(Proof, HmacSha256MatchesRfc4231) {
 }
 
 TEST(Proof, RendezvousKeyIgnoresWhitespaceAndDependsOnTheKey) {
-  std::string key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n";
-  std::string same = "-----BEGIN OPENSSH PRIVATE KEY-----\r\nb3BlbnNzaC1rZXktdjEAAAAA\r\n-----END OPENSSH PRIVATE KEY-----";
-  std::string other = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAB\n-----END OPENSSH PRIVATE KEY-----\n";
+  std::string key =
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n";
+  std::string same =
+      "-----BEGIN OPENSSH PRIVATE KEY-----\r\nb3BlbnNzaC1rZXktdjEAAAAA\r\n-----END OPENSSH PRIVATE KEY-----";
+  std::string other =
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAB\n-----END OPENSSH PRIVATE KEY-----\n";
   EXPECT_EQ(derive_rendezvous_key(key), derive_rendezvous_key(same));
   EXPECT_NE(derive_rendezvous_key(key), derive_rendezvous_key(other));
   EXPECT_EQ(derive_rendezvous_key(key).size(), 32U);

@@ -2,18 +2,19 @@
 // and beat, each from its own loopback address (its host name is that address, so the
 // "name resolves to the peer" check runs for real); malformed, oversized and silent
 // clients get 400 or are cut off without stalling anyone else; the connection cap holds.
-#include "common/http_client.h"
-#include "common/proof.h"
-#include "rendezvous/coordinator_service.h"
-
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/http_client.h"
+#include "common/proof.h"
+#include "rendezvous/coordinator_service.h"
 
 namespace tmpi::rdv {
 namespace {
@@ -27,7 +28,8 @@ class Running {
  public:
   Running(int hosts, ServerLimits limits = {}) {
     CoordinatorConfig config;
-    for (int i = 0; i < hosts; ++i) config.hosts.push_back(fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200));
+    for (int i = 0; i < hosts; ++i)
+      config.hosts.push_back(fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200));
     config.key = kKey;
     CoordinatorCallbacks callbacks;
     callbacks.barrier_open = [this] { opened_ = true; };
@@ -50,8 +52,8 @@ class Running {
   std::thread thread_;
 };
 
-long post(HttpClient& client, unsigned short port, const std::string& from, const std::string& target, const json& body,
-          json* answer = nullptr) {
+long post(HttpClient& client, unsigned short port, const std::string& from, const std::string& target,
+          const json& body, json* answer = nullptr) {
   HttpRequest request;
   request.method = "POST";
   request.url = fmt::format("http://127.0.0.1:{}{}", port, target);
@@ -65,8 +67,9 @@ long post(HttpClient& client, unsigned short port, const std::string& from, cons
 
 json register_body(const std::string& host) {
   std::string nonce = random_nonce();
-  return {{"host", host}, {"slots", 1}, {"gpus", 0}, {"sshReady", true}, {"nonce", nonce},
-          {"proof", hmac_hex(kKey, fmt::format("register|{}|1|0|true|{}", host, nonce))}};
+  return {{"host", host},   {"slots", 1},
+          {"gpus", 0},      {"sshReady", true},
+          {"nonce", nonce}, {"proof", hmac_hex(kKey, fmt::format("register|{}|1|0|true|{}", host, nonce))}};
 }
 
 TEST(RendezvousSockets, ManyClientThreadsRegisterAndBeat) {
@@ -90,7 +93,8 @@ TEST(RendezvousSockets, ManyClientThreadsRegisterAndBeat) {
   EXPECT_EQ(beats.load(), kHosts);
   EXPECT_TRUE(coordinator.opened());
   HttpClient client{TlsConfig{}};
-  auto hosts = client.send(HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/v1/hosts", coordinator.port()), "", {}, 2s, ""});
+  auto hosts = client.send(
+      HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/v1/hosts", coordinator.port()), "", {}, 2s, ""});
   ASSERT_TRUE(hosts);
   EXPECT_EQ(json::parse(hosts->body)["ready"], kHosts);
 }
@@ -100,8 +104,11 @@ TEST(RendezvousSockets, ANameThatResolvesElsewhereIsRefused) {
   HttpClient client{TlsConfig{}};
   json answer;
   // 127.0.1.3 claims to be 127.0.1.2.
-  EXPECT_EQ(post(client, coordinator.port(), "127.0.1.3", "/v1/register", register_body("127.0.1.2"), &answer), 403);
-  EXPECT_NE(answer["error"].get<std::string>().find("does not resolve to the sender's address 127.0.1.3"), std::string::npos);
+  EXPECT_EQ(
+      post(client, coordinator.port(), "127.0.1.3", "/v1/register", register_body("127.0.1.2"), &answer),
+      403);
+  EXPECT_NE(answer["error"].get<std::string>().find("does not resolve to the sender's address 127.0.1.3"),
+            std::string::npos);
 }
 
 // Sends raw bytes on a new connection; returns what came back before the server closed.
@@ -128,13 +135,15 @@ TEST(RendezvousSockets, MalformedOversizedAndSilentClientsDoNotStallTheLoop) {
   limits.body_bytes = 1024;
   Running coordinator(1, limits);
   EXPECT_NE(raw_exchange(coordinator.port(), "GARBAGE\r\n\r\n", 2s).find("400"), std::string::npos);
-  std::string big = fmt::format("POST /v1/register HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{}", std::string(5000, 'a'));
+  std::string big = fmt::format("POST /v1/register HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{}",
+                                std::string(5000, 'a'));
   EXPECT_NE(raw_exchange(coordinator.port(), big, 2s).find("400"), std::string::npos);
   auto start = Clock::now();
   std::thread silent([&] { EXPECT_EQ(raw_exchange(coordinator.port(), "", 5s), ""); });
   // While a silent client holds a connection, others are served at once.
   HttpClient client{TlsConfig{}};
-  auto health = client.send(HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/healthz", coordinator.port()), "", {}, 1s, ""});
+  auto health = client.send(
+      HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/healthz", coordinator.port()), "", {}, 1s, ""});
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   silent.join();
@@ -158,8 +167,10 @@ TEST(RendezvousSockets, ConnectionCapClosesTheExtraConnection) {
   EXPECT_EQ(raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 1s), "");
   for (int fd : held) close(fd);
   std::this_thread::sleep_for(100ms);
-  EXPECT_NE(raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2s).find("200 OK"),
-            std::string::npos);
+  EXPECT_NE(
+      raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2s)
+          .find("200 OK"),
+      std::string::npos);
 }
 
 }  // namespace

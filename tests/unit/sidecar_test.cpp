@@ -2,16 +2,17 @@
 // that is not up yet, registers (here with no sshd, so sshReady=false and the reason),
 // registers again when the coordinator restarts and forgets it, exits 0 when the job
 // ends, and gives up with exit 3 and the reason at its deadline.
+#include "rendezvous/sidecar.h"
+
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
 #include "common/proof.h"
 #include "initcontainer/ssh_identity.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/http_server.h"
-#include "rendezvous/sidecar.h"
-
-#include <gtest/gtest.h>
-
-#include <future>
-#include <thread>
 
 namespace tmpi::rdv {
 namespace {
@@ -87,15 +88,21 @@ TEST(Sidecar, WaitsRegistersReRegistersAfterARestartAndExitsOnTheEnd) {
   std::this_thread::sleep_for(300ms);  // the coordinator is not up yet
   {
     Coordinator1 first(port);
-    ASSERT_TRUE(eventually([&] { return first.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) == "127.0.0.1"; }));
+    ASSERT_TRUE(eventually([&] {
+      return first.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) == "127.0.0.1";
+    }));
     std::string reason = first.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").reason; });
     EXPECT_NE(reason.find("no sshd on 127.0.0.1:1"), std::string::npos) << "reason: " << reason;
     EXPECT_FALSE(sidecar.ssh_ready());
   }
   Coordinator1 second(port);  // a restarted launcher knows nobody
-  ASSERT_TRUE(eventually([&] { return second.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) == "127.0.0.1"; }))
-      << "the sidecar did not register again after the restart";
-  second.on_loop([](Coordinator& c) { c.end_job(); return 0; });
+  ASSERT_TRUE(eventually([&] {
+    return second.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) == "127.0.0.1";
+  })) << "the sidecar did not register again after the restart";
+  second.on_loop([](Coordinator& c) {
+    c.end_job();
+    return 0;
+  });
   ASSERT_EQ(result.wait_for(5s), std::future_status::ready) << "the sidecar did not exit after the end";
   Status status = result.get();
   EXPECT_TRUE(status) << status.error().message;
@@ -109,7 +116,8 @@ TEST(Sidecar, GivesUpAtItsDeadlineWithTheReason) {
   Status status = sidecar.run();
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().exit, Exit::kTimeout);
-  EXPECT_NE(status.error().message.find("gave up after 1 s without the coordinator"), std::string::npos) << status.error().message;
+  EXPECT_NE(status.error().message.find("gave up after 1 s without the coordinator"), std::string::npos)
+      << status.error().message;
   EXPECT_LT(Clock::now() - start, 4s);
 }
 

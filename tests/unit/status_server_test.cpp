@@ -4,14 +4,15 @@
 // retried; a 403 stops the updates and says why without the token; a server whose
 // certificate the CA did not sign is never trusted; the fake refuses what the real CRD
 // refuses, with the same metav1.Status bodies.
-#include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include "common/files.h"
 #include "status/reporter.h"

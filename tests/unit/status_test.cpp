@@ -2,11 +2,11 @@
 // recording transport: the interval, unchanged states, retries with backoff, giving up on
 // refusals no retry can fix, and a final update that is bounded by its deadline. The same
 // reporter against the faithful fake server, over HTTPS, is status_server_test.cpp.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <deque>
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "common/files.h"
 #include "status/reporter.h"

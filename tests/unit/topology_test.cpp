@@ -1,12 +1,13 @@
 // Topology sources and writers: pod lists (filtering, order, twins, GPUs), hostfiles in
 // both dialects, the static spec, hosts.json round trips, and every bad-input error.
 #include "common/topology.h"
-#include "initcontainer/sources.h"
+
+#include <regex>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <regex>
+#include "initcontainer/sources.h"
 
 namespace tmpi::init {
 namespace {
@@ -44,7 +45,8 @@ std::vector<std::string> names(const Topology& t) {
 
 TEST(PodList, OrdersByReplicatedJobThenIndexesAndFindsTheLauncher) {
   auto t = topology_from_pod_list(
-      list_of({pod("job", "node", 0, 1), pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}), "pods.json", {});
+      list_of({pod("job", "node", 0, 1), pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}),
+      "pods.json", {});
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(names(*t), (std::vector<std::string>{"job-node-0-0.job", "job-node-0-1.job"}));
   ASSERT_TRUE(t->launcher);
@@ -74,16 +76,16 @@ TEST(PodList, GlobalIndexGivesReplicatedJobOrder) {
 TEST(PodList, LauncherAsNodeComesFirst) {
   SourceOptions options;
   options.launcher_as_node = true;
-  auto t = topology_from_pod_list(list_of({pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}), "p", options);
+  auto t =
+      topology_from_pod_list(list_of({pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}), "p", options);
   ASSERT_TRUE(t);
   EXPECT_EQ(names(*t), (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job"}));
   EXPECT_EQ(t->hosts[0].role, "launcher");
 }
 
 TEST(PodList, SlotsFromGpuLimitsForHeterogeneousGroups) {
-  auto t = topology_from_pod_list(list_of({pod("job", "big", 0, 0, 8), pod("job", "small", 0, 0, 2),
-                                           pod("job", "cpu", 0, 0)}),
-                                  "p", {});
+  auto t = topology_from_pod_list(
+      list_of({pod("job", "big", 0, 0, 8), pod("job", "small", 0, 0, 2), pod("job", "cpu", 0, 0)}), "p", {});
   ASSERT_TRUE(t);
   std::map<std::string, int> slots;
   for (const auto& h : t->hosts) slots[h.group] = h.slots;
@@ -153,7 +155,8 @@ TEST(PodList, BadInputNamesTheFileAndField) {
   ASSERT_FALSE(no_sub);
   EXPECT_NE(no_sub.error().message.find("items[0]"), std::string::npos) << no_sub.error().message;
   EXPECT_NE(no_sub.error().message.find("spec.subdomain"), std::string::npos);
-  auto two = topology_from_pod_list(list_of({pod("job", "launcher", 0, 0), pod("job", "launcher", 0, 1)}), "p", {});
+  auto two =
+      topology_from_pod_list(list_of({pod("job", "launcher", 0, 0), pod("job", "launcher", 0, 1)}), "p", {});
   EXPECT_FALSE(two);
 }
 
@@ -180,7 +183,8 @@ TEST(Hostfile, ErrorsNameTheLine) {
   ASSERT_FALSE(dup);
   EXPECT_NE(dup.error().message.find("hf line 3"), std::string::npos) << dup.error().message;
   EXPECT_NE(dup.error().message.find("line 1"), std::string::npos);
-  for (const char* bad : {"a slots=0\n", "a slots=-2\n", "a:0\n", "a slots=x\n", "a foo\n", "a color=red\n"}) {
+  for (const char* bad :
+       {"a slots=0\n", "a slots=-2\n", "a:0\n", "a slots=x\n", "a foo\n", "a color=red\n"}) {
     auto t = topology_from_hostfile(bad, "hf", {});
     ASSERT_FALSE(t) << bad;
     EXPECT_EQ(t.error().exit, Exit::kUsage);
@@ -221,7 +225,8 @@ TEST(Render, DialectsAndDeepSpeedRule) {
 }
 
 TEST(Render, HostsJsonRoundTripsAndIsStable) {
-  auto t = topology_from_pod_list(list_of({pod("job", "launcher", 0, 0), pod("job", "node", 0, 0, 4)}), "p", {});
+  auto t =
+      topology_from_pod_list(list_of({pod("job", "launcher", 0, 0), pod("job", "node", 0, 0, 4)}), "p", {});
   ASSERT_TRUE(t);
   std::string first = render_hosts_json(*t);
   auto back = parse_hosts_json(first, "hosts.json");
@@ -242,8 +247,8 @@ Host host_at(std::string name, std::string address) {
 }
 
 TEST(Names, OnlyRfc1123NamesAndIpAddressesPass) {
-  for (const char* good : {"job-node-0-1.job", "a", "node-0", "A1.example.com", "198.18.0.2", "fd00::1", "::1",
-                           "x.y-z.0"}) {
+  for (const char* good :
+       {"job-node-0-1.job", "a", "node-0", "A1.example.com", "198.18.0.2", "fd00::1", "::1", "x.y-z.0"}) {
     EXPECT_TRUE(valid_host_name(good)) << good;
   }
   std::string long_label(64, 'a');
@@ -263,14 +268,15 @@ TEST(Names, OnlyRfc1123NamesAndIpAddressesPass) {
 TEST(Names, HostileFieldsNeverReachAFile) {
   // A name with a line break would add hostfile lines, or a '*' known_hosts entry that
   // matches every host; $(...) would run in discover_hosts.sh.
-  for (std::string hostile : {std::string("node-0\nevil slots=64"), std::string("*"), std::string("$(touch /tmp/x)"),
-                              std::string("node-0 slots=9")}) {
+  for (std::string hostile : {std::string("node-0\nevil slots=64"), std::string("*"),
+                              std::string("$(touch /tmp/x)"), std::string("node-0 slots=9")}) {
     Topology topology;
     topology.hosts.push_back(host_at(hostile, "10.0.0.1"));
     auto checked = validate_topology(topology, "pods.json");
     ASSERT_FALSE(checked) << hostile;
     EXPECT_EQ(checked.error().exit, Exit::kUsage);
-    EXPECT_NE(checked.error().message.find("is not an RFC 1123 DNS name"), std::string::npos) << checked.error().message;
+    EXPECT_NE(checked.error().message.find("is not an RFC 1123 DNS name"), std::string::npos)
+        << checked.error().message;
     EXPECT_EQ(checked.error().message.find('\n'), std::string::npos) << "the message shows the name escaped";
   }
   Topology topology;
