@@ -1,9 +1,12 @@
-// write_atomic: modes, replacement, and no partial file when the write fails.
+// write_atomic: modes, replacement, and no temporary file left when the replace fails.
 #include "common/files.h"
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -27,12 +30,65 @@ TEST(Files, WriteAtomicSetsModeAndReplaces) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Files, UnwritableFolderIsAClearErrorAndLeavesNothing) {
+TEST(Files, UnwritableFolderIsAClearError) {
   auto status = write_atomic("/proc/tmpi-no/such", "x");
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().exit, Exit::kUsage);
   EXPECT_NE(status.error().message.find("/proc/tmpi-no/such"), std::string::npos);
   EXPECT_NE(status.error().message.find("writable"), std::string::npos);
+}
+
+TEST(Files, FailedReplaceLeavesNoTemporaryFile) {
+  // The temporary file is written, synced and closed; then the rename onto a folder that
+  // holds a file fails (EISDIR), and the file must go with the error.
+  std::string dir = temp_dir();
+  ASSERT_TRUE(make_dirs(dir + "/target", 0700));
+  ASSERT_TRUE(write_atomic(dir + "/target/inside", "keep"));
+  auto status = write_atomic(dir + "/target", "content");
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.error().message.find(dir + "/target"), std::string::npos) << status.error().message;
+  EXPECT_NE(status.error().message.find("replace"), std::string::npos) << status.error().message;
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) left.push_back(entry.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"target"}) << "a temporary file was left behind";
+  EXPECT_EQ(*read_file(dir + "/target/inside"), "keep");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Files, ScratchDirIsPrivateUnguessableAndGoesWithItsOwner) {
+  std::string base = temp_dir();
+  const char* old = getenv("TMPDIR");
+  std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", base.c_str(), 1);
+  auto one = ScratchDir::make("tmpi-ssh");
+  auto two = ScratchDir::make("tmpi-ssh");
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(one && two);
+  std::string path = (*one)->path();
+  EXPECT_EQ(path.rfind(base + "/tmpi-ssh-", 0), 0U) << path;
+  EXPECT_NE(path, (*two)->path());
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700U);
+  ASSERT_TRUE(write_atomic(path + "/ssh", "#!/bin/sh\n", {0755}));
+  one->reset();  // the last owner lets go: the folder and what it holds are gone
+  two->reset();
+  EXPECT_FALSE(file_exists(path));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(base), {}), 0) << "a scratch folder was left";
+  setenv("TMPDIR", "/proc/tmpi-no-such", 1);
+  auto refused = ScratchDir::make("tmpi-ssh");
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("TMPDIR"), std::string::npos) << refused.error().message;
+  std::filesystem::remove_all(base);
 }
 
 TEST(Files, MakeDirsSetsTheMode) {

@@ -2,6 +2,9 @@
 // name the flag or variable, and the README table generated from the same rows.
 #include "common/params.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "common/files.h"
@@ -32,11 +35,40 @@ TEST(Params, DefaultsThenEnvironmentThenFlag) {
   EXPECT_EQ(with_equals->str("out"), "/z");
 }
 
+// Sets HOME for one test and puts the old value (or its absence) back, so that no later
+// test in this process sees the change.
+class ScopedHome {
+ public:
+  explicit ScopedHome(const char* value) {
+    const char* old = getenv("HOME");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("HOME", value, 1);
+  }
+  ~ScopedHome() {
+    if (had_) {
+      setenv("HOME", old_.c_str(), 1);
+    } else {
+      unsetenv("HOME");
+    }
+  }
+  ScopedHome(const ScopedHome&) = delete;
+  ScopedHome& operator=(const ScopedHome&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
 TEST(Params, HomeIsExpandedInDefaults) {
-  setenv("HOME", "/home/someone", 1);
-  auto params = Params::parse(kScopeInit, {}, {});
-  ASSERT_TRUE(params);
-  EXPECT_EQ(params->str("ssh-dir"), "/home/someone/.ssh");
+  std::string before = getenv("HOME") != nullptr ? getenv("HOME") : "(unset)";
+  {
+    ScopedHome home("/home/someone");
+    auto params = Params::parse(kScopeInit, {}, {});
+    ASSERT_TRUE(params);
+    EXPECT_EQ(params->str("ssh-dir"), "/home/someone/.ssh");
+  }
+  EXPECT_EQ(getenv("HOME") != nullptr ? getenv("HOME") : "(unset)", before) << "HOME was not put back";
 }
 
 TEST(Params, UnparsableEnvironmentValueNamesTheVariable) {

@@ -111,20 +111,39 @@ TEST(RendezvousSockets, ANameThatResolvesElsewhereIsRefused) {
             std::string::npos);
 }
 
-// Sends raw bytes on a new connection; returns what came back before the server closed.
-std::string raw_exchange(unsigned short port, const std::string& bytes, std::chrono::milliseconds wait) {
+// What came back on a raw connection, and whether the server ended it: an empty answer
+// alone cannot tell a server that closed the connection from one that is merely slow.
+struct Exchange {
+  std::string bytes;
+  bool closed = false;  // end of stream or reset from the server, before our read timeout
+};
+
+// Sends raw bytes on a new connection; reads until the server closes it or `wait` passes.
+Exchange raw_exchange(unsigned short port, const std::string& bytes, std::chrono::milliseconds wait) {
+  Exchange out;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return "connect failed";
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    close(fd);
+    out.bytes = "connect failed";
+    return out;
+  }
   if (!bytes.empty()) (void)!write(fd, bytes.data(), bytes.size());
   timeval timeout{static_cast<long>(wait.count() / 1000), static_cast<long>(wait.count() % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  std::string out;
   char buffer[4096];
-  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      out.bytes.append(buffer, static_cast<std::size_t>(n));
+      continue;
+    }
+    out.closed = n == 0 || errno == ECONNRESET;  // EAGAIN: our timeout, the server still holds it
+    break;
+  }
   close(fd);
   return out;
 }
@@ -134,12 +153,16 @@ TEST(RendezvousSockets, MalformedOversizedAndSilentClientsDoNotStallTheLoop) {
   limits.header_timeout = 300ms;
   limits.body_bytes = 1024;
   Running coordinator(1, limits);
-  EXPECT_NE(raw_exchange(coordinator.port(), "GARBAGE\r\n\r\n", 2s).find("400"), std::string::npos);
+  EXPECT_NE(raw_exchange(coordinator.port(), "GARBAGE\r\n\r\n", 2s).bytes.find("400"), std::string::npos);
   std::string big = fmt::format("POST /v1/register HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{}",
                                 std::string(5000, 'a'));
-  EXPECT_NE(raw_exchange(coordinator.port(), big, 2s).find("400"), std::string::npos);
+  EXPECT_NE(raw_exchange(coordinator.port(), big, 2s).bytes.find("400"), std::string::npos);
   auto start = Clock::now();
-  std::thread silent([&] { EXPECT_EQ(raw_exchange(coordinator.port(), "", 5s), ""); });
+  std::thread silent([&] {
+    Exchange cut = raw_exchange(coordinator.port(), "", 5s);
+    EXPECT_TRUE(cut.closed) << "the server never closed the silent connection";
+    EXPECT_EQ(cut.bytes, "");
+  });
   // While a silent client holds a connection, others are served at once.
   HttpClient client{TlsConfig{}};
   auto health = client.send(
@@ -164,12 +187,14 @@ TEST(RendezvousSockets, ConnectionCapClosesTheExtraConnection) {
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
   }
   std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 1s), "");
+  Exchange extra = raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 1s);
+  EXPECT_TRUE(extra.closed) << "the connection over the cap was left open, not closed";
+  EXPECT_EQ(extra.bytes, "");
   for (int fd : held) close(fd);
   std::this_thread::sleep_for(100ms);
   EXPECT_NE(
       raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2s)
-          .find("200 OK"),
+          .bytes.find("200 OK"),
       std::string::npos);
 }
 
