@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 namespace tmpi {
 
@@ -160,6 +163,22 @@ Status make_dirs(const std::string& path, mode_t mode) {
 bool file_exists(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0;
+}
+
+Expected<std::shared_ptr<ScratchDir>> ScratchDir::make(std::string_view prefix) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  std::string path = fmt::format("{}/{}-XXXXXX", base, prefix);
+  if (mkdtemp(path.data()) == nullptr) {
+    return make_error(Exit::kUsage, "cannot make a private folder in {}: {}; set TMPDIR to a writable folder",
+                      base, std::strerror(errno));
+  }
+  return std::make_shared<ScratchDir>(path);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;  // a destructor cannot fail; what cannot go is left in the pod's /tmp
+  std::filesystem::remove_all(path_, ignored);
 }
 
 }  // namespace tmpi

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 
 #include "common/error.h"
@@ -37,6 +38,22 @@ class MappedFile {
   const char* data_ = nullptr;
   std::size_t size_ = 0;
   std::string owned_;
+};
+
+// A private folder for files a run makes and needs only while it runs (hydra's ssh wrapper):
+// made by mkdtemp under $TMPDIR (else /tmp), so its name cannot be guessed or taken first,
+// mode 0700, and removed with all it holds when the last owner lets it go.
+class ScratchDir {
+ public:
+  static Expected<std::shared_ptr<ScratchDir>> make(std::string_view prefix);
+  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // mkdir -p, then chmod the last component to `mode`.

@@ -87,8 +87,10 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
                       "-o", "KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
                       "-o", "LogLevel=ERROR"};
   if (hydra) {
-    // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them.
-    plan.ssh_wrapper = fmt::format("/tmp/tmpi-ssh-{}", getpid());
+    // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them. It
+    // lives in a private folder of unguessable name, gone when the job is.
+    TMPI_ASSIGN(job.scratch, ScratchDir::make("tmpi-ssh"));
+    plan.ssh_wrapper = job.scratch->path() + "/ssh";
     TMPI_CHECK(write_atomic(plan.ssh_wrapper,
                             "#!/bin/sh\nexec ssh " + shell_join(plan.ssh_options) + " \"$@\"\n", {0755}));
   }

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "common/params.h"
 #include "common/topology.h"
 #include "launcher/mpi_command.h"
@@ -18,6 +20,7 @@ struct Job {
   std::string launcher_name;               // this pod's host name (the coordinator's address)
   LaunchPlan plan;                         // with the agent-wrapped user command
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
+  std::shared_ptr<ScratchDir> scratch;     // hydra's ssh wrapper lives here; removed with the job
 };
 
 // This mpi-launcher's own path, and the path of a program installed beside it ("" when

@@ -125,9 +125,13 @@ case $case_name in
     pass "Open MPI: allreduce, report, sidecars done, torch variables on every rank" ;;
   run-mpich)
     # No sidecars: --wait ssh polls every sshd itself (clusters with Trainer's plugin only).
+    # hydra's ssh wrapper goes in a private folder under TMPDIR, and goes with the run.
+    scratch=$CIB_DIR/scratch; mkdir -p "$scratch"
+    status_env=(TMPDIR="$scratch")  # launch's `env` words: this case has no status server
     out=$(launch --wait ssh --mpi mpich -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_mpich" 2>&1) || fail "the run failed: $out"
     expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
-    expect_contains "$out" "mpiexec.hydra -f $ETC_MPI/hostfile.hydra -np 4 -launcher ssh -launcher-exec" "hydra command"
+    expect_contains "$out" "mpiexec.hydra -f $ETC_MPI/hostfile.hydra -np 4 -launcher ssh -launcher-exec $scratch/tmpi-ssh-" "hydra command"
+    [[ -z $(ls -A "$scratch") ]] || fail "the ssh wrapper was left behind: $(ls -lR "$scratch")"
     out=$(launch --wait ssh --mpi mpich --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
     check_probe "$out"
     pass "MPICH hydra: allreduce and torch variables on every rank" ;;
