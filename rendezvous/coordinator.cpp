@@ -55,7 +55,8 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     hosts_[name].name = name;
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
-  for (const char* counter : {"registrations", "refusals", "beats", "rank_starts", "rank_exits"})
+  for (const char* counter :
+       {"registrations", "reregistrations", "refusals", "beats", "rank_starts", "rank_exits"})
     counters_[counter] = 0;
 }
 
@@ -140,7 +141,26 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   if (!nonces_.insert(nonce).second) return refuse(403, host, "replayed nonce");
   HostEntry& entry = it->second;
   if (!entry.address.empty() && entry.address != call.peer && entry.state != HostState::kLost) {
-    return refuse(409, host, fmt::format("already registered from {}", entry.address));
+    // Another address holds the name. While the name still resolves to it, that pod is the
+    // host and this claim waits (409). Once it does not, the pod was recreated (a new pod,
+    // a new IP, the same name): before the barrier the new pod simply takes its place;
+    // after it, the job's ranks went with the old pod, so the host is lost, named at once.
+    bool moved = std::find(call.resolved.begin(), call.resolved.end(), entry.address) == call.resolved.end();
+    if (!moved) {
+      return refuse(
+          409, host,
+          fmt::format("already registered from {}, which the name still resolves to", entry.address));
+    }
+    if (barrier_open_) {
+      std::string old = entry.address;
+      entry.address.clear();  // the old pod's beats are refused from now on
+      set_state(entry, HostState::kLost);
+      entry.reason = fmt::format(
+          "recreated at {} (was {}) after the job started: its ranks went with the old pod", call.peer, old);
+      if (callbacks_.host_lost) callbacks_.host_lost(host, entry.reason);
+      return refuse(409, host, entry.reason);
+    }
+    ++counters_["reregistrations"];
   }
   entry.address = call.peer;
   if (slots > 0) entry.slots = slots;

@@ -113,9 +113,40 @@ TEST_F(CoordinatorTest, ReplayedNonceAndSecondClaimAreRefused) {
   other.resolved = {"10.0.0.1", "10.0.0.77"};
   Reply reply = send(other);
   EXPECT_EQ(reply.status, 409);
-  EXPECT_NE(reply.body.find("already registered from 10.0.0.1"), std::string::npos);
+  EXPECT_NE(reply.body.find("already registered from 10.0.0.1, which the name still resolves to"),
+            std::string::npos);
   // A duplicate registration from the same address (a sidecar restart) is fine.
   EXPECT_EQ(send(register_call(kHosts[0])).status, 200);
+}
+
+TEST_F(CoordinatorTest, APodRecreatedBeforeTheBarrierTakesItsPlace) {
+  EXPECT_EQ(send(register_call(kHosts[0])).status, 200);
+  // The pod is deleted and made again: the same name, a new IP, and DNS now says so.
+  Call again = register_call(kHosts[0]);
+  again.peer = "10.0.0.77";
+  again.resolved = {"10.0.0.77"};
+  EXPECT_EQ(send(again).status, 200);
+  EXPECT_NE(coordinator_.hosts_json(t0_).find("10.0.0.77"), std::string::npos)
+      << coordinator_.hosts_json(t0_);
+  EXPECT_NE(coordinator_.metrics().find("tmpi_rendezvous_reregistrations_total 1"), std::string::npos);
+  // The old pod's beats are refused now: it is not the host any more.
+  EXPECT_EQ(send(beat_call(kHosts[0], 1)).status, 409);
+  EXPECT_TRUE(events_.lost.empty());
+}
+
+TEST_F(CoordinatorTest, APodRecreatedAfterTheBarrierIsLostAtOnce) {
+  for (const auto& host : kHosts) ASSERT_EQ(send(register_call(host)).status, 200);
+  ASSERT_TRUE(coordinator_.barrier_open());
+  Call again = register_call(kHosts[1]);
+  again.peer = "10.0.0.77";
+  again.resolved = {"10.0.0.77"};
+  Reply reply = send(again);
+  EXPECT_EQ(reply.status, 409);
+  ASSERT_EQ(events_.lost.size(), 1U);
+  EXPECT_NE(events_.lost[0].find(kHosts[1]), std::string::npos);
+  EXPECT_NE(events_.lost[0].find("recreated at 10.0.0.77 (was 10.0.0.2) after the job started"),
+            std::string::npos)
+      << events_.lost[0];
 }
 
 TEST_F(CoordinatorTest, SshFailureIsNamedAtTheDeadline) {
