@@ -19,6 +19,7 @@
 
 #include "common/files.h"
 #include "common/proof.h"
+#include "rendezvous/protocol.h"
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
@@ -50,12 +51,12 @@ struct Load {
   void on_connect(const std::shared_ptr<tcp::socket>& socket, int i, boost::system::error_code ec) {
     if (ec) return done(false);
     std::string host = host_of(i), nonce = tmpi::random_nonce();
-    auto request = std::make_shared<http::request<http::string_body>>(http::verb::post, "/v1/register", 11);
+    auto request =
+        std::make_shared<http::request<http::string_body>>(http::verb::post, tmpi::rdv::kRegisterPath, 11);
     request->set(http::field::host, "coordinator");
     request->set(http::field::content_type, "application/json");
-    request->body() = fmt::format(
-        R"({{"host":"{0}","slots":1,"gpus":0,"version":"bench","sshReady":true,"sshProblem":"","nonce":"{1}","proof":"{2}"}})",
-        host, nonce, tmpi::hmac_hex(key, fmt::format("register|{}|1|0|true|{}", host, nonce)));
+    request->body() =
+        tmpi::rdv::signed_body(key, tmpi::rdv::Registration{host, 1, 0, true, "", "bench", nonce});
     request->prepare_payload();
     if (!first) first = Clock::now();
     http::async_write(*socket, *request, [this, socket, request](boost::system::error_code wec, std::size_t) {

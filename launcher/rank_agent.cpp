@@ -26,8 +26,13 @@
 #include "common/proof.h"
 #include "common/utf8.h"
 #include "launcher/process.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::launch {
+
+using rdv::kRankPath;
+using rdv::RankReport;
+using rdv::signed_body;
 
 namespace {
 
@@ -57,21 +62,19 @@ std::string hostname() {
   return name;
 }
 
-void report(const RankAgentOptions& options, const RankIdentity& id, const nlohmann::json& fields) {
+// Tells the coordinator of this rank's start or exit; `message` holds the event's fields,
+// and this adds the rank, the host and a fresh nonce, and signs it all (rendezvous/protocol.h).
+void report(const RankAgentOptions& options, const RankIdentity& id, RankReport message) {
   if (options.coordinator.empty()) return;
-  std::string nonce = random_nonce();
-  nlohmann::json body = fields;
-  body["rank"] = id.rank;
-  body["host"] = hostname();
-  body["nonce"] = nonce;
-  std::string event = fields.value("event", "");
-  body["proof"] = hmac_hex(derive_rendezvous_key(options.private_key),
-                           fmt::format("rank|{}|{}|{}|{}", id.rank, event, fields.value("code", -1), nonce));
+  message.rank = id.rank;
+  message.host = hostname();
+  message.nonce = random_nonce();
   auto since = Clock::now();
-  auto sent = plain_http("POST", options.coordinator, "/v1/rank", dump_json(body), Millis(3000));
+  auto sent = plain_http("POST", options.coordinator, kRankPath,
+                         signed_body(derive_rendezvous_key(options.private_key), message), Millis(3000));
   if (!sent || sent->status != 200)
-    spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
-  spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
+    spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
+  spdlog::debug("rank {}: reported {} in {} ms", id.rank, message.event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
 }
 
@@ -218,8 +221,11 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
         fmt::format("mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)",
                     std::strerror(error));
     std::fprintf(stderr, "%s\n", why.c_str());
-    report(options, *id,
-           {{"event", "exit"}, {"code", kCannotStart}, {"signal", 0}, {"seconds", 0.0}, {"tail", why}});
+    RankReport exit;
+    exit.event = "exit";
+    exit.code = kCannotStart;
+    exit.tail = why;
+    report(options, *id, exit);
     return kCannotStart;
   }
   if (child == 0) {
@@ -253,7 +259,9 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   // After the command exits, its stderr may stay open in a grandchild: wait 1 s at most.
   while (!exited || (pipe_open && Clock::now() - exited_at < Millis(1000))) {
     if (!start_reported && !exited && Clock::now() - start >= kStartReportAfter) {
-      report(options, *id, {{"event", "start"}});
+      RankReport started;
+      started.event = "start";
+      report(options, *id, started);
       start_reported = true;
     }
     if (g_signal != 0) {
@@ -284,12 +292,13 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   // reports cost the job 2% (bench row 1); a failure, or the end of a rank that has run
   // for a while, is always reported, before this agent exits and so before mpirun ends.
   if (code != 0 || start_reported) {
-    report(options, *id,
-           {{"event", "exit"},
-            {"code", code},
-            {"signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0},
-            {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-            {"tail", tail.joined()}});
+    RankReport exit;
+    exit.event = "exit";
+    exit.code = code;
+    exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    exit.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    exit.tail = tail.joined();
+    report(options, *id, exit);
   }
   return code;
 }

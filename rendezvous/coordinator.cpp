@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/proof.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
 
@@ -61,20 +62,15 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
 }
 
 // Whether a registration body is well formed and signed with the job's key; `why` says
-// what is wrong (400: a missing field, 403: the proof).
+// what is wrong (400: the shape, 403: the proof).
 bool Coordinator::registration_signed(const json& body, int& status, std::string& why) const {
-  std::string host = text_field(body, "host"), nonce = text_field(body, "nonce");
-  if (!body.contains("slots") || !body["slots"].is_number_integer() || !body.contains("gpus") ||
-      !body["gpus"].is_number_integer() || !body.contains("sshReady") || !body["sshReady"].is_boolean() ||
-      nonce.empty()) {
-    status = 400;
-    why = "slots, gpus (integers), sshReady (boolean) and nonce are required";
+  Parsed<Registration> parsed = parse_registration(body);
+  if (const auto* refusal = std::get_if<Refusal>(&parsed)) {
+    status = refusal->status;
+    why = refusal->why;
     return false;
   }
-  std::string message =
-      fmt::format("register|{}|{}|{}|{}|{}", host, body["slots"].get<int>(), body["gpus"].get<int>(),
-                  body["sshReady"].get<bool>() ? "true" : "false", nonce);
-  if (!proof_matches(hmac_hex(config_.key, message), text_field(body, "proof"))) {
+  if (!signed_by(config_.key, Kind::kRegister, body)) {
     status = 403;
     why = "bad proof: the sender does not hold this job's key";
     return false;
@@ -85,7 +81,7 @@ bool Coordinator::registration_signed(const json& body, int& status, std::string
 // Only a registration signed with the job's key is worth a DNS lookup: anyone can reach
 // the port, and no unauthenticated request may make the coordinator resolve names.
 std::optional<std::string> Coordinator::host_to_resolve(Call& call) const {
-  if (call.method != "POST" || call.target != "/v1/register") return std::nullopt;
+  if (call.method != "POST" || call.target != kRegisterPath) return std::nullopt;
   call.parsed = json::parse(call.body, nullptr, false);
   const json& body = call.parsed;
   std::string host = body.is_object() ? text_field(body, "host") : "";
@@ -105,10 +101,10 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == "/metrics") return Reply{200, metrics(), "text/plain; version=0.0.4"};
     if (call.target == "/v1/hosts") return Reply{200, hosts_json(now), "application/json"};
   } else if (call.method == "POST") {
-    if (call.target == "/v1/register") return register_host(call, now);
-    if (call.target == "/v1/beat") return beat(call, now);
-    if (call.target == "/v1/end") return end(call);
-    if (call.target == "/v1/rank") return rank(call);
+    if (call.target == kRegisterPath) return register_host(call, now);
+    if (call.target == kBeatPath) return beat(call, now);
+    if (call.target == kEndPath) return end(call);
+    if (call.target == kRankPath) return rank(call);
   }
   return json_reply(
       404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
@@ -124,14 +120,16 @@ Reply Coordinator::refuse(int status, const std::string& host, const std::string
 Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   const json body = call.parsed.is_null() ? json::parse(call.body, nullptr, false) : call.parsed;
   if (!body.is_object()) return refuse(400, "", "the body is not a JSON object");
-  std::string host = text_field(body, "host"), nonce = text_field(body, "nonce");
+  std::string host = text_field(body, "host");
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return refuse(404, host, "not a host of this job (not in hosts.json)");
   int status = 0;
   std::string why;
   if (!registration_signed(body, status, why)) return refuse(status, host, why);
-  int slots = body["slots"].get<int>(), gpus = body["gpus"].get<int>();
-  bool ssh_ready = body["sshReady"].get<bool>();
+  const Registration message = std::get<Registration>(parse_registration(body));
+  int slots = message.slots, gpus = message.gpus;
+  bool ssh_ready = message.ssh_ready;
+  const std::string& nonce = message.nonce;
   if (std::find(call.resolved.begin(), call.resolved.end(), call.peer) == call.resolved.end()) {
     return refuse(
         403, host,
@@ -165,11 +163,11 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   entry.address = call.peer;
   if (slots > 0) entry.slots = slots;
   entry.gpus = gpus;
-  entry.version = text_field(body, "version");
+  entry.version = message.version;
   entry.last_seq = -1;
   entry.last_beat = now;
   set_state(entry, ssh_ready ? HostState::kReady : HostState::kSshFailed);
-  std::string problem = text_field(body, "sshProblem");
+  const std::string& problem = message.ssh_problem;
   entry.reason = ssh_ready ? "" : (problem.empty() ? "sshd is not ready" : problem);
   ++counters_["registrations"];
   check_barrier();
@@ -181,17 +179,14 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
 
 Reply Coordinator::beat(const Call& call, Clock::time_point now) {
   json body = json::parse(call.body, nullptr, false);
-  if (!body.is_object() || !body.contains("seq") || !body["seq"].is_number_integer()) {
-    return refuse(400, "", "a beat needs host, seq (integer) and proof");
-  }
-  std::string host = text_field(body, "host");
-  long long seq = body["seq"].get<long long>();
+  Parsed<Beat> parsed = parse_beat(body);
+  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
+  const Beat& message = std::get<Beat>(parsed);
+  const std::string& host = message.host;
+  long long seq = message.seq;
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return refuse(404, host, "not a host of this job");
-  if (!proof_matches(hmac_hex(config_.key, fmt::format("beat|{}|{}", host, seq)),
-                     text_field(body, "proof"))) {
-    return refuse(403, host, "bad proof on a beat");
-  }
+  if (!signed_by(config_.key, Kind::kBeat, body)) return refuse(403, host, "bad proof on a beat");
   HostEntry& entry = it->second;
   // 409 tells the sidecar to register again (the coordinator restarted, or lost it).
   if (entry.address != call.peer || entry.state == HostState::kWaiting || entry.state == HostState::kLost) {
@@ -206,9 +201,9 @@ Reply Coordinator::beat(const Call& call, Clock::time_point now) {
 
 Reply Coordinator::end(const Call& call) {
   json body = json::parse(call.body, nullptr, false);
-  std::string nonce = body.is_object() ? text_field(body, "nonce") : "";
-  if (nonce.empty() || !proof_matches(hmac_hex(config_.key, "end|" + nonce), text_field(body, "proof")) ||
-      !nonces_.insert(nonce).second) {
+  Parsed<EndJob> parsed = parse_end(body);
+  if (std::holds_alternative<Refusal>(parsed) || !signed_by(config_.key, Kind::kEnd, body) ||
+      !nonces_.insert(std::get<EndJob>(parsed).nonce).second) {
     return refuse(403, "", "ending the job needs a fresh nonce and a proof");
   }
   end_job();
@@ -217,23 +212,14 @@ Reply Coordinator::end(const Call& call) {
 
 Reply Coordinator::rank(const Call& call) {
   json body = json::parse(call.body, nullptr, false);
-  if (!body.is_object() || !body.contains("rank") || !body["rank"].is_number_integer()) {
-    return refuse(400, "", "a rank report needs rank (integer), event, nonce and proof");
+  Parsed<RankReport> parsed = parse_rank(body);
+  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
+  const RankReport& report = std::get<RankReport>(parsed);
+  if (!signed_by(config_.key, Kind::kRank, body) || !nonces_.insert(report.nonce).second) {
+    return refuse(403, report.host, "a rank report needs a fresh nonce and a proof");
   }
-  RankEvent event;
-  event.rank = body["rank"].get<int>();
-  event.event = text_field(body, "event");
-  event.host = text_field(body, "host");
-  event.code = body.value("code", -1);
-  event.signal = body.value("signal", 0);
-  event.seconds = body.value("seconds", 0.0);
-  event.tail = text_field(body, "tail");
-  std::string nonce = text_field(body, "nonce");
-  std::string message = fmt::format("rank|{}|{}|{}|{}", event.rank, event.event, event.code, nonce);
-  if (nonce.empty() || !proof_matches(hmac_hex(config_.key, message), text_field(body, "proof")) ||
-      !nonces_.insert(nonce).second) {
-    return refuse(403, event.host, "a rank report needs a fresh nonce and a proof");
-  }
+  RankEvent event{report.rank,   report.host,    report.event, report.code,
+                  report.signal, report.seconds, report.tail};
   ++counters_[event.event == "exit" ? "rank_exits" : "rank_starts"];
   ranks_[event.rank] = event;
   if (callbacks_.rank_event) callbacks_.rank_event(event);

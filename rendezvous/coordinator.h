@@ -3,17 +3,15 @@
 // parsed requests and the clock, and it answers and calls back through a table of
 // callbacks. Unit tests drive it with no sockets, DNS or time.
 //
-// Protocol (HTTP/1.1, JSON bodies):
-//   POST /v1/register {host, slots, gpus, version, sshReady, sshProblem, nonce, proof}
-//        proof = HMAC(key, "register|host|slots|gpus|sshReady|nonce"); accepted only if the
-//        host is expected, its name resolves to the peer's address, the proof holds, the
-//        nonce is new, and no other address holds the name.
-//   POST /v1/beat {host, seq, proof = HMAC(key, "beat|host|seq")}, seq rising per host;
-//        the answer says whether the job has ended (then the sidecar exits 0).
+// The requests and their proofs are defined in protocol.h. The coordinator accepts:
+//   POST /v1/register  if the host is expected, the body well formed and signed, its name
+//        resolves to the peer's address, the nonce is new, and no other address holds the
+//        name (unless that host is lost, or its pod was recreated: docs/design.md).
+//   POST /v1/beat      seq rising per host; the answer says whether the job has ended.
+//   POST /v1/end       once, from `mpi-rendezvous end` or the launcher.
+//   POST /v1/rank      the rank agents' start and exit reports.
 //   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
-//   /metrics (Prometheus text). POST /v1/end {nonce, proof = HMAC(key, "end|nonce")}.
-//   POST /v1/rank {rank, host, event, code, signal, seconds, tail, nonce,
-//        proof = HMAC(key, "rank|rank|event|code|nonce")}: from the rank agents.
+//   /metrics (Prometheus text).
 #pragma once
 
 #include <functional>

@@ -21,6 +21,7 @@
 #include "common/topology.h"
 #include "common/utf8.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/protocol.h"
 #include "rendezvous/sidecar.h"
 
 namespace tmpi::rdv {
@@ -94,15 +95,15 @@ Status end_job(const Params& params) {
   const std::string& key = key_file.text;
   std::string coordinator = params.str("coordinator");
   if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
-  std::string nonce = random_nonce();
-  nlohmann::json body = {{"nonce", nonce}, {"proof", hmac_hex(derive_rendezvous_key(key), "end|" + nonce)}};
+  std::string body = signed_body(derive_rendezvous_key(key), EndJob{random_nonce()});
   HttpClient client{TlsConfig{}};
-  TMPI_ASSIGN(HttpResponse response, client.send(HttpRequest{"POST",
-                                                             fmt::format("http://{}/v1/end", coordinator),
-                                                             dump_json(body),
-                                                             {"Content-Type: application/json"},
-                                                             Millis(5000),
-                                                             ""}));
+  TMPI_ASSIGN(HttpResponse response,
+              client.send(HttpRequest{"POST",
+                                      fmt::format("http://{}{}", coordinator, kEndPath),
+                                      body,
+                                      {"Content-Type: application/json"},
+                                      Millis(5000),
+                                      ""}));
   if (response.status != 200) {
     return make_error(Exit::kUsage, "{} refused the end: HTTP {} {}", coordinator, response.status,
                       response.body);

@@ -14,6 +14,7 @@
 #include "common/proof.h"
 #include "common/ssh_probe.h"
 #include "common/utf8.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
 
@@ -101,17 +102,9 @@ Status Sidecar::run() {
     if (!registered) {
       std::string nonce = random_nonce();
       bool ready = ssh_ready_.load();
-      json body = {
-          {"host", options_.host},
-          {"slots", options_.slots},
-          {"gpus", options_.gpus},
-          {"version", "0.1.0"},
-          {"sshReady", ready},
-          {"sshProblem", ssh_problem_},
-          {"nonce", nonce},
-          {"proof", hmac_hex(key_, fmt::format("register|{}|{}|{}|{}|{}", options_.host, options_.slots,
-                                               options_.gpus, ready ? "true" : "false", nonce))}};
-      auto answer = post("/v1/register", dump_json(body), request_timeout);
+      Registration message{options_.host, options_.slots, options_.gpus, ready,
+                           ssh_problem_,  kVersion,       nonce};
+      auto answer = post(kRegisterPath, signed_body(key_, message), request_timeout);
       if (answer && answer->from_coordinator()) {
         last_contact = Clock::now();
         registered = true;
@@ -147,10 +140,7 @@ Status Sidecar::run() {
       continue;
     }
     ++seq;
-    json body = {{"host", options_.host},
-                 {"seq", seq},
-                 {"proof", hmac_hex(key_, fmt::format("beat|{}|{}", options_.host, seq))}};
-    auto answer = post("/v1/beat", dump_json(body), request_timeout);
+    auto answer = post(kBeatPath, signed_body(key_, Beat{options_.host, seq}), request_timeout);
     if (!answer || (answer->status != 409 && !answer->from_coordinator())) {
       last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("beat: {}; retrying", last_problem);

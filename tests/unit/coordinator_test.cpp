@@ -3,10 +3,13 @@
 // key, the deadline, a lost host, the job ending, and the endpoints.
 #include "rendezvous/coordinator.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/proof.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
 namespace {
@@ -53,22 +56,12 @@ class CoordinatorTest : public ::testing::Test {
   static Call register_call(const std::string& host, bool ssh_ready = true, const std::string& key = kKey,
                             std::string nonce = "") {
     if (nonce.empty()) nonce = random_nonce();
-    std::string message = fmt::format("register|{}|8|8|{}|{}", host, ssh_ready ? "true" : "false", nonce);
-    json body = {{"host", host},
-                 {"slots", 8},
-                 {"gpus", 8},
-                 {"version", "0.1.0"},
-                 {"sshReady", ssh_ready},
-                 {"sshProblem", ssh_ready ? "" : "sshd refused the job key"},
-                 {"nonce", nonce},
-                 {"proof", hmac_hex(key, message)}};
+    Registration message{host, 8, 8, ssh_ready, ssh_ready ? "" : "sshd refused the job key", "0.1.0", nonce};
     auto address = kAddress.count(host) > 0 ? kAddress.at(host) : "10.9.9.9";
-    return Call{"POST", "/v1/register", body.dump(), address, {address}};
+    return Call{"POST", "/v1/register", signed_body(key, message), address, {address}};
   }
   static Call beat_call(const std::string& host, long long seq) {
-    json body = {
-        {"host", host}, {"seq", seq}, {"proof", hmac_hex(kKey, fmt::format("beat|{}|{}", host, seq))}};
-    return Call{"POST", "/v1/beat", body.dump(), kAddress.at(host), {}};
+    return Call{"POST", "/v1/beat", signed_body(kKey, Beat{host, seq}), kAddress.at(host), {}};
   }
   Reply send(const Call& call, std::chrono::seconds at = 0s) { return coordinator_.handle(call, t0_ + at); }
 
@@ -187,14 +180,81 @@ TEST_F(CoordinatorTest, HostWhoseBeatsStopIsLost) {
 
 TEST_F(CoordinatorTest, JobEndIsToldToSidecars) {
   for (const auto& host : kHosts) send(register_call(host));
-  std::string nonce = random_nonce();
-  json end = {{"nonce", nonce}, {"proof", hmac_hex(kKey, "end|" + nonce)}};
+  std::string end = signed_body(kKey, EndJob{random_nonce()});
   EXPECT_EQ(send(Call{"POST", "/v1/end", json{{"nonce", "x"}, {"proof", "00"}}.dump(), "", {}}).status, 403);
-  EXPECT_EQ(send(Call{"POST", "/v1/end", end.dump(), "", {}}).status, 200);
+  EXPECT_EQ(send(Call{"POST", "/v1/end", end, "", {}}).status, 200);
   Reply beat = send(beat_call(kHosts[0], 1));
   EXPECT_EQ(json::parse(beat.body)["jobEnded"], true);
   coordinator_.tick(t0_ + 100s);
   EXPECT_TRUE(events_.lost.empty()) << "after the end, silence is not a loss";
+}
+
+// A body signed as the rank agent signs it, then changed by `edit` on the way.
+Call rank_call(const RankReport& report, const std::function<void(json&)>& edit = {}) {
+  json body = json::parse(signed_body(kKey, report));
+  if (edit) edit(body);
+  return Call{"POST", "/v1/rank", body.dump(), "10.0.0.1", {}};
+}
+
+TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
+  std::vector<RankEvent> seen;
+  // The fixture's callbacks do not record rank events: a coordinator of its own.
+  CoordinatorCallbacks callbacks;
+  callbacks.rank_event = [&](const RankEvent& event) { seen.push_back(event); };
+  Coordinator coordinator(config(), callbacks, t0_);
+  auto deliver = [&](const Call& call) { return coordinator.handle(call, t0_); };
+  RankReport exit{
+      3, "j-node-0-1.j", "exit", 7, 0, 12.5, "Traceback ...\nValueError: bad input\n", random_nonce()};
+  Call sent = rank_call(exit);
+  EXPECT_EQ(deliver(sent).status, 200);
+  ASSERT_EQ(seen.size(), 1U);
+  EXPECT_EQ(seen[0].rank, 3);
+  EXPECT_EQ(seen[0].host, "j-node-0-1.j");
+  EXPECT_EQ(seen[0].code, 7);
+  EXPECT_DOUBLE_EQ(seen[0].seconds, 12.5);
+  EXPECT_EQ(seen[0].tail, exit.tail);
+  EXPECT_EQ(deliver(sent).status, 403) << "the same report again (its nonce is spent)";
+  // Every field is signed: changing any of them on the way, or adding one, breaks the proof.
+  for (const char* field : {"host", "tail", "signal", "seconds", "code", "event", "rank", "extra"}) {
+    exit.nonce = random_nonce();
+    Call forged = rank_call(exit, [&](json& body) {
+      if (std::string(field) == "event") {
+        body[field] = "start";
+      } else if (body.contains(field) && body[field].is_string()) {
+        body[field] = "changed";
+      } else {
+        body[field] = 9;
+      }
+    });
+    EXPECT_EQ(deliver(forged).status, 403) << field;
+  }
+  EXPECT_EQ(seen.size(), 1U);
+  // A body of the wrong shape is a 400 that says what a report needs, never an exception.
+  exit.nonce = random_nonce();
+  Reply wrong_type = deliver(rank_call(exit, [](json& body) { body["code"] = "seven"; }));
+  EXPECT_EQ(wrong_type.status, 400);
+  EXPECT_NE(wrong_type.body.find("code and signal integers"), std::string::npos) << wrong_type.body;
+  EXPECT_EQ(deliver(rank_call(exit, [](json& body) { body["rank"] = 1e300; })).status, 400);
+  EXPECT_EQ(deliver(Call{"POST", "/v1/rank", "[1,2]", "10.0.0.1", {}}).status, 400);
+  exit.event = "restart";
+  EXPECT_EQ(deliver(rank_call(exit)).status, 400);
+}
+
+TEST_F(CoordinatorTest, EveryFieldOfARegistrationIsSigned) {
+  for (const char* field : {"sshProblem", "version", "slots", "sshReady"}) {
+    Call call = register_call(kHosts[0], false);
+    json body = json::parse(call.body);
+    if (body[field].is_string()) {
+      body[field] = "changed";
+    } else if (body[field].is_boolean()) {
+      body[field] = true;
+    } else {
+      body[field] = 1;
+    }
+    call.body = body.dump();
+    EXPECT_EQ(send(call).status, 403) << field;
+  }
+  EXPECT_EQ(coordinator_.ready_count(), 0);
 }
 
 TEST_F(CoordinatorTest, MetricsAndUnknownEndpoints) {

@@ -15,6 +15,7 @@
 #include "common/http_client.h"
 #include "common/proof.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
 namespace {
@@ -66,10 +67,7 @@ long post(HttpClient& client, unsigned short port, const std::string& from, cons
 }
 
 json register_body(const std::string& host) {
-  std::string nonce = random_nonce();
-  return {{"host", host},   {"slots", 1},
-          {"gpus", 0},      {"sshReady", true},
-          {"nonce", nonce}, {"proof", hmac_hex(kKey, fmt::format("register|{}|1|0|true|{}", host, nonce))}};
+  return json::parse(signed_body(kKey, Registration{host, 1, 0, true, "", kVersion, random_nonce()}));
 }
 
 TEST(RendezvousSockets, ManyClientThreadsRegisterAndBeat) {
@@ -83,7 +81,7 @@ TEST(RendezvousSockets, ManyClientThreadsRegisterAndBeat) {
       for (int i = t; i < kHosts; i += kThreads) {
         std::string host = fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200);
         if (post(client, coordinator.port(), host, "/v1/register", register_body(host)) == 200) ++accepted;
-        json beat = {{"host", host}, {"seq", 1}, {"proof", hmac_hex(kKey, fmt::format("beat|{}|1", host))}};
+        json beat = json::parse(signed_body(kKey, Beat{host, 1}));
         if (post(client, coordinator.port(), host, "/v1/beat", beat) == 200) ++beats;
       }
     });

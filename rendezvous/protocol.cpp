@@ -1,0 +1,162 @@
+// See protocol.h. Each message has one to_json (what is signed and sent) and one parse
+// (what is accepted); the two are the whole of the wire format.
+#include "rendezvous/protocol.h"
+
+#include <limits>
+
+#include "common/proof.h"
+#include "common/utf8.h"
+
+namespace tmpi::rdv {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kProof = "proof";
+
+// The word each kind of message is signed under: a proof for one kind is no proof for another.
+const char* kind_word(Kind kind) {
+  switch (kind) {
+    case Kind::kRegister:
+      return "register";
+    case Kind::kBeat:
+      return "beat";
+    case Kind::kEnd:
+      return "end";
+    case Kind::kRank:
+      return "rank";
+  }
+  return "?";
+}
+
+nlohmann::json to_json(const Registration& m) {
+  return {{"host", m.host},       {"slots", m.slots},        {"gpus", m.gpus},
+          {"version", m.version}, {"sshReady", m.ssh_ready}, {"sshProblem", m.ssh_problem},
+          {"nonce", m.nonce}};
+}
+nlohmann::json to_json(const Beat& m) {
+  return {{"host", m.host}, {"seq", m.seq}};
+}
+nlohmann::json to_json(const EndJob& m) {
+  return {{"nonce", m.nonce}};
+}
+nlohmann::json to_json(const RankReport& m) {
+  return {{"rank", m.rank},     {"host", m.host},       {"event", m.event}, {"code", m.code},
+          {"signal", m.signal}, {"seconds", m.seconds}, {"tail", m.tail},   {"nonce", m.nonce}};
+}
+
+// The proof of a body's fields, whatever "proof" it carries.
+std::string proof_of(std::string_view key, Kind kind, json body) {
+  body.erase(kProof);
+  return hmac_hex(key, std::string(kind_word(kind)) + "|" + dump_json(body));
+}
+
+std::string sign(std::string_view key, Kind kind, json body) {
+  body[kProof] = proof_of(key, kind, body);
+  return dump_json(body);
+}
+
+// Field readers for a body known to be an object: false when the field is there with
+// another type, or missing where `required`.
+bool read(const json& body, const char* name, std::string& out, bool required) {
+  auto it = body.find(name);
+  if (it == body.end()) return !required;
+  if (!it->is_string()) return false;
+  out = it->get<std::string>();
+  return true;
+}
+template <typename Int>
+bool read(const json& body, const char* name, Int& out, bool required) {
+  auto it = body.find(name);
+  if (it == body.end()) return !required;
+  if (!it->is_number_integer()) return false;
+  long long value = it->get<long long>();
+  if (value < static_cast<long long>(std::numeric_limits<Int>::min()) ||
+      value > static_cast<long long>(std::numeric_limits<Int>::max())) {
+    return false;
+  }
+  out = static_cast<Int>(value);
+  return true;
+}
+bool read(const json& body, const char* name, bool& out, bool required) {
+  auto it = body.find(name);
+  if (it == body.end()) return !required;
+  if (!it->is_boolean()) return false;
+  out = it->get<bool>();
+  return true;
+}
+bool read(const json& body, const char* name, double& out, bool required) {
+  auto it = body.find(name);
+  if (it == body.end()) return !required;
+  if (!it->is_number()) return false;
+  out = it->get<double>();
+  return true;
+}
+
+}  // namespace
+
+std::string signed_body(std::string_view key, const Registration& message) {
+  return sign(key, Kind::kRegister, to_json(message));
+}
+std::string signed_body(std::string_view key, const Beat& message) {
+  return sign(key, Kind::kBeat, to_json(message));
+}
+std::string signed_body(std::string_view key, const EndJob& message) {
+  return sign(key, Kind::kEnd, to_json(message));
+}
+std::string signed_body(std::string_view key, const RankReport& message) {
+  return sign(key, Kind::kRank, to_json(message));
+}
+
+Parsed<Registration> parse_registration(const json& body) {
+  Registration m;
+  m.version.clear();
+  if (!body.is_object() || !read(body, "host", m.host, true) || !read(body, "slots", m.slots, true) ||
+      !read(body, "gpus", m.gpus, true) || !read(body, "sshReady", m.ssh_ready, true) ||
+      !read(body, "nonce", m.nonce, true) || !read(body, "sshProblem", m.ssh_problem, false) ||
+      !read(body, "version", m.version, false) || m.nonce.empty()) {
+    return Refusal{400,
+                   "a registration needs host, nonce (strings), slots, gpus (integers) and sshReady "
+                   "(boolean); sshProblem and version are strings"};
+  }
+  return m;
+}
+
+Parsed<Beat> parse_beat(const json& body) {
+  Beat m;
+  if (!body.is_object() || !read(body, "host", m.host, true) || !read(body, "seq", m.seq, true)) {
+    return Refusal{400, "a beat needs host (string), seq (integer) and proof"};
+  }
+  return m;
+}
+
+Parsed<EndJob> parse_end(const json& body) {
+  EndJob m;
+  if (!body.is_object() || !read(body, "nonce", m.nonce, true) || m.nonce.empty()) {
+    return Refusal{400, "ending the job needs a nonce (string) and a proof"};
+  }
+  return m;
+}
+
+Parsed<RankReport> parse_rank(const json& body) {
+  RankReport m;
+  if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "event", m.event, true) ||
+      !read(body, "nonce", m.nonce, true) || !read(body, "host", m.host, false) ||
+      !read(body, "code", m.code, false) || !read(body, "signal", m.signal, false) ||
+      !read(body, "seconds", m.seconds, false) || !read(body, "tail", m.tail, false) || m.nonce.empty() ||
+      (m.event != "start" && m.event != "exit")) {
+    return Refusal{400,
+                   "a rank report needs rank (integer), event (\"start\" or \"exit\"), nonce and proof; "
+                   "host and tail are strings, code and signal integers, seconds a number"};
+  }
+  return m;
+}
+
+bool signed_by(std::string_view key, Kind kind, const json& body) {
+  auto it = body.find(kProof);
+  if (!body.is_object() || it == body.end() || !it->is_string()) return false;
+  return proof_matches(proof_of(key, kind, body), it->get<std::string>());
+}
+
+}  // namespace tmpi::rdv

@@ -1,0 +1,106 @@
+// The wire protocol of the rendezvous (rendezvous/protocol.h): what a sender signs is what
+// the receiver parses back, field for field; the proof covers every field, known or not;
+// a body of the wrong shape is a 400 that says what the message needs.
+#include "rendezvous/protocol.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/proof.h"
+
+namespace tmpi::rdv {
+namespace {
+
+using nlohmann::json;
+
+const std::string kKey = derive_rendezvous_key("job key for the protocol test");
+
+TEST(Protocol, WhatIsSignedParsesBackFieldForField) {
+  Registration sent{"j-node-0-1.j", 8, 4, false, "sshd refused the job key", kVersion, random_nonce()};
+  json body = json::parse(signed_body(kKey, sent));
+  EXPECT_TRUE(signed_by(kKey, Kind::kRegister, body));
+  EXPECT_FALSE(signed_by(kKey, Kind::kBeat, body)) << "a proof is for one kind of message";
+  EXPECT_FALSE(signed_by(derive_rendezvous_key("another key"), Kind::kRegister, body));
+  auto parsed = parse_registration(body);
+  ASSERT_TRUE(std::holds_alternative<Registration>(parsed));
+  const auto& got = std::get<Registration>(parsed);
+  EXPECT_EQ(got.host, sent.host);
+  EXPECT_EQ(got.slots, 8);
+  EXPECT_EQ(got.gpus, 4);
+  EXPECT_FALSE(got.ssh_ready);
+  EXPECT_EQ(got.ssh_problem, sent.ssh_problem);
+  EXPECT_EQ(got.version, TMPI_VERSION);
+  EXPECT_EQ(got.nonce, sent.nonce);
+
+  RankReport report{2, "j-node-0-0.j", "exit", 137, 9, 0.1 + 0.2, "killed\n", random_nonce()};
+  json rank = json::parse(signed_body(kKey, report));
+  EXPECT_TRUE(signed_by(kKey, Kind::kRank, rank)) << "a double survives the canonical round trip";
+  auto back = std::get<RankReport>(parse_rank(rank));
+  EXPECT_EQ(back.signal, 9);
+  EXPECT_EQ(back.code, 137);
+  EXPECT_DOUBLE_EQ(back.seconds, 0.1 + 0.2);
+
+  auto beat = std::get<Beat>(parse_beat(json::parse(signed_body(kKey, Beat{"h.j", 42}))));
+  EXPECT_EQ(beat.seq, 42);
+}
+
+TEST(Protocol, TheProofCoversEveryFieldAndNoMore) {
+  json body = json::parse(signed_body(kKey, Beat{"h.j", 1}));
+  json reordered =
+      json::parse(R"({"seq": 1, "proof": ")" + body["proof"].get<std::string>() + R"(", "host": "h.j"})");
+  EXPECT_TRUE(signed_by(kKey, Kind::kBeat, reordered)) << "key order and spacing are not part of the message";
+  json added = body;
+  added["note"] = "hello";
+  EXPECT_FALSE(signed_by(kKey, Kind::kBeat, added)) << "a field the receiver does not know is still signed";
+  json dropped = json::parse(signed_body(kKey, RankReport{0, "h.j", "exit", 1, 0, 0, "tail", "n1"}));
+  dropped.erase("tail");
+  EXPECT_FALSE(signed_by(kKey, Kind::kRank, dropped));
+  json no_proof = body;
+  no_proof.erase("proof");
+  EXPECT_FALSE(signed_by(kKey, Kind::kBeat, no_proof));
+  no_proof["proof"] = 7;
+  EXPECT_FALSE(signed_by(kKey, Kind::kBeat, no_proof));
+  EXPECT_FALSE(signed_by(kKey, Kind::kBeat, json::array()));
+}
+
+TEST(Protocol, InvalidUtf8IsSignedAsItIsSent) {
+  // A rank's stderr tail may hold any bytes; the sender replaces invalid ones when it
+  // serialises, and the receiver checks the proof over what arrived.
+  RankReport report{0, "h.j", "exit", 1, 0, 0, std::string("bad \xff\xfe bytes"), "n2"};
+  std::string text = signed_body(kKey, report);
+  json body = json::parse(text);
+  EXPECT_TRUE(signed_by(kKey, Kind::kRank, body));
+  EXPECT_NE(std::get<RankReport>(parse_rank(body)).tail.find("\xef\xbf\xbd"), std::string::npos);
+}
+
+TEST(Protocol, WrongShapesAreRefusalsThatNameWhatIsNeeded) {
+  auto refusal = [](const auto& parsed) {
+    const auto* r = std::get_if<Refusal>(&parsed);
+    return r != nullptr ? r->status : 0;
+  };
+  EXPECT_EQ(refusal(parse_registration(
+                json::parse(R"({"host":"h","slots":"8","gpus":0,"sshReady":true,"nonce":"n"})"))),
+            400);
+  EXPECT_EQ(refusal(parse_registration(
+                json::parse(R"({"host":"h","slots":8,"gpus":0,"sshReady":true,"nonce":""})"))),
+            400);
+  EXPECT_EQ(refusal(parse_registration(
+                json::parse(R"({"host":"h","slots":8,"gpus":0,"sshReady":true,"nonce":"n","version":1})"))),
+            400);
+  EXPECT_EQ(refusal(parse_registration(
+                json::parse(R"({"host":"h","slots":8,"gpus":0,"sshReady":true,"nonce":"n"})"))),
+            0);
+  EXPECT_EQ(refusal(parse_registration(
+                json::parse(R"({"host":"h","slots":99999999999,"gpus":0,"sshReady":true,"nonce":"n"})"))),
+            400)
+      << "out of an int's range";
+  EXPECT_EQ(refusal(parse_beat(json::parse(R"({"host":"h","seq":1.5})"))), 400);
+  EXPECT_EQ(refusal(parse_beat(json::parse(R"("beat")"))), 400);
+  EXPECT_EQ(refusal(parse_end(json::parse(R"({"nonce":null})"))), 400);
+  auto rank = parse_rank(json::parse(R"({"rank":0,"event":"exit","nonce":"n","seconds":"long"})"));
+  ASSERT_EQ(refusal(rank), 400);
+  EXPECT_NE(std::get<Refusal>(rank).why.find("seconds a number"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tmpi::rdv
