@@ -2,6 +2,7 @@
 #include "common/json_fields.h"
 
 #include <cstdint>
+#include <utility>
 
 namespace tmpi {
 
@@ -46,7 +47,7 @@ const json* node_at(const json& doc, std::string_view pointer) {
 
 std::string string_at(const json& doc, std::string_view pointer, std::string fallback) {
   const json* node = node_at(doc, pointer);
-  return node != nullptr && node->is_string() ? node->get<std::string>() : fallback;
+  return node != nullptr && node->is_string() ? node->get<std::string>() : std::move(fallback);
 }
 
 std::int64_t int_at(const json& doc, std::string_view pointer, std::int64_t fallback) {

@@ -14,8 +14,6 @@
 
 #include <boost/program_options.hpp>
 
-extern char** environ;
-
 namespace tmpi {
 namespace po = boost::program_options;
 

@@ -45,7 +45,7 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
   std::unique_ptr<ssh_session_struct, SessionDeleter> session(ssh_new());
   std::string user = target.user.empty() ? running_user() : target.user;
   long timeout_s = std::max<long>(1, static_cast<long>(target.timeout.count() / 1000));
-  unsigned int port = static_cast<unsigned int>(target.port);
+  auto port = static_cast<unsigned int>(target.port);
   ssh_options_set(session.get(), SSH_OPTIONS_HOST, target.host.c_str());
   ssh_options_set(session.get(), SSH_OPTIONS_PORT, &port);
   ssh_options_set(session.get(), SSH_OPTIONS_USER, user.c_str());

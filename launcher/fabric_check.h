@@ -23,6 +23,7 @@ std::string fabric_backend(const std::string& check, const Topology& topology);
 std::vector<std::string> fabric_check_command(const Params& params, const std::string& program,
                                               const std::string& backend);
 
+// NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json may allocate in its destructor
 struct FabricCheck {
   nlohmann::json report;       // null when nccl-check printed none
   std::vector<CheckRow> rows;  // empty: passed

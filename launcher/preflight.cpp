@@ -46,6 +46,7 @@ std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> workers;
   int count = std::max(1, std::min<int>(concurrency, static_cast<int>(hosts.size())));
+  workers.reserve(count);
   for (int w = 0; w < count; ++w) {
     workers.emplace_back([&] {
       for (std::size_t i; (i = next++) < hosts.size();) {

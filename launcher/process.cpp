@@ -31,6 +31,7 @@ int decode(int status) {
 
 void exec_command(const std::vector<std::string>& argv) {
   std::vector<char*> words;
+  words.reserve(argv.size());
   for (const auto& word : argv) words.push_back(const_cast<char*>(word.c_str()));
   words.push_back(nullptr);
   execvp(words[0], words.data());

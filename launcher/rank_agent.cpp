@@ -94,7 +94,8 @@ class StderrTail {
     ssize_t n = read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) return true;
     if (n <= 0) return false;
-    (void)!write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));
+    // Best effort: when our own stderr is gone, the tail is still kept for the report.
+    [[maybe_unused]] ssize_t written = write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));
     for (char c : std::string_view(buffer, static_cast<std::size_t>(n))) {
       if (c == '\n') {
         end_line();

@@ -154,7 +154,7 @@ void record_clean_exits(json& ranks, const std::vector<std::string>& placement) 
   std::set<int> heard;
   for (const auto& rank : ranks) heard.insert(rank["rank"].get<int>());
   for (int rank = 0; rank < static_cast<int>(placement.size()); ++rank) {
-    if (heard.count(rank) != 0) continue;
+    if (heard.contains(rank)) continue;
     const std::string& name = placement[static_cast<std::size_t>(rank)];
     std::string host = name.substr(0, name.find('.'));  // the pod's hostname, as the agents report it
     ranks.push_back({{"rank", rank},

@@ -1,7 +1,8 @@
 // See data_check.h.
 #include "ncclcheck/data_check.h"
 
-#include <cstring>
+#include <bit>
+#include <cstdint>
 #include <limits>
 
 namespace tmpi::check {
@@ -40,7 +41,7 @@ std::int64_t count_wrong_sum(const float* data, std::size_t count, int ranks) {
   std::int64_t wrong = 0;
   for (std::size_t i = 0, j = 0; i < count; ++i, j = j + 1 == kPeriod ? 0 : j + 1) {
     // Bitwise compare: NaN (the poison) never equals anything.
-    wrong += std::memcmp(&data[i], &expected[j], sizeof(float)) != 0 ? 1 : 0;
+    wrong += std::bit_cast<std::uint32_t>(data[i]) != std::bit_cast<std::uint32_t>(expected[j]) ? 1 : 0;
   }
   return wrong;
 }
@@ -50,7 +51,7 @@ std::int64_t count_wrong_copy(const float* data, std::size_t count, int sender) 
   for (std::size_t j = 0; j < kPeriod; ++j) period[j] = element(j, sender);
   std::int64_t wrong = 0;
   for (std::size_t i = 0, j = 0; i < count; ++i, j = j + 1 == kPeriod ? 0 : j + 1) {
-    wrong += std::memcmp(&data[i], &period[j], sizeof(float)) != 0 ? 1 : 0;
+    wrong += std::bit_cast<std::uint32_t>(data[i]) != std::bit_cast<std::uint32_t>(period[j]) ? 1 : 0;
   }
   return wrong;
 }

@@ -136,7 +136,7 @@ std::vector<std::vector<Pair>> second_look_rounds(const std::vector<LinkSample>&
     std::vector<Pair> round, later;
     std::set<int> busy;
     for (const auto& pair : waiting) {
-      if ((alone && !round.empty()) || busy.count(pair.first) > 0 || busy.count(pair.second) > 0) {
+      if ((alone && !round.empty()) || busy.contains(pair.first) || busy.contains(pair.second)) {
         later.push_back(pair);
         continue;
       }
@@ -163,7 +163,7 @@ std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& link
   std::set<int> suspect_hosts = suspects(links, floor, hosts);
   std::vector<int> good;
   for (int host = 0; host < hosts; ++host) {
-    if (suspect_hosts.count(host) == 0) good.push_back(host);
+    if (!suspect_hosts.contains(host)) good.push_back(host);
   }
   std::vector<std::vector<Pair>> rounds;
   if (suspect_hosts.empty() || good.empty()) return rounds;
@@ -203,10 +203,9 @@ std::vector<Culprit> judge_links(const std::vector<LinkSample>& links, const std
     }
   }
   for (const auto& link : links) {
-    if (!slow(link, floor) || bad_hosts.count(link.hosts.first) > 0 || bad_hosts.count(link.hosts.second) > 0)
+    if (!slow(link, floor) || bad_hosts.contains(link.hosts.first) || bad_hosts.contains(link.hosts.second))
       continue;
-    bool ends_good =
-        suspect_hosts.count(link.hosts.first) == 0 && suspect_hosts.count(link.hosts.second) == 0;
+    bool ends_good = !suspect_hosts.contains(link.hosts.first) && !suspect_hosts.contains(link.hosts.second);
     out.push_back({"link", fmt::format("{} <-> {}", name(link.hosts.first), name(link.hosts.second)),
                    fmt::format("{:.3g} GB/s{}, below the floor of {:.3g} GB/s; {}", link.gbps,
                                link.wrong > 0 ? fmt::format(", {} wrong elements", link.wrong) : "", floor,
@@ -222,13 +221,14 @@ std::vector<Culprit> judge_gpus(const std::vector<LinkSample>& links, double flo
   std::set<int> slow_gpus = count >= 3 ? suspects(links, floor, count) : std::set<int>{};
   if (static_cast<int>(slow_gpus.size()) == count) slow_gpus.clear();  // nothing fast to compare with
   std::vector<Culprit> out;
+  out.reserve(slow_gpus.size());
   for (int gpu : slow_gpus) {
     out.push_back({"gpu", gpu_names.at(static_cast<std::size_t>(gpu)),
                    fmt::format("every link of it is below the floor of {:.3g} GB/s: {}", floor,
                                first_pass(links, gpu, gpu_names))});
   }
   for (const auto& link : links) {
-    if (!slow(link, floor) || slow_gpus.count(link.hosts.first) > 0 || slow_gpus.count(link.hosts.second) > 0)
+    if (!slow(link, floor) || slow_gpus.contains(link.hosts.first) || slow_gpus.contains(link.hosts.second))
       continue;
     out.push_back({"gpu link",
                    fmt::format("{} <-> {}", gpu_names.at(static_cast<std::size_t>(link.hosts.first)),
@@ -255,6 +255,7 @@ std::vector<Culprit> judge_gpu_data(const std::vector<LinkSample>& links,
 std::vector<Culprit> judge_nodes(const std::vector<NodeSample>& nodes, const Threshold& threshold,
                                  const std::vector<std::string>& host_names) {
   std::vector<double> values;
+  values.reserve(nodes.size());
   for (const auto& node : nodes) values.push_back(node.busbw);
   double reference = median(values);
   double floor = floor_for(threshold, reference);

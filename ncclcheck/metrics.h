@@ -51,8 +51,8 @@ struct LinkSample {
 // The median over hosts of each host's best link (see the top of this file).
 double link_reference(const std::vector<LinkSample>& links, int hosts);
 
-// The suspects: hosts (or GPUs) of the `count` that have no fast link at all.
-std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int count);
+// The suspects: of `hosts` hosts (or GPUs), those that have no fast link at all.
+std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int hosts);
 
 // The second pass (after cluster-health-scanner): each suspect host (one whose every link
 // is slow) is tested again beside a good host (one with a fast link), in rounds of disjoint

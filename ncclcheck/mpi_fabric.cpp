@@ -115,7 +115,7 @@ class MpiFabric : public Fabric {
 
   // The slot's buffer with room for `count` floats. A buffer that Progress also holds has a
   // request still pending on it (a failed wait): it is left alone, and the slot starts anew.
-  Buffer buffer(Buffer& slot, std::size_t count) {
+  static Buffer buffer(Buffer& slot, std::size_t count) {
     if (!slot || slot.use_count() > 1) slot = std::make_shared<std::vector<float>>();
     if (slot->size() < count) slot->resize(count);
     return slot;

@@ -105,6 +105,7 @@ Expected<std::vector<std::string>> allgather_text(Progress& progress, MPI_Comm c
                  static_cast<int>(kTextBytes), MPI_CHAR, comm, &request);
   TMPI_CHECK(progress.wait(&request, 1, {mine, all}, deadline, step, Progress::Poll::kYield));
   std::vector<std::string> out;
+  out.reserve(size);
   for (int i = 0; i < size; ++i) out.emplace_back(all->data() + kTextBytes * static_cast<std::size_t>(i));
   return out;
 }

@@ -85,7 +85,7 @@ std::optional<std::string> Coordinator::host_to_resolve(Call& call) const {
   call.parsed = json::parse(call.body, nullptr, false);
   const json& body = call.parsed;
   std::string host = body.is_object() ? text_field(body, "host") : "";
-  if (host.empty() || hosts_.count(host) == 0) return std::nullopt;
+  if (host.empty() || !hosts_.contains(host)) return std::nullopt;
   int status = 0;
   std::string why;
   if (!registration_signed(body, status, why)) return std::nullopt;

@@ -11,7 +11,7 @@ namespace tmpi::rdv {
 namespace asio = boost::asio;
 
 CoordinatorService::CoordinatorService(asio::io_context& io, CoordinatorConfig config,
-                                       CoordinatorCallbacks callbacks, ServerLimits limits)
+                                       CoordinatorCallbacks callbacks, const ServerLimits& limits)
     : engine_(std::move(config), std::move(callbacks), Clock::now()),
       server_(
           io, [this](Call call, Respond respond) { on_call(std::move(call), std::move(respond)); }, limits),

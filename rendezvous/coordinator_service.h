@@ -20,7 +20,7 @@ namespace tmpi::rdv {
 class CoordinatorService {
  public:
   CoordinatorService(boost::asio::io_context& io, CoordinatorConfig config, CoordinatorCallbacks callbacks,
-                     ServerLimits limits = {});
+                     const ServerLimits& limits = {});
   Expected<unsigned short> listen(const std::string& address, unsigned short port);
   void stop();
   Coordinator& engine() { return engine_; }

@@ -23,7 +23,7 @@ using tcp = asio::ip::tcp;
 
 struct HttpServer::State {
   State(asio::io_context& context, Handler h, ServerLimits l)
-      : io(context), acceptor(context), retry(context), handler(std::move(h)), limits(l) {}
+      : io(context), acceptor(context), retry(context), handler(std::move(h)), limits(std::move(l)) {}
   asio::io_context& io;
   tcp::acceptor acceptor;
   asio::steady_timer retry;  // the pause after a failed accept (descriptors ran out)
@@ -78,7 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
         ec == asio::error::operation_aborted || state_->stopped) {
       return close();
     }
-    if (ec) return write(Reply{400, fmt::format("{{\"error\":\"bad request: {}\"}}", ec.message())}, false);
+    if (ec) return write(Reply{400, fmt::format(R"({{"error":"bad request: {}"}})", ec.message())}, false);
     auto& request = parser_->get();
     Call call{std::string(request.method_string()),
               std::string(request.target()),
@@ -93,7 +93,7 @@ class Session : public std::enable_shared_from_this<Session> {
         self->write(std::move(reply), keep_alive);
       });
     } catch (const std::exception& e) {
-      write(Reply{500, fmt::format("{{\"error\":\"internal error\"}}")}, false);
+      write(Reply{500, fmt::format(R"({{"error":"internal error"}})")}, false);
     }
   }
 
@@ -178,13 +178,17 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
 
 }  // namespace
 
-HttpServer::HttpServer(asio::io_context& io, Handler handler, ServerLimits limits)
+HttpServer::HttpServer(asio::io_context& io, Handler handler, const ServerLimits& limits)
     : state_(std::make_shared<State>(io, std::move(handler), limits)) {
   state_->limits.max_connections = connection_cap(limits.max_connections);
 }
 
 HttpServer::~HttpServer() {
-  stop();
+  try {
+    stop();
+  } catch (const std::exception& e) {  // a timer's cancel may throw; a destructor must not
+    spdlog::debug("http server: stopping: {}", e.what());
+  }
 }
 
 Expected<unsigned short> HttpServer::listen(const std::string& address, unsigned short port) {

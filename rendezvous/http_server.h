@@ -36,7 +36,7 @@ using Handler = std::function<void(Call call, Respond respond)>;
 
 class HttpServer {
  public:
-  HttpServer(boost::asio::io_context& io, Handler handler, ServerLimits limits = {});
+  HttpServer(boost::asio::io_context& io, Handler handler, const ServerLimits& limits = {});
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
   ~HttpServer();

@@ -148,7 +148,7 @@ Status sidecar(const Params& params) {
   Sidecar sidecar(options);
   // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
   boost::asio::io_context io;
-  HttpServer probe(io, [&](Call call, Respond respond) {
+  HttpServer probe(io, [&](const Call& call, const Respond& respond) {
     if (call.target == "/readyz") {
       return respond(sidecar.ssh_ready()
                          ? Reply{200, "ready\n", "text/plain"}

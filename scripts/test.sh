@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds the dev (warnings as errors),
-# asan and fuzz (libFuzzer, bounded runs) presets, and runs every test of each with ctest.
+# asan and fuzz (libFuzzer, bounded runs) presets, and runs every test of each with ctest;
+# after the dev preset, the house style (scripts/check_style.sh: clang-format and clang-tidy).
 # Cluster-in-a-box tests need root; they fail, never skip, without it.
 #
 # Every preset runs to the end, whatever an earlier one did: one red test must not hide
@@ -60,6 +61,16 @@ for preset in ${TMPI_TEST_PRESETS:-dev asan fuzz}; do
   summaries+=("$line")
   total_passed=$((total_passed + all - failed))
   total_failed=$((total_failed + failed))
+  if [[ $preset == dev ]]; then
+    echo "== style: clang-format and clang-tidy"
+    if bash scripts/check_style.sh build/dev; then
+      summaries+=("style: format and tidy pass")
+      total_passed=$((total_passed + 1))
+    else
+      summaries+=("style: failed (see the check_style lines above)")
+      total_failed=$((total_failed + 1))
+    fi
+  fi
 done
 echo
 echo "== summary"

@@ -142,7 +142,7 @@ Expected<HttpResponse> StatusReporter::post(const JobHealth& health, Millis time
   request.url = config_.url;
   request.timeout = timeout;
   request.body = dump_json(status_body(health, std::chrono::system_clock::now()));
-  request.headers.push_back("Content-Type: application/json");
+  request.headers.emplace_back("Content-Type: application/json");
   if (!config_.token_file.empty()) {
     auto token = read_file(config_.token_file);  // again each time: the kubelet rotates it
     if (!token)
