@@ -43,6 +43,8 @@ Error stopped_during(std::string_view phase) {
                     static_cast<int>(g_stop_signal), phase);
 }
 
+constexpr Millis kLostHostGrace(3000);
+
 struct Failure {
   int code = 1;
   std::string reason;
@@ -299,7 +301,11 @@ Status run_job(const Params& params) {
     } else {
       spdlog::debug("report written to {}", params.str("report"));
     }
-    coordinator.finish(params.str("wait") == "sidecar");
+    // After a success the sidecars are served two more beats, to hear the end and exit 0.
+    // After a failure the launcher exits at once: the JobSet's end deletes the node pods
+    // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
+    // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
+    coordinator.finish(params.str("wait") == "sidecar" && !failure);
     feed.wait();  // the final status was posted above, while the sidecars were told
   };
   feed.phase("WaitingForHosts", 0);
@@ -347,7 +353,11 @@ Status run_job(const Params& params) {
         running = std::max(0, job.plan.np - shared.exited);
       }
       spdlog::error("{}; stopping {} other ranks", failure->reason, running);
-      status = mpi.stop(params.duration("grace"));
+      // A lost host's daemon cannot pass mpirun's SIGTERM on, so the whole grace (10 s by
+      // default) would only delay the report: a job with a lost host gets at most 3 s.
+      Millis grace = params.duration("grace");
+      if (failure->event == "HostLost") grace = std::min(grace, kLostHostGrace);
+      status = mpi.stop(grace);
       break;
     }
     std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)

@@ -57,7 +57,7 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
   for (const char* counter :
-       {"registrations", "reregistrations", "refusals", "beats", "rank_starts", "rank_exits"})
+       {"registrations", "reregistrations", "departures", "refusals", "beats", "rank_starts", "rank_exits"})
     counters_[counter] = 0;
 }
 
@@ -105,6 +105,7 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == kBeatPath) return beat(call, now);
     if (call.target == kEndPath) return end(call);
     if (call.target == kRankPath) return rank(call);
+    if (call.target == kLeavePath) return leave(call);
   }
   return json_reply(
       404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
@@ -223,6 +224,34 @@ Reply Coordinator::rank(const Call& call) {
   ++counters_[event.event == "exit" ? "rank_exits" : "rank_starts"];
   ranks_[event.rank] = event;
   if (callbacks_.rank_event) callbacks_.rank_event(event);
+  return json_reply(200, {{"jobEnded", job_ended_}});
+}
+
+Reply Coordinator::leave(const Call& call) {
+  json body = json::parse(call.body, nullptr, false);
+  Parsed<Leave> parsed = parse_leave(body);
+  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
+  const Leave& message = std::get<Leave>(parsed);
+  auto it = hosts_.find(message.host);
+  if (it == hosts_.end()) return refuse(404, message.host, "not a host of this job");
+  if (!signed_by(config_.key, Kind::kLeave, body) || !nonces_.insert(message.nonce).second) {
+    return refuse(403, message.host, "leaving needs a fresh nonce and a proof");
+  }
+  HostEntry& entry = it->second;
+  // Only the pod that holds the name may give it up (a recreated pod has taken it already).
+  if (entry.address != call.peer) return json_reply(409, {{"error", "not registered from this address"}});
+  ++counters_["departures"];
+  if (job_ended_ || entry.state == HostState::kLost) return json_reply(200, {{"jobEnded", job_ended_}});
+  const std::string why = "its pod is being deleted: its sidecar got SIGTERM";
+  entry.address.clear();
+  if (barrier_open_) {
+    set_state(entry, HostState::kLost);
+    entry.reason = why;
+    if (callbacks_.host_lost) callbacks_.host_lost(message.host, why);
+  } else {
+    set_state(entry, HostState::kWaiting);
+    entry.reason = "no registration (" + why + ")";
+  }
   return json_reply(200, {{"jobEnded", job_ended_}});
 }
 

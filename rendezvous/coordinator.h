@@ -10,6 +10,8 @@
 //   POST /v1/beat      seq rising per host; the answer says whether the job has ended.
 //   POST /v1/end       once, from `mpi-rendezvous end` or the launcher.
 //   POST /v1/rank      the rank agents' start and exit reports.
+//   POST /v1/leave     a sidecar's SIGTERM: before the barrier its host waits again (a new
+//        pod may come); after it, the host is lost at once, not after lost_after.
 //   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
 //   /metrics (Prometheus text).
 #pragma once
@@ -112,6 +114,7 @@ class Coordinator {
   Reply beat(const Call& call, Clock::time_point now);
   Reply end(const Call& call);
   Reply rank(const Call& call);
+  Reply leave(const Call& call);
   Reply refuse(int status, const std::string& host, const std::string& why);
   void check_barrier();
   void set_state(HostEntry& entry, HostState state);

@@ -160,6 +160,12 @@ Status sidecar(const Params& params) {
   TMPI_ASSIGN(
       unsigned short probe_port,
       probe.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("probe-port"))));
+  // SIGTERM (the pod is being deleted) or SIGINT: say so to the coordinator, on the probe's
+  // thread, and let the loop end; the launcher names the host at once, not after lost-after.
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&sidecar](const boost::system::error_code& ec, int) {
+    if (!ec) sidecar.leave();
+  });
   std::thread probe_thread([&io] { io.run(); });
   spdlog::info("sidecar for {}: coordinator {}, /readyz on port {}", options.host, options.coordinator,
                probe_port);

@@ -26,6 +26,8 @@ const char* kind_word(Kind kind) {
       return "end";
     case Kind::kRank:
       return "rank";
+    case Kind::kLeave:
+      return "leave";
   }
   return "?";
 }
@@ -37,6 +39,9 @@ nlohmann::json to_json(const Registration& m) {
 }
 nlohmann::json to_json(const Beat& m) {
   return {{"host", m.host}, {"seq", m.seq}};
+}
+nlohmann::json to_json(const Leave& m) {
+  return {{"host", m.host}, {"nonce", m.nonce}};
 }
 nlohmann::json to_json(const EndJob& m) {
   return {{"nonce", m.nonce}};
@@ -107,6 +112,19 @@ std::string signed_body(std::string_view key, const EndJob& message) {
 }
 std::string signed_body(std::string_view key, const RankReport& message) {
   return sign(key, Kind::kRank, to_json(message));
+}
+
+std::string signed_body(std::string_view key, const Leave& message) {
+  return sign(key, Kind::kLeave, to_json(message));
+}
+
+Parsed<Leave> parse_leave(const json& body) {
+  Leave m;
+  if (!body.is_object() || !read(body, "host", m.host, true) || !read(body, "nonce", m.nonce, true) ||
+      m.nonce.empty()) {
+    return Refusal{400, "leaving needs host, nonce (strings) and proof"};
+  }
+  return m;
 }
 
 Parsed<Registration> parse_registration(const json& body) {

@@ -14,6 +14,7 @@
 //   POST /v1/beat      {host, seq, proof}          seq rises per host: no nonce needed
 //   POST /v1/end       {nonce, proof}
 //   POST /v1/rank      {rank, host, event, code, signal, seconds, tail, nonce, proof}
+//   POST /v1/leave     {host, nonce, proof}        a sidecar's SIGTERM: its pod is going
 // Answers are unsigned: docs/design.md, "The rendezvous protocol".
 #pragma once
 
@@ -32,6 +33,7 @@ inline constexpr const char* kRegisterPath = "/v1/register";
 inline constexpr const char* kBeatPath = "/v1/beat";
 inline constexpr const char* kEndPath = "/v1/end";
 inline constexpr const char* kRankPath = "/v1/rank";
+inline constexpr const char* kLeavePath = "/v1/leave";
 
 struct Registration {
   std::string host;
@@ -48,6 +50,13 @@ struct Beat {
 };
 
 struct EndJob {
+  std::string nonce;
+};
+
+// A sidecar that got SIGTERM (its pod is being deleted: an eviction, a preemption, a
+// drain) says so at once, rather than leaving the coordinator to miss its beats.
+struct Leave {
+  std::string host;
   std::string nonce;
 };
 
@@ -73,16 +82,18 @@ std::string signed_body(std::string_view key, const Registration& message);
 std::string signed_body(std::string_view key, const Beat& message);
 std::string signed_body(std::string_view key, const EndJob& message);
 std::string signed_body(std::string_view key, const RankReport& message);
+std::string signed_body(std::string_view key, const Leave& message);
 
 // A received body (already parsed as JSON): its fields, type-checked.
 Parsed<Registration> parse_registration(const nlohmann::json& body);
 Parsed<Beat> parse_beat(const nlohmann::json& body);
 Parsed<EndJob> parse_end(const nlohmann::json& body);
 Parsed<RankReport> parse_rank(const nlohmann::json& body);
+Parsed<Leave> parse_leave(const nlohmann::json& body);
 
 // Whether `body` carries the proof of a message of `kind` under key, over all of its other
 // fields; compared in constant time.
-enum class Kind { kRegister, kBeat, kEnd, kRank };
+enum class Kind { kRegister, kBeat, kEnd, kRank, kLeave };
 bool signed_by(std::string_view key, Kind kind, const nlohmann::json& body);
 
 }  // namespace tmpi::rdv

@@ -78,6 +78,12 @@ void Sidecar::probe_ssh_now() {
   ssh_problem_ = verdict.problem;
 }
 
+void Sidecar::nap_until(Clock::time_point until) const {
+  while (!stop_.load() && Clock::now() < until) {
+    std::this_thread::sleep_for(std::min<Clock::duration>(Millis(100), until - Clock::now()));
+  }
+}
+
 Status Sidecar::run() {
   Backoff backoff(Millis(200), Millis(5000));
   Millis beat_every(5000);
@@ -116,7 +122,7 @@ Status Sidecar::run() {
       }
       last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("register: {}; retrying", last_problem);  // a refusal too: DNS may lag a new pod
-      std::this_thread::sleep_for(backoff.next());
+      nap_until(Clock::now() + backoff.next());
       continue;
     }
     // Until the next beat; while sshd does not accept the key yet, ask it again often and
@@ -124,12 +130,12 @@ Status Sidecar::run() {
     // a native sidecar starts before sshd).
     bool ssh_came_up = false;
     auto next_beat = Clock::now() + beat_every;
-    while (!ssh_came_up && Clock::now() < next_beat) {
+    while (!ssh_came_up && !stop_.load() && Clock::now() < next_beat) {
       if (ssh_ready_.load()) {
-        std::this_thread::sleep_until(next_beat);
+        nap_until(next_beat);
         break;
       }
-      std::this_thread::sleep_until(std::min(next_beat, last_probe + probe_interval()));
+      nap_until(std::min(next_beat, last_probe + probe_interval()));
       if (Clock::now() - last_probe < probe_interval()) continue;  // woke for the beat
       probe_ssh_now();
       last_probe = Clock::now();
@@ -139,12 +145,13 @@ Status Sidecar::run() {
       registered = false;
       continue;
     }
+    if (stop_.load()) break;
     ++seq;
     auto answer = post(kBeatPath, signed_body(key_, Beat{options_.host, seq}), request_timeout);
     if (!answer || (answer->status != 409 && !answer->from_coordinator())) {
       last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("beat: {}; retrying", last_problem);
-      std::this_thread::sleep_for(backoff.next());
+      nap_until(Clock::now() + backoff.next());
       continue;
     }
     last_contact = Clock::now();
@@ -157,7 +164,20 @@ Status Sidecar::run() {
       return ok_status();
     }
   }
+  if (left_.load()) return ok_status();
   return make_error(Exit::kTimeout, "stopped before the job ended: {}", last_problem);
+}
+
+void Sidecar::leave() {
+  left_.store(true);
+  stop_.store(true);
+  auto answer = post(kLeavePath, signed_body(key_, Leave{options_.host, random_nonce()}), Millis(1000));
+  if (answer && answer->from_coordinator()) {
+    spdlog::info("told {} that this pod is leaving", options_.coordinator);
+  } else {
+    spdlog::info("leaving; the coordinator did not take it ({}): it will miss the beats instead",
+                 answer ? answer->problem() : answer.error().message);
+  }
 }
 
 }  // namespace tmpi::rdv

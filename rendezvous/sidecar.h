@@ -1,7 +1,8 @@
 // The node sidecar (`mpi-rendezvous`): proves that its pod's sshd accepts the job key,
 // registers with the coordinator, beats, and exits 0 when the coordinator says the job has
 // ended. It serves /readyz for the pod's readiness probe: ready only while sshd accepts
-// the key. Every wait is under one deadline, with backoff and jitter between tries.
+// the key. Every wait is under one deadline, with backoff and jitter between tries. On
+// SIGTERM (its pod is being deleted) it tells the coordinator at once that it is leaving.
 #pragma once
 
 #include <atomic>
@@ -31,16 +32,20 @@ class Sidecar {
   // For /readyz: true while the last probe found sshd accepting the job key.
   bool ssh_ready() const { return ssh_ready_.load(); }
   void stop() { stop_.store(true); }
+  // SIGTERM: tells the coordinator that this pod is going (signed, one try of at most 1 s),
+  // then stops run(), which returns Ok. Called from another thread than run().
+  void leave();
 
  private:
   struct Answer;
   Expected<Answer> post(const std::string& target, const std::string& body, Millis timeout);
   void probe_ssh_now();
-  Millis probe_interval() const;  // often until sshd accepts the key, then probe_every
+  Millis probe_interval() const;                  // often until sshd accepts the key, then probe_every
+  void nap_until(Clock::time_point until) const;  // wakes early once stopped
 
   SidecarOptions options_;
   std::string key_;
-  std::atomic<bool> ssh_ready_{false}, stop_{false};
+  std::atomic<bool> ssh_ready_{false}, stop_{false}, left_{false};
   std::string ssh_problem_ = "not probed yet";
 };
 

@@ -8,6 +8,9 @@
 #                             posts the failure (only) to the TrainJob status, and records a
 #                             Warning Event on the TrainJob
 #   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
+#   node-deleted              at the defaults, a node pod deleted as the kubelet does it
+#                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
+#                             is leaving), the teardown within 3 s more
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
 #                             timeout writes report.json too
@@ -179,6 +182,31 @@ case $case_name in
     log=$(cat "$CIB_DIR/launcher.log")
     grep -qE "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log" || fail "the lost host is not named: $log"
     pass "a killed node: the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
+  node-deleted)
+    # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
+    # sidecar said it was leaving, this took ~20 s to name and 10 s more to tear down.
+    for node in "${nodes[@]}"; do start_sidecar "$node"; done
+    in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" -- sleep 60 \
+      > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 60
+    sleep 2
+    t0=$(date +%s.%N)
+    "$CIB" delete "${nodes[1]}" 30 &
+    deleting=$!
+    timeout 15 tail -s 0.1 --pid="$pid" -f /dev/null || fail "the launcher still runs 15 s after the node pod was deleted"
+    t_exit=$(date +%s.%N)
+    rc=0; wait "$pid" || rc=$?
+    wait "$deleting" || true
+    [[ $rc != 0 ]] || fail "the launcher exited 0 after losing a node"
+    log=$(cat "$CIB_DIR/launcher.log")
+    named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the deleted host is not named: $log"
+    t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
+    detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
+    (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
+    (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
+    expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
+    pass "a deleted node at the defaults: named after ${detect} s, torn down ${teardown} s later, exit $rc" ;;
   sigterm)
     with_sidecars
     launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &

@@ -142,6 +142,38 @@ TEST_F(CoordinatorTest, APodRecreatedAfterTheBarrierIsLostAtOnce) {
       << events_.lost[0];
 }
 
+Call leave_call(const std::string& host, const std::string& from, const std::string& key = kKey) {
+  return Call{"POST", "/v1/leave", signed_body(key, Leave{host, random_nonce()}), from, {}};
+}
+
+TEST_F(CoordinatorTest, ALeavingSidecarLosesItsHostAtOnceAfterTheBarrier) {
+  for (const auto& host : kHosts) ASSERT_EQ(send(register_call(host)).status, 200);
+  ASSERT_TRUE(coordinator_.barrier_open());
+  EXPECT_EQ(send(leave_call(kHosts[1], "10.0.0.2", derive_rendezvous_key("another key"))).status, 403);
+  EXPECT_EQ(send(leave_call(kHosts[1], "10.0.0.9")).status, 409) << "only the pod that holds the name";
+  EXPECT_EQ(send(Call{"POST", "/v1/leave", R"({"host":7})", "10.0.0.2", {}}).status, 400);
+  EXPECT_TRUE(events_.lost.empty());
+  Call leave = leave_call(kHosts[1], "10.0.0.2");
+  EXPECT_EQ(send(leave, 1s).status, 200);
+  ASSERT_EQ(events_.lost.size(), 1U) << "named when it leaves, not lost_after (15 s) later";
+  EXPECT_EQ(events_.lost[0], "j-node-0-1.j: its pod is being deleted: its sidecar got SIGTERM");
+  EXPECT_EQ(send(leave, 1s).status, 403) << "a replayed leave";
+  coordinator_.tick(t0_ + 10s);  // the others beat-free for 10 s, within lost_after (15 s)
+  EXPECT_EQ(events_.lost.size(), 1U) << "named once";
+}
+
+TEST_F(CoordinatorTest, ALeavingSidecarBeforeTheBarrierOrAfterTheEndLosesNothing) {
+  ASSERT_EQ(send(register_call(kHosts[0])).status, 200);
+  EXPECT_EQ(send(leave_call(kHosts[0], "10.0.0.1")).status, 200);
+  EXPECT_TRUE(events_.lost.empty());
+  EXPECT_EQ(coordinator_.ready_count(), 0) << "it waits again, for its next pod";
+  EXPECT_EQ(send(register_call(kHosts[0])).status, 200);
+  for (const auto& host : kHosts) send(register_call(host));
+  coordinator_.end_job();
+  EXPECT_EQ(send(leave_call(kHosts[2], "10.0.0.3")).status, 200);
+  EXPECT_TRUE(events_.lost.empty()) << "pods go away after the end; that is no loss";
+}
+
 TEST_F(CoordinatorTest, SshFailureIsNamedAtTheDeadline) {
   send(register_call(kHosts[0]));
   send(register_call(kHosts[1], false));

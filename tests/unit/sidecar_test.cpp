@@ -108,6 +108,34 @@ TEST(Sidecar, WaitsRegistersReRegistersAfterARestartAndExitsOnTheEnd) {
   EXPECT_TRUE(status) << status.error().message;
 }
 
+TEST(Sidecar, LeavingIsToldAtOnceAndEndsTheLoop) {
+  unsigned short port = free_port();
+  Coordinator1 coordinator(port);
+  SidecarOptions options = options_for(port);
+  Sidecar sidecar(options);
+  auto result = std::async(std::launch::async, [&] { return sidecar.run(); });
+  ASSERT_TRUE(eventually([&] {
+    return coordinator.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) ==
+           "127.0.0.1";
+  }));
+  auto since = Clock::now();
+  sidecar.leave();  // what SIGTERM calls, from the probe server's thread
+  ASSERT_EQ(result.wait_for(2s), std::future_status::ready) << "the loop did not end after leaving";
+  EXPECT_LT(Clock::now() - since, 1500ms);
+  Status status = result.get();
+  EXPECT_TRUE(status) << status.error().message;
+  // Before the barrier the host waits again, free for a new pod, with the reason.
+  auto [address, reason] = coordinator.on_loop([](Coordinator& c) {
+    const auto& host = c.hosts().at("127.0.0.1");
+    return std::make_pair(host.address, host.reason);
+  });
+  EXPECT_EQ(address, "");
+  EXPECT_NE(reason.find("its pod is being deleted"), std::string::npos) << reason;
+  EXPECT_NE(coordinator.on_loop([](Coordinator& c) { return c.metrics(); })
+                .find("tmpi_rendezvous_departures_total 1"),
+            std::string::npos);
+}
+
 TEST(Sidecar, GivesUpAtItsDeadlineWithTheReason) {
   auto options = options_for(free_port());
   options.deadline = 1s;
