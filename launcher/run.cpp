@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
+#include "launcher/failure.h"
 #include "launcher/job.h"
 #include "launcher/job_events.h"
 #include "launcher/preflight.h"
@@ -45,12 +46,6 @@ Error stopped_during(std::string_view phase) {
 
 constexpr Millis kLostHostGrace(3000);
 
-struct Failure {
-  int code = 1;
-  std::string reason;
-  std::string event = "JobFailed";  // the Kubernetes Event's reason: RankFailed, HostLost, ...
-};
-
 // What the coordinator's callbacks learn, read by the main thread.
 // A rank killed by a signal (SIGTERM, SIGKILL) was usually stopped by MPI because of
 // something else (a lost daemon): it is only a secondary cause, kept in case nothing
@@ -69,9 +64,9 @@ struct Phase {
   double seconds;
 };
 
-class Coordinator {
+class JobRendezvous {
  public:
-  Coordinator(const Params& params, const Job& job, Shared& shared) {
+  JobRendezvous(const Params& params, const Job& job, Shared& shared) {
     rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, params);
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
@@ -140,7 +135,7 @@ class Coordinator {
     });
     return done.get_future().get();
   }
-  ~Coordinator() { finish(false); }
+  ~JobRendezvous() { finish(false); }
 
  private:
   boost::asio::io_context io_;
@@ -275,7 +270,7 @@ Status run_job(const Params& params) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
   Shared shared;
-  Coordinator coordinator(params, job, shared);
+  JobRendezvous coordinator(params, job, shared);
   TMPI_CHECK(coordinator.start(params));
   const int hosts = static_cast<int>(job.topology.hosts.size());
   StatusFeed feed(params, hosts, job.plan.np);
@@ -363,27 +358,22 @@ Status run_job(const Params& params) {
     std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
   }
   phase_done("job", since);
-  std::optional<Failure> secondary;
+  JobOutcome outcome{failure, std::nullopt, *status, job.plan.launcher};
   {
     std::lock_guard lock(shared.mutex);
-    if (!failure && shared.failure) failure = shared.failure;  // a rank report that raced mpirun's exit
-    secondary = shared.secondary;
+    if (!outcome.primary) outcome.primary = shared.failure;  // a rank report that raced mpirun's exit
+    outcome.secondary = shared.secondary;
   }
-  if (!failure && (*status != 0 || secondary)) {
-    // MPI stopped the job without a rank failing on its own: is a host gone?
+  failure = attribute_failure(outcome, [&]() -> std::optional<std::string> {
     std::vector<std::string> names;
     for (const auto& host : job.topology.hosts) names.push_back(host.name);
     auto rows = check_dns(names);
     if (rows.empty())
       rows =
           check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(2000));
-    if (!rows.empty())
-      failure =
-          Failure{1, fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason), "HostLost"};
-  }
-  if (!failure && secondary) failure = secondary;
-  if (!failure && *status != 0)
-    failure = Failure{1, fmt::format("{} exited with status {}", job.plan.launcher, *status)};
+    if (rows.empty()) return std::nullopt;
+    return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
+  });
   if (failure) spdlog::error("{}", failure->reason);
   finish(failure);
   if (!failure) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/failure.h"
 #include "launcher/mpi_command.h"
 #include "launcher/preflight.h"
 #include "launcher/rank_agent.h"
@@ -178,6 +179,67 @@ TEST(Preflight, PlacementCheckReadsBothTagFormats) {
   std::string table = render_table(everything_on_the_launcher);
   EXPECT_EQ(table.rfind("HOST", 0), 0U);
   EXPECT_NE(table.find("placement"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tmpi::launch
+
+namespace tmpi::launch {
+namespace {
+
+// attribute_failure: the order of blame, and the hosts asked only when nothing else explains
+// a failed mpirun.
+TEST(FailureAttribution, APrimaryCauseWinsAndNoHostIsAsked) {
+  int asked = 0;
+  AskHosts ask = [&]() -> std::optional<std::string> {
+    ++asked;
+    return "host n-1 is gone (no DNS)";
+  };
+  JobOutcome outcome{Failure{3, "rank 1 on n-0 exited with code 3", "RankFailed"},
+                     Failure{1, "rank 2 killed by signal 15", "RankFailed"}, 1, "mpirun"};
+  auto failure = attribute_failure(outcome, ask);
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->code, 3);
+  EXPECT_EQ(failure->event, "RankFailed");
+  EXPECT_EQ(asked, 0);
+}
+
+TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus) {
+  int asked = 0;
+  std::optional<std::string> gone = "host n-1 is gone (no DNS)";
+  AskHosts ask = [&] {
+    ++asked;
+    return gone;
+  };
+  JobOutcome outcome{std::nullopt, Failure{1, "rank 2 killed by signal 15", "RankFailed"}, 1, "mpirun"};
+  auto failure = attribute_failure(outcome, ask);
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->reason, "host n-1 is gone (no DNS)");
+  EXPECT_EQ(failure->event, "HostLost");
+  gone.reset();  // every host answers: the rank killed by a signal is the cause
+  EXPECT_EQ(attribute_failure(outcome, ask)->reason, "rank 2 killed by signal 15");
+  outcome.secondary.reset();
+  auto status = attribute_failure(outcome, ask);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->reason, "mpirun exited with status 1");
+  EXPECT_EQ(status->event, "JobFailed");
+  EXPECT_EQ(asked, 3);
+}
+
+TEST(FailureAttribution, ACleanExitIsNoFailureAndAsksNobody) {
+  int asked = 0;
+  AskHosts ask = [&]() -> std::optional<std::string> {
+    ++asked;
+    return "host n-1 is gone";
+  };
+  EXPECT_FALSE(attribute_failure(JobOutcome{std::nullopt, std::nullopt, 0, "mpirun"}, ask));
+  EXPECT_EQ(asked, 0);
+  // mpirun exited 0 but a rank was killed by a signal: the hosts are asked, then the rank.
+  auto failure =
+      attribute_failure(JobOutcome{std::nullopt, Failure{1, "rank 0 killed", "RankFailed"}, 0, "mpirun"},
+                        [] { return std::optional<std::string>{}; });
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->reason, "rank 0 killed");
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+// What ended a job, decided from what the launcher saw, as a pure function that unit tests
+// drive (issue 14: failure attribution out of run_job).
+//
+// The order of blame: a primary cause (a rank that exited non-zero on its own, or a host
+// the coordinator declared lost) wins; then, when mpirun failed or a rank was killed by a
+// signal without a primary, a host that is gone now (asked only then: DNS and ssh cost
+// seconds); then the rank killed by a signal, usually by MPI itself because of something
+// else; then mpirun's own status. docs/design.md, "Failure attribution and teardown".
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace tmpi::launch {
+
+struct Failure {
+  int code = 1;
+  std::string reason;
+  std::string event = "JobFailed";  // the Kubernetes Event's reason: RankFailed, HostLost, ...
+};
+
+struct JobOutcome {
+  std::optional<Failure> primary;    // the first rank that failed on its own, or a lost host
+  std::optional<Failure> secondary;  // the first rank that was killed by a signal
+  int mpirun_status = 0;             // as decode() gives it: 128+N for signal N
+  std::string launcher;              // "mpirun", "prterun", "mpiexec.hydra": for the message
+};
+
+// "HOST is gone (why)" for the first host that no longer resolves or answers, else nullopt.
+using AskHosts = std::function<std::optional<std::string>()>;
+
+// The job's failure, or nullopt when every rank exited 0. `ask_hosts` is called at most
+// once, and only when neither a primary cause nor a clean exit explains the outcome.
+std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHosts& ask_hosts);
+
+}  // namespace tmpi::launch
