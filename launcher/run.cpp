@@ -216,6 +216,7 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
   if (rows.empty()) {
     bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
     LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
+    spdlog::debug("placement probe: {}", shell_join(build_command(probe)));
     auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested);
     if (stop_requested()) return stopped_during("during the preflight's placement check");
     if (!ran) return make_error(Exit::kPreflight, "placement check: {}", ran.error().message);
