@@ -18,13 +18,17 @@ int run(std::string_view program, int argc, char** argv, const Main& body) {
     std::cout << markdown_table();
     return 0;
   }
+  if (args.size() == 1 && args[0] == "--exit-codes-markdown") {  // and its exit-code table
+    std::cout << exit_codes_markdown();
+    return 0;
+  }
   Error error;
   try {
     auto status = body(args);
     if (status) return 0;
     error = status.error();
   } catch (const std::exception& e) {
-    error = Error{Exit::kJobFailed, fmt::format("internal error: {}", e.what())};
+    error = Error{Exit::kSoftware, fmt::format("internal error: {}", e.what())};
   }
   if (error.message.empty()) return static_cast<int>(error.exit);  // said already (another rank, a table)
   if (spdlog::default_logger_raw() != nullptr && spdlog::default_logger_raw()->name() == program) {

@@ -8,21 +8,50 @@
 
 #include <cassert>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include <fmt/format.h>
 
 namespace tmpi {
 
-// The documented exit codes (README "Exit codes").
+// The documented exit codes (README "Exit codes", generated from exit_table()). The
+// programs' own outcomes sit in the sysexits.h range, so that they cannot be mistaken for a
+// user's program: its 1 (a Python traceback) or 2 (an argparse error) is passed through
+// by mpi-launcher as the rank's own code, and report.json says which side a code is from.
 enum class Exit : int {
   kOk = 0,
-  kJobFailed = 1,  // the user's job failed
-  kUsage = 2,      // bad usage or bad input
-  kTimeout = 3,    // a rendezvous, wait or check deadline passed
-  kPreflight = 4,  // the preflight found a broken host or link
+  kJobFailed = 1,     // the job failed and no rank's own code is known
+  kUsage = 64,        // EX_USAGE: a flag, variable or command line is wrong
+  kData = 65,         // EX_DATAERR: an input's content is wrong (a file, a Secret, an API answer)
+  kUnavailable = 69,  // EX_UNAVAILABLE: the preflight found a broken host or link, or a service is down
+  kSoftware = 70,     // EX_SOFTWARE: an internal error (a bug of ours; please report it)
+  kOsErr = 71,        // EX_OSERR: the system refused a resource (fork, a pipe, descriptors)
+  kIo = 74,           // EX_IOERR: a file could not be read or written (permissions, a full disk)
+  kTempFail = 75,     // EX_TEMPFAIL: a timeout or a lost host; may pass on a retry
+  kNoPerm = 77,       // EX_NOPERM: the Kubernetes API refused (RBAC) or a token was refused
 };
+
+// One row of the exit-code table, shared by every program and the docs.
+struct ExitInfo {
+  Exit exit;
+  std::string_view name;     // short, stable: report.json's exit.name
+  std::string_view meaning;  // one line, for the README and --help
+  bool retry;                // an infrastructure fault that a restart of the job may cure
+};
+
+const std::vector<ExitInfo>& exit_table();
+// A code that is not ours but the job's (a rank's own status, 128+N for a signal N), carried
+// through an Error to the process's exit as mpirun and srun pass it on.
+constexpr Exit job_exit(int code) {
+  return static_cast<Exit>(code);
+}
+// The row of `code`, or nullptr for a code of the user's program (or another process).
+const ExitInfo* exit_info(int code);
+// The README's exit-code table, as markdown (`mpi-init --exit-codes-markdown`).
+std::string exit_codes_markdown();
 
 struct Error {
   Exit exit = Exit::kUsage;

@@ -19,7 +19,7 @@ namespace tmpi {
 namespace {
 
 Error io_error(std::string_view what, const std::string& path, int err) {
-  return make_error(Exit::kUsage,
+  return make_error(Exit::kIo,
                     "cannot {} {}: {}; check that the folder exists, is writable by uid {} "
                     "and is not a read-only mount",
                     what, path, std::strerror(err), getuid());
@@ -76,7 +76,7 @@ Expected<OpenFile> open_for_reading(const std::string& path) {
   if (file.fd < 0 || fstat(file.fd, &file.st) != 0) {
     int err = errno;
     if (file.fd >= 0) close(file.fd);
-    return make_error(Exit::kUsage, "cannot read {}: {}; check the path and its permissions", path,
+    return make_error(Exit::kIo, "cannot read {}: {}; check the path and its permissions", path,
                       std::strerror(err));
   }
   return file;
@@ -90,7 +90,7 @@ Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) 
   const struct stat& st = file.st;
   if (static_cast<std::size_t>(st.st_size) > max_bytes) {
     close(fd);
-    return make_error(Exit::kUsage, "{} is {} bytes, more than the {} this input may have", path, st.st_size,
+    return make_error(Exit::kData, "{} is {} bytes, more than the {} this input may have", path, st.st_size,
                       max_bytes);
   }
   // Read to EOF: the size is known for regular files, not for pipes.
@@ -104,7 +104,7 @@ Expected<std::string> read_file(const std::string& path, std::size_t max_bytes) 
     content.append(chunk, static_cast<std::size_t>(n));
     if (content.size() > max_bytes) {
       close(fd);
-      return make_error(Exit::kUsage, "{} holds more than the {} bytes this input may have", path, max_bytes);
+      return make_error(Exit::kData, "{} holds more than the {} bytes this input may have", path, max_bytes);
     }
   }
   close(fd);
@@ -126,7 +126,7 @@ Expected<MappedFile> MappedFile::open(const std::string& path, std::size_t max_b
     close(fd);
     return S_ISDIR(st.st_mode)
                ? make_error(Exit::kUsage, "{} is a folder; give a file", path)
-               : make_error(Exit::kUsage, "{} is {} bytes, more than the {} this input may have", path, size,
+               : make_error(Exit::kData, "{} is {} bytes, more than the {} this input may have", path, size,
                             max_bytes);
   }
   if (size == 0) {
@@ -136,7 +136,7 @@ Expected<MappedFile> MappedFile::open(const std::string& path, std::size_t max_b
   void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   close(fd);
   if (data == MAP_FAILED) {
-    return make_error(Exit::kUsage, "cannot map {}: {}", path, std::strerror(errno));
+    return make_error(Exit::kIo, "cannot map {}: {}", path, std::strerror(errno));
   }
   madvise(data, size, MADV_SEQUENTIAL);
   return MappedFile(static_cast<const char*>(data), size);
@@ -170,7 +170,7 @@ Expected<std::shared_ptr<ScratchDir>> ScratchDir::make(std::string_view prefix) 
   std::string base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
   std::string path = fmt::format("{}/{}-XXXXXX", base, prefix);
   if (mkdtemp(path.data()) == nullptr) {
-    return make_error(Exit::kUsage, "cannot make a private folder in {}: {}; set TMPDIR to a writable folder",
+    return make_error(Exit::kIo, "cannot make a private folder in {}: {}; set TMPDIR to a writable folder",
                       base, std::strerror(errno));
   }
   return std::make_shared<ScratchDir>(path);

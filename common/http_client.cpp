@@ -118,7 +118,7 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   if (code != CURLE_OK) {
-    Exit exit = code == CURLE_OPERATION_TIMEDOUT ? Exit::kTimeout : Exit::kUsage;
+    Exit exit = code == CURLE_OPERATION_TIMEDOUT ? Exit::kTempFail : Exit::kUnavailable;
     return make_error(exit, "{} {}: {}", request.method, request.url, curl_easy_strerror(code));
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
@@ -165,7 +165,7 @@ Expected<std::string> base64_decode(std::string_view text, std::string_view what
                 : c == '/'             ? 63
                                        : -1;
     if (c == '=' || c == '\n' || c == '\r') continue;
-    if (digit < 0) return make_error(Exit::kUsage, "{} is not base64 (found '{}')", what, c);
+    if (digit < 0) return make_error(Exit::kData, "{} is not base64 (found '{}')", what, c);
     value = (value << 6) | static_cast<unsigned>(digit);
     bits += 6;
     if (bits >= 8) {

@@ -41,7 +41,7 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
   ~HttpClient();
 
-  // A transport failure (refused, reset, timed out, TLS) is an Error with Exit::kTimeout
+  // A transport failure (refused, reset, timed out, TLS) is an Error with Exit::kTempFail
   // for time-outs and Exit::kUsage otherwise; any HTTP status is a response.
   Expected<HttpResponse> send(const HttpRequest& request);
 

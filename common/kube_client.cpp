@@ -36,20 +36,19 @@ Expected<KubeConfig> from_kubeconfig(const std::string& path) {
   try {
     doc = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
-    return make_error(Exit::kUsage, "KUBECONFIG {}: {}", path, e.what());
+    return make_error(Exit::kData, "KUBECONFIG {}: {}", path, e.what());
   }
   KubeConfig config;
   config.origin = "kubeconfig " + path;
   std::string context_name = text_of(doc, "current-context");
   YAML::Node context = named(doc["contexts"], context_name)["context"];
   if (!context) {
-    return make_error(Exit::kUsage, "KUBECONFIG {}: no context '{}'; set current-context", path,
-                      context_name);
+    return make_error(Exit::kData, "KUBECONFIG {}: no context '{}'; set current-context", path, context_name);
   }
   YAML::Node cluster = named(doc["clusters"], text_of(context, "cluster"))["cluster"];
   YAML::Node user = named(doc["users"], text_of(context, "user"))["user"];
   if (!cluster)
-    return make_error(Exit::kUsage, "KUBECONFIG {}: context '{}' names no known cluster", path, context_name);
+    return make_error(Exit::kData, "KUBECONFIG {}: context '{}' names no known cluster", path, context_name);
   config.server = text_of(cluster, "server");
   config.namespace_ = text_of(context, "namespace");
   config.tls.ca_file = text_of(cluster, "certificate-authority");
@@ -65,8 +64,7 @@ Expected<KubeConfig> from_kubeconfig(const std::string& path) {
                 base64_decode(text_of(user, "client-certificate-data"), "client-certificate-data"));
     TMPI_ASSIGN(config.tls.key_data, base64_decode(text_of(user, "client-key-data"), "client-key-data"));
   }
-  if (config.server.empty())
-    return make_error(Exit::kUsage, "KUBECONFIG {}: the cluster has no server", path);
+  if (config.server.empty()) return make_error(Exit::kData, "KUBECONFIG {}: the cluster has no server", path);
   return config;
 }
 
@@ -161,12 +159,12 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
       std::string message =
           status_message(nlohmann::json::parse(response->body, nullptr, false), response->body);
       if (status == 401 || status == 403) {
-        return make_error(Exit::kUsage, "{} {} {} in namespace {}: HTTP {} ({}); {}", action.verb,
+        return make_error(Exit::kNoPerm, "{} {} {} in namespace {}: HTTP {} ({}); {}", action.verb,
                           action.resource, path, config_.namespace_, status, message,
                           rbac_hint(action, config_.namespace_));
       }
       if (status != 429 && status < 500) {
-        return make_error(Exit::kUsage, "{} {}: HTTP {}: {}", method, path, status, message);
+        return make_error(Exit::kData, "{} {}: HTTP {}: {}", method, path, status, message);
       }
       last_problem = fmt::format("HTTP {}: {}", status, message);
       if (!response->retry_after.empty() &&
@@ -176,7 +174,7 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
       }
     }
     if (deadline.remaining() <= wait) {
-      return make_error(Exit::kTimeout,
+      return make_error(Exit::kTempFail,
                         "{} {} failed {} times in {} s; last: {}; check the API server, or raise "
                         "TMPI_WAIT_TIMEOUT",
                         method, path, tries, deadline.budget().count() / 1000, last_problem);

@@ -4,7 +4,7 @@
 //   - 429 and 5xx are retried with backoff, honouring Retry-After;
 //   - transport failures and stalls (a per-request timeout) are retried the same way;
 //   - 401 and 403 fail at once, naming the RBAC rule that is missing;
-//   - everything runs under the caller's one deadline (Exit::kTimeout when it passes).
+//   - everything runs under the caller's one deadline (Exit::kTempFail when it passes).
 // The bearer token file is re-read on every call (projected tokens rotate) and never logged.
 #pragma once
 

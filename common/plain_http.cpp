@@ -47,7 +47,8 @@ Expected<HttpResponse> plain_http(const std::string& method, const std::string& 
       });
   io.run_for(timeout);
   if (!done) {
-    return make_error(failure ? Exit::kUsage : Exit::kTimeout, "{} http://{}{}: {}", method, address, target,
+    return make_error(failure ? Exit::kUnavailable : Exit::kTempFail, "{} http://{}{}: {}", method, address,
+                      target,
                       failure ? failure.message() : fmt::format("no answer in {} ms", timeout.count()));
   }
   HttpResponse out;

@@ -49,7 +49,7 @@ std::string render_hostfile(const Topology& topology, Dialect dialect) {
 namespace {
 
 Expected<Host> host_from_json(const json& item, std::string_view where) {
-  if (!item.is_object()) return make_error(Exit::kUsage, "{}: expected an object", where);
+  if (!item.is_object()) return make_error(Exit::kData, "{}: expected an object", where);
   Host host;
   try {
     host.name = item.at("name").get<std::string>();
@@ -62,7 +62,7 @@ Expected<Host> host_from_json(const json& item, std::string_view where) {
     host.job_index = item.value("jobIndex", 0);
     host.pod_index = item.value("podIndex", 0);
   } catch (const json::exception& e) {
-    return make_error(Exit::kUsage, "{}: {}; each host needs a string \"name\" and numeric slots", where,
+    return make_error(Exit::kData, "{}: {}; each host needs a string \"name\" and numeric slots", where,
                       e.what());
   }
   return host;
@@ -113,7 +113,7 @@ std::string render_discover_hosts(const Topology& topology) {
 Expected<Topology> parse_hosts_json(std::string_view text, std::string_view origin) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
-    return make_error(Exit::kUsage, "{}: not a JSON object; re-create it with mpi-init", origin);
+    return make_error(Exit::kData, "{}: not a JSON object; re-create it with mpi-init", origin);
   }
   Topology topology;
   topology.jobset = doc.value("jobset", "");
@@ -122,7 +122,7 @@ Expected<Topology> parse_hosts_json(std::string_view text, std::string_view orig
     TMPI_ASSIGN(topology.launcher, host_from_json(doc["launcher"], fmt::format("{}: launcher", origin)));
   }
   if (!doc.contains("hosts") || !doc["hosts"].is_array()) {
-    return make_error(Exit::kUsage, "{}: field \"hosts\" must be an array", origin);
+    return make_error(Exit::kData, "{}: field \"hosts\" must be an array", origin);
   }
   for (std::size_t i = 0; i < doc["hosts"].size(); ++i) {
     TMPI_ASSIGN(Host host, host_from_json(doc["hosts"][i], fmt::format("{}: hosts[{}]", origin, i)));
@@ -181,37 +181,37 @@ std::string unsafe_field(const Host& host) {
 Status validate_topology(const Topology& topology, std::string_view origin) {
   for (const auto* name : {&topology.jobset, &topology.subdomain}) {
     if (!name->empty() && !valid_host_name(*name)) {
-      return make_error(Exit::kUsage, "{}: the JobSet or subdomain name {} is not an RFC 1123 name", origin,
+      return make_error(Exit::kData, "{}: the JobSet or subdomain name {} is not an RFC 1123 name", origin,
                         dump_json(json(truncate_utf8(*name, 80, "..."))));
     }
   }
   if (topology.launcher) {
     if (auto problem = unsafe_field(*topology.launcher); !problem.empty()) {
-      return make_error(Exit::kUsage, "{}: the launcher's {}; fix the source", origin, problem);
+      return make_error(Exit::kData, "{}: the launcher's {}; fix the source", origin, problem);
     }
   }
   for (const auto& host : topology.hosts) {
     if (host.name.empty()) continue;  // named below
     if (auto problem = unsafe_field(host); !problem.empty()) {
-      return make_error(Exit::kUsage,
+      return make_error(Exit::kData,
                         "{}: {}; fix the source (a pod's hostname and subdomain, or the hostfile)", origin,
                         problem);
     }
   }
   if (topology.hosts.empty()) {
-    return make_error(Exit::kUsage,
+    return make_error(Exit::kData,
                       "{}: no hosts to run ranks on; check the source, or pass "
                       "--launcher-as-node for a single-pod job",
                       origin);
   }
   std::set<std::string> names;
   for (const auto& host : topology.hosts) {
-    if (host.name.empty()) return make_error(Exit::kUsage, "{}: a host has an empty name", origin);
+    if (host.name.empty()) return make_error(Exit::kData, "{}: a host has an empty name", origin);
     if (!names.insert(host.name).second) {
-      return make_error(Exit::kUsage, "{}: host {} appears twice; list each host once", origin, host.name);
+      return make_error(Exit::kData, "{}: host {} appears twice; list each host once", origin, host.name);
     }
     if (host.slots < 1) {
-      return make_error(Exit::kUsage, "{}: host {} has {} slots; slots must be 1 or more", origin, host.name,
+      return make_error(Exit::kData, "{}: host {} has {} slots; slots must be 1 or more", origin, host.name,
                         host.slots);
     }
   }

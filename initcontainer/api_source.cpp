@@ -1,5 +1,5 @@
 // See api_source.h. Every call runs under the one deadline of --wait-timeout, so a slow or
-// failing API server ends in one clear timeout (exit 3), never a hang.
+// failing API server ends in one clear timeout (exit 75), never a hang.
 #include "initcontainer/api_source.h"
 
 #include <thread>
@@ -24,7 +24,7 @@ const KubeAction kCreateSecret{"create", "", "secrets"};
 Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) {
   std::string encoded = string_at(secret, "/data/ssh-privatekey");
   if (encoded.empty()) {
-    return make_error(Exit::kUsage,
+    return make_error(Exit::kData,
                       "{} has no data.ssh-privatekey; delete it so that mpi-init makes it anew, "
                       "or pass --ssh-secret",
                       where);
@@ -56,7 +56,7 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
   const json* found = node_at(jobset, "/spec/replicatedJobs");
   json jobs = found != nullptr && found->is_array() ? *found : json::array();
   if (jobs.empty() || info.uid.empty()) {
-    return make_error(Exit::kUsage, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer",
+    return make_error(Exit::kData, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer",
                       name);
   }
   for (const auto& job : jobs) {
@@ -66,7 +66,7 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
     auto left = kMaxHosts - static_cast<std::int64_t>(info.expected_hosts.size());
     if (replicas < 0 || pods < 0 || (pods > 0 && replicas > left / pods)) {
       return make_error(
-          Exit::kUsage,
+          Exit::kData,
           "JobSet {}: replicated job {} asks for {} x {} pods; mpi-init handles at most {} hosts", name,
           truncate_utf8(group, 64, "..."), replicas, pods, kMaxHosts);
     }
@@ -120,7 +120,7 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
         missing.empty() ? "(more pods than the JobSet names)" : fmt::format("{}", fmt::join(missing, ", ")));
     Millis pause = backoff.next();
     if (deadline.remaining() <= pause) {
-      return make_error(Exit::kTimeout,
+      return make_error(Exit::kTempFail,
                         "pods of JobSet {} not ready after {} s: {}; raise TMPI_WAIT_TIMEOUT, or "
                         "check why they are not scheduled (kubectl describe pod)",
                         jobset.name, deadline.budget().count() / 1000, summary);
@@ -168,7 +168,7 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
     spdlog::info("{} was created meanwhile; using its key", where);
     TMPI_ASSIGN(KubeResponse again, client.call("GET", path, "", kGetSecret, deadline));
     if (again.status != 200)
-      return make_error(Exit::kUsage, "{}: created by another launcher, then gone (HTTP {})", where,
+      return make_error(Exit::kTempFail, "{}: created by another launcher, then gone (HTTP {})", where,
                         again.status);
     return key_from_secret(again.json(), where);
   }

@@ -26,7 +26,7 @@ struct WaitOptions {
 };
 
 // Lists the JobSet's pods (paged) until `jobset.expected_pods` are live with an IP. At the
-// deadline: Exit::kTimeout, naming each missing pod and why (no pod, no IP yet).
+// deadline: Exit::kTempFail, naming each missing pod and why (no pod, no IP yet).
 Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& options, const JobSetInfo& jobset,
                                  const WaitOptions& wait, const Deadline& deadline);
 

@@ -18,10 +18,10 @@ Expected<int> parse_slots(std::string_view text, std::string_view where) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
-    return make_error(Exit::kUsage, "{}: slots '{}' is not a whole number; write e.g. slots=8", where, text);
+    return make_error(Exit::kData, "{}: slots '{}' is not a whole number; write e.g. slots=8", where, text);
   }
   if (value < 1) {
-    return make_error(Exit::kUsage, "{}: slots={}; slots must be 1 or more", where, value);
+    return make_error(Exit::kData, "{}: slots={}; slots must be 1 or more", where, value);
   }
   return value;
 }
@@ -89,19 +89,19 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
       auto eq = word.find('=');
       std::string key = word.substr(0, eq);
       if (eq == std::string::npos) {
-        return make_error(Exit::kUsage, "{}: unexpected '{}'; a line is 'host slots=N' or 'host:N'", where,
+        return make_error(Exit::kData, "{}: unexpected '{}'; a line is 'host slots=N' or 'host:N'", where,
                           word);
       }
       if (key == "slots") {
         TMPI_ASSIGN(host.slots, parse_slots(std::string_view(word).substr(eq + 1), where));
       } else if (key != "max_slots" && key != "max-slots") {
-        return make_error(Exit::kUsage, "{}: unknown setting '{}'; only slots and max_slots are read", where,
+        return make_error(Exit::kData, "{}: unknown setting '{}'; only slots and max_slots are read", where,
                           key);
       }
     }
-    if (host.name.empty()) return make_error(Exit::kUsage, "{}: empty host name", where);
+    if (host.name.empty()) return make_error(Exit::kData, "{}: empty host name", where);
     if (auto [it, fresh] = first_line.try_emplace(host.name, number); !fresh) {
-      return make_error(Exit::kUsage,
+      return make_error(Exit::kData,
                         "{}: host {} was already listed on line {}; list each host once "
                         "with its total slots",
                         where, host.name, it->second);

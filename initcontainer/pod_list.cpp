@@ -100,7 +100,7 @@ int gpu_limit(const json& spec, const std::string& group) {
 Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::string_view origin,
                                       std::vector<std::string>& notes) {
   if (!item.is_object() || !item.contains("metadata") || !item["metadata"].is_object()) {
-    return make_error(Exit::kUsage,
+    return make_error(Exit::kData,
                       "{}: items[{}] has no metadata object; is this the output of "
                       "`kubectl get pods -o json`?",
                       origin, index);
@@ -135,7 +135,7 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
   pod.host.gpus = gpu_limit(spec, pod.host.group);
   std::string hostname = text_at(spec, "hostname"), subdomain = text_at(spec, "subdomain");
   if (pod.host.role != "skip" && (hostname.empty() || subdomain.empty())) {
-    return make_error(Exit::kUsage,
+    return make_error(Exit::kData,
                       "{}: pod {} (items[{}]) has no spec.{}; JobSet pods get both "
                       "spec.hostname and spec.subdomain: check the JobSet's network settings "
                       "(enableDNSHostnames)",
@@ -169,11 +169,11 @@ Expected<std::string> PodListReader::add(std::string_view json_text, std::string
   json doc = parse_json_filtered(json_text, pod_fields(), &syntax, &stream);
   if (failure) return *failure;
   if (doc.is_discarded()) {
-    return make_error(Exit::kUsage, "{}: not valid JSON ({}); produce it with `kubectl get pods -o json`",
+    return make_error(Exit::kData, "{}: not valid JSON ({}); produce it with `kubectl get pods -o json`",
                       origin, syntax);
   }
   if (!doc.is_object() || !doc.contains("items") || !doc["items"].is_array()) {
-    return make_error(Exit::kUsage,
+    return make_error(Exit::kData,
                       "{}: field \"items\" is missing or not an array; expected a pod "
                       "list from `kubectl get pods -o json`",
                       origin);
@@ -194,11 +194,11 @@ std::map<std::string, std::string> PodListReader::live_hosts() const {
 
 Expected<Topology> PodListReader::topology(std::string_view origin) const {
   if (jobsets_.size() > 1) {
-    return make_error(Exit::kUsage, "{}: holds pods of {} JobSets ({}); pass --jobset NAME to choose one",
+    return make_error(Exit::kData, "{}: holds pods of {} JobSets ({}); pass --jobset NAME to choose one",
                       origin, jobsets_.size(), fmt::join(jobsets_, ", "));
   }
   if (pods_.empty()) {
-    return make_error(Exit::kUsage, "{}: no live pod of JobSet {}; check the name and the namespace", origin,
+    return make_error(Exit::kData, "{}: no live pod of JobSet {}; check the name and the namespace", origin,
                       options_.jobset.empty() ? "(any)" : options_.jobset);
   }
   Topology topology;
@@ -245,7 +245,7 @@ Expected<Topology> PodListReader::topology(std::string_view origin) const {
     host.role = is_launcher ? "launcher" : "node";
     if (is_launcher) {
       if (topology.launcher) {
-        return make_error(Exit::kUsage,
+        return make_error(Exit::kData,
                           "{}: two launcher pods ({} and {}); the launcher job must have one pod", origin,
                           topology.launcher->pod, host.pod);
       }

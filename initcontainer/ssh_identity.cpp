@@ -38,12 +38,12 @@ std::string file_name_for(enum ssh_keytypes_e type) {
 Expected<std::string> public_line_of(ssh_key private_key, std::string_view comment) {
   ssh_key raw_public = nullptr;
   if (ssh_pki_export_privkey_to_pubkey(private_key, &raw_public) != SSH_OK) {
-    return make_error(Exit::kUsage, "cannot derive the public key");
+    return make_error(Exit::kSoftware, "cannot derive the public key");
   }
   KeyPtr public_key(raw_public);
   char* base64 = nullptr;
   if (ssh_pki_export_pubkey_base64(public_key.get(), &base64) != SSH_OK) {
-    return make_error(Exit::kUsage, "cannot encode the public key");
+    return make_error(Exit::kSoftware, "cannot encode the public key");
   }
   const char* type = ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P521   ? "ecdsa-sha2-nistp521"
                      : ssh_key_type(public_key.get()) == SSH_KEYTYPE_ECDSA_P384 ? "ecdsa-sha2-nistp384"
@@ -58,12 +58,12 @@ Expected<std::string> public_line_of(ssh_key private_key, std::string_view comme
 Expected<KeyPair> generate_ed25519() {
   ssh_key raw = nullptr;
   if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw) != SSH_OK) {
-    return make_error(Exit::kUsage, "libssh could not generate an Ed25519 key");
+    return make_error(Exit::kSoftware, "libssh could not generate an Ed25519 key");
   }
   KeyPtr key(raw);
   char* base64 = nullptr;
   if (ssh_pki_export_privkey_base64(key.get(), nullptr, nullptr, nullptr, &base64) != SSH_OK) {
-    return make_error(Exit::kUsage, "libssh could not encode the new key");
+    return make_error(Exit::kSoftware, "libssh could not encode the new key");
   }
   KeyPair pair;
   pair.private_key = take_string(base64);
@@ -76,7 +76,7 @@ Expected<KeyPair> generate_ed25519() {
 Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_view origin) {
   ssh_key raw = nullptr;
   if (ssh_pki_import_privkey_base64(private_key.c_str(), nullptr, nullptr, nullptr, &raw) != SSH_OK) {
-    return make_error(Exit::kUsage,
+    return make_error(Exit::kData,
                       "{}: not a private key libssh can read (OpenSSH or PEM, without "
                       "a passphrase); check the Secret's ssh-privatekey",
                       origin);
@@ -93,8 +93,9 @@ Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_vie
 Expected<KeyPair> key_pair_from_secret_dir(const std::string& dir) {
   auto file = find_key_file(dir, {"ssh-privatekey", "id_ed25519", "id_ecdsa", "id_rsa"},
                             "the Secret has no ssh-privatekey or id_rsa; mount the job's SSH Secret there "
-                            "(type kubernetes.io/ssh-auth)");
-  if (!file) return make_error(Exit::kUsage, "--ssh-secret {}", file.error().message);
+                            "(type kubernetes.io/ssh-auth)",
+                            Exit::kData);
+  if (!file) return make_error(file.error().exit, "--ssh-secret {}", file.error().message);
   return key_pair_from_private(std::move(file->text), file->path);
 }
 

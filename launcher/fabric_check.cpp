@@ -81,7 +81,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   }
   const auto& report = out.report;
   if (report.is_object() && report.value("result", "") == "pass" && status == 0) return out;
-  out.exit = Exit::kPreflight;
+  out.exit = Exit::kUnavailable;
   if (!report.is_object()) {
     std::string tail = out.table.size() > 600 ? "..." + out.table.substr(out.table.size() - 600) : out.table;
     out.rows.push_back(
@@ -97,7 +97,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     out.rows.push_back({launcher_host, backend, report["failure"].get<std::string>()});
   if (report.contains("timeout")) {
     const auto& timeout = report["timeout"];
-    out.exit = Exit::kTimeout;
+    out.exit = Exit::kTempFail;
     std::string reason =
         fmt::format("{} did not finish within {} s (seen by rank {})", timeout.value("step", ""),
                     timeout.value("after_seconds", 0.0), timeout.value("rank", -1));

@@ -27,7 +27,7 @@ std::vector<std::string> fabric_check_command(const Params& params, const std::s
 struct FabricCheck {
   nlohmann::json report;       // null when nccl-check printed none
   std::vector<CheckRow> rows;  // empty: passed
-  Exit exit = Exit::kOk;       // kTimeout when a step's deadline passed, else kPreflight
+  Exit exit = Exit::kOk;       // kTempFail when a step's deadline passed, else kUnavailable
   std::string table;           // what nccl-check printed, its report line left out
 };
 

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "common/error.h"
+
 namespace tmpi::launch {
 
 std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHosts& ask_hosts) {
@@ -10,14 +12,34 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
   if (outcome.mpirun_status != 0 || outcome.secondary) {
     // MPI stopped the job without a rank failing on its own: is a host gone?
     if (std::optional<std::string> gone = ask_hosts ? ask_hosts() : std::nullopt) {
-      return Failure{1, *gone, "HostLost"};
+      return Failure{static_cast<int>(Exit::kTempFail), *gone, "HostLost"};
     }
   }
   if (outcome.secondary) return outcome.secondary;
   if (outcome.mpirun_status != 0) {
-    return Failure{1, fmt::format("{} exited with status {}", outcome.launcher, outcome.mpirun_status)};
+    // No rank reported a code of its own: mpirun's status is the job's (mpirun passes on
+    // the first failed rank's code), as with plain mpirun.
+    return Failure{outcome.mpirun_status,
+                   fmt::format("{} exited with status {}", outcome.launcher, outcome.mpirun_status),
+                   "JobFailed", true};
   }
   return std::nullopt;
+}
+
+nlohmann::json exit_record(const std::optional<Failure>& failure) {
+  if (!failure) {
+    return {{"code", 0},
+            {"side", "launcher"},
+            {"name", "ok"},
+            {"retry", false},
+            {"reason", "every rank exited 0"}};
+  }
+  const ExitInfo* info = failure->from_job ? nullptr : exit_info(failure->code);
+  return {{"code", failure->code},
+          {"side", failure->from_job ? "job" : "launcher"},
+          {"name", info != nullptr ? info->name : (failure->from_job ? "job" : "stopped")},
+          {"retry", info != nullptr && info->retry},
+          {"reason", failure->reason}};
 }
 
 }  // namespace tmpi::launch

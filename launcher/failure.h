@@ -12,12 +12,17 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace tmpi::launch {
 
 struct Failure {
   int code = 1;
   std::string reason;
   std::string event = "JobFailed";  // the Kubernetes Event's reason: RankFailed, HostLost, ...
+  // The code is the job's own (a rank's status, or mpirun's), passed through; otherwise it
+  // is the launcher's (common/error.h). report.json's exit.side says which.
+  bool from_job = false;
 };
 
 struct JobOutcome {
@@ -33,5 +38,11 @@ using AskHosts = std::function<std::optional<std::string>()>;
 // The job's failure, or nullopt when every rank exited 0. `ask_hosts` is called at most
 // once, and only when neither a primary cause nor a clean exit explains the outcome.
 std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHosts& ask_hosts);
+
+// report.json's "exit": {code, side, name, retry, reason}. side is "job" for a code of the
+// user's job passed through, "launcher" for one of the table in common/error.h; name and
+// retry come from that table ("job" and false for the job's own codes), so that a failure
+// policy or a person can tell an infrastructure fault from a bug.
+nlohmann::json exit_record(const std::optional<Failure>& failure);
 
 }  // namespace tmpi::launch

@@ -42,7 +42,7 @@ void exec_command(const std::vector<std::string>& argv) {
 Expected<ProcessGroup> ProcessGroup::spawn(const std::vector<std::string>& argv,
                                            const std::map<std::string, std::string>& env) {
   pid_t pid = fork();
-  if (pid < 0) return make_error(Exit::kJobFailed, "cannot fork: {}", std::strerror(errno));
+  if (pid < 0) return make_error(Exit::kOsErr, "cannot fork: {}", std::strerror(errno));
   if (pid == 0) exec_child(argv, env);
   setpgid(pid, pid);  // also here, so that a signal sent at once finds the group
   return ProcessGroup(pid);
@@ -78,13 +78,13 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env, Millis timeout,
                                const std::function<bool()>& stopped) {
   int out[2];
-  if (pipe(out) != 0) return make_error(Exit::kJobFailed, "cannot make a pipe: {}", std::strerror(errno));
+  if (pipe(out) != 0) return make_error(Exit::kOsErr, "cannot make a pipe: {}", std::strerror(errno));
   pid_t pid = fork();
   if (pid < 0) {  // never on to waitpid(-1) or kill(-(-1)): that would reach every process of the user
     int error = errno;
     close(out[0]);
     close(out[1]);
-    return make_error(Exit::kJobFailed, "cannot start {}: fork: {}", argv[0], std::strerror(error));
+    return make_error(Exit::kOsErr, "cannot start {}: fork: {}", argv[0], std::strerror(error));
   }
   if (pid == 0) {
     dup2(out[1], STDOUT_FILENO);
@@ -109,7 +109,7 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
       kill(-pid, SIGKILL);
       waitpid(pid, nullptr, 0);
       close(out[0]);
-      return make_error(Exit::kTimeout, "{} did not finish in {} s", argv[0], timeout.count() / 1000);
+      return make_error(Exit::kTempFail, "{} did not finish in {} s", argv[0], timeout.count() / 1000);
     }
     pollfd fd{out[0], POLLIN, 0};
     if (::poll(&fd, 1, static_cast<int>(std::min<long>(left, 200))) <= 0) continue;

@@ -42,7 +42,7 @@ struct Captured {
   std::string output;  // stdout and stderr together
 };
 
-// Runs argv to completion (killed at `timeout`: Exit::kTimeout) and returns its output.
+// Runs argv to completion (killed at `timeout`: Exit::kTempFail) and returns its output.
 // `stopped`, asked about every 200 ms, ends it early: the process group is killed and the
 // error says so (a SIGTERM to the launcher during its preflight).
 Expected<Captured> run_capture(const std::vector<std::string>& argv,

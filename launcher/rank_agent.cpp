@@ -208,7 +208,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   sigemptyset(&action.sa_mask);
   for (int signal : kForwarded) sigaction(signal, &action, nullptr);
   int err_pipe[2];
-  if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kJobFailed);
+  if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
   auto start = Clock::now();
   pid_t child = fork();
   if (child < 0) {

@@ -39,8 +39,12 @@ void on_stop_signal(int signal) {
 bool stop_requested() {
   return g_stop_signal != 0;
 }
+// Stopped by signal N, mpi-launcher exits 128+N, as a shell reports a process that N ended.
+int stop_code() {
+  return 128 + static_cast<int>(g_stop_signal);
+}
 Error stopped_during(std::string_view phase) {
-  return make_error(Exit::kJobFailed, "stopped by signal {} {} (the pod is being deleted?)",
+  return make_error(job_exit(stop_code()), "stopped by signal {} {} (the pod is being deleted?)",
                     static_cast<int>(g_stop_signal), phase);
 }
 
@@ -83,7 +87,8 @@ class JobRendezvous {
     callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
       std::lock_guard lock(shared.mutex);
       if (!shared.failure)
-        shared.failure = Failure{1, fmt::format("host {} lost ({})", host, why), "HostLost"};
+        shared.failure = Failure{static_cast<int>(Exit::kTempFail),
+                                 fmt::format("host {} lost ({})", host, why), "HostLost"};
     };
     callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
       std::lock_guard lock(shared.mutex);
@@ -99,7 +104,7 @@ class JobRendezvous {
                                                      event.rank, event.host, event.signal, event.seconds)
                                        : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
                                                      event.rank, event.host, event.code, event.seconds),
-                     "RankFailed"};
+                     "RankFailed", true};
       if (!event.tail.empty()) spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
@@ -178,7 +183,7 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
       std::lock_guard lock(shared.mutex);
       if (shared.barrier) return ok_status();
       if (shared.deadline) {
-        return make_error(Exit::kTimeout,
+        return make_error(Exit::kTempFail,
                           "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
                           deadline.budget().count() / 1000, *shared.deadline);
       }
@@ -189,7 +194,7 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
       std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
                                         names.size(), rows.front().host, rows.front().reason);
       if (deadline.expired()) {
-        return make_error(Exit::kTimeout,
+        return make_error(Exit::kTempFail,
                           "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
                           deadline.budget().count() / 1000, summary, render_table(rows));
       }
@@ -219,12 +224,12 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
     spdlog::debug("placement probe: {}", shell_join(build_command(probe)));
     auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested);
     if (stop_requested()) return stopped_during("during the preflight's placement check");
-    if (!ran) return make_error(Exit::kPreflight, "placement check: {}", ran.error().message);
+    if (!ran) return make_error(Exit::kUnavailable, "placement check: {}", ran.error().message);
     rows = check_placement(expected_placement(job.topology, job.plan.np), ran->output);
     if (ran->status != 0 && rows.empty())
       rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
   }
-  Exit exit = Exit::kPreflight;
+  Exit exit = Exit::kUnavailable;
   if (std::string backend = fabric_backend(params.str("check"), job.topology);
       rows.empty() && backend != "none") {
     spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
@@ -285,9 +290,8 @@ Status run_job(const Params& params) {
     report["phases"] = json::array();
     for (const auto& phase : phases)
       report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
-    report["exit"] = {{"code", failure ? failure->code : 0},
-                      {"reason", failure ? failure->reason : "every rank exited 0"},
-                      {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    report["exit"] = exit_record(failure);
+    report["exit"]["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
     report["command"] = command;
     if (!fabric.is_null()) report["check"] = fabric;
     feed.finish(failure ? failure->code : 0, failure ? failure->reason : "");
@@ -306,11 +310,16 @@ Status run_job(const Params& params) {
   };
   feed.phase("WaitingForHosts", 0);
   auto since = Clock::now();
+  // A failure before any rank ran: report it, then exit with its code.
+  auto fail_before_launch = [&](const Error& error, const char* event) -> Error {
+    Failure failure{static_cast<int>(error.exit), error.message, event};
+    if (stop_requested()) failure = Failure{stop_code(), error.message, "JobStopped"};
+    finish(failure);
+    return Error{job_exit(failure.code), failure.reason};
+  };
   if (Status waited = wait_for_hosts(params, job, shared); !waited) {
     phase_done("wait", since);
-    finish(Failure{static_cast<int>(waited.error().exit), waited.error().message,
-                   stop_requested() ? "JobStopped" : "RendezvousTimeout"});
-    return waited;
+    return fail_before_launch(waited.error(), "RendezvousTimeout");
   }
   phase_done("wait", since);
   if (params.flag("preflight")) {
@@ -319,11 +328,7 @@ Status run_job(const Params& params) {
     Status checked = preflight(params, job, fabric);
     phase_done("preflight", since);
     feed.fabric(fabric);
-    if (!checked) {
-      finish(Failure{static_cast<int>(checked.error().exit), checked.error().message,
-                     stop_requested() ? "JobStopped" : "PreflightFailed"});
-      return checked;
-    }
+    if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
   }
   spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
                shell_join(command));
@@ -341,7 +346,8 @@ Status run_job(const Params& params) {
     }
     if (failure || g_stop_signal != 0) {
       if (!failure)
-        failure = Failure{1, fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal),
+        failure = Failure{stop_code(),
+                          fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal),
                           "JobStopped"};
       int running;
       {
@@ -381,7 +387,7 @@ Status run_job(const Params& params) {
     spdlog::info("job finished: every rank exited 0");
     return ok_status();
   }
-  return Error{failure->code == 0 ? Exit::kJobFailed : static_cast<Exit>(failure->code), failure->reason};
+  return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code), failure->reason};
 }
 
 }  // namespace tmpi::launch

@@ -99,7 +99,7 @@ class CheckRun {
         report_.failure += (report_.failure.empty() ? "" : "; ") + problem;
       }
     }
-    if (!report_.failure.empty()) return Error{Exit::kPreflight, report_.failure};
+    if (!report_.failure.empty()) return Error{Exit::kUnavailable, report_.failure};
     fabric_ = std::move(made).value();
     report_.library = fabric_->library();
     TMPI_ASSIGN(auto devices,
@@ -386,7 +386,7 @@ Outcome run_check(const Options& options, Progress& progress) {
   Status status = run.run();
   Outcome outcome{std::move(run.report()), false};
   Report& report = outcome.report;
-  if (!status && status.error().exit == Exit::kTimeout) {
+  if (!status && status.error().exit == Exit::kTempFail) {
     Timeout timeout{
         run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}, {}};
     MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);

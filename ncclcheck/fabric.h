@@ -64,7 +64,7 @@ class Fabric {
 // MPI_Iallreduce and ping-pong on CPU buffers: the CPU twin, for machines without GPUs.
 std::unique_ptr<Fabric> make_mpi_fabric(Progress& progress);
 
-// NCCL on one GPU per local rank. Exit::kPreflight when this rank sees no GPU for itself.
+// NCCL on one GPU per local rank. Exit::kUnavailable when this rank sees no GPU for itself.
 // Declared always; defined only where NCCL was found (TMPI_HAVE_NCCL).
 Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank,
                                                    const std::string& host);

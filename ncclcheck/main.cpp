@@ -1,7 +1,7 @@
 // nccl-check: the GPU-fabric preflight, an MPI program (every rank runs this main).
 //   mpirun ... nccl-check [--backend nccl|mpi] [--min-bytes 1M --max-bytes 256M] [--json FILE|-]
 // Rank 0 prints the table and writes the JSON report. A rank that hits a deadline prints
-// its own report (result "timeout") and aborts the job with exit 3, so nothing hangs.
+// its own report (result "timeout") and aborts the job with exit 75, so nothing hangs.
 #include <mpi.h>
 
 #include <cstdio>

@@ -26,14 +26,14 @@ constexpr int kUniqueIdTag = 11;
 
 Status cuda_ok(cudaError_t result, std::string_view call) {
   if (result == cudaSuccess) return ok_status();
-  return make_error(Exit::kPreflight, "{}: {} ({})", call, cudaGetErrorString(result),
+  return make_error(Exit::kUnavailable, "{}: {} ({})", call, cudaGetErrorString(result),
                     static_cast<int>(result));
 }
 
 Status nccl_ok(ncclResult_t result, std::string_view call, ncclComm_t comm = nullptr) {
   if (result == ncclSuccess || result == ncclInProgress) return ok_status();
   const char* detail = comm != nullptr ? ncclGetLastError(comm) : "";
-  return make_error(Exit::kPreflight, "{}: {} {}", call, ncclGetErrorString(result),
+  return make_error(Exit::kUnavailable, "{}: {} {}", call, ncclGetErrorString(result),
                     detail != nullptr ? detail : "");
 }
 
@@ -171,7 +171,7 @@ class NcclFabric : public Fabric {
   }
 
   static Error timeout(std::string_view step, const Deadline& deadline) {
-    return make_error(Exit::kTimeout, "{} did not finish within {} s", step,
+    return make_error(Exit::kTempFail, "{} did not finish within {} s", step,
                       std::chrono::duration<double>(deadline.budget()).count());
   }
 
@@ -248,14 +248,14 @@ Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local
   cudaError_t found = cudaGetDeviceCount(&count);
   if (found != cudaSuccess || count == 0) {
     return make_error(
-        Exit::kPreflight,
+        Exit::kUnavailable,
         "no CUDA device is visible to rank {} on {} (cudaGetDeviceCount: {}); --backend nccl needs one GPU "
         "per local rank: check the pod's nvidia.com/gpu limit and CUDA_VISIBLE_DEVICES, or use --backend mpi",
         rank, host, found != cudaSuccess ? cudaGetErrorString(found) : "0 devices");
   }
   if (local_rank >= count) {
     return make_error(
-        Exit::kPreflight,
+        Exit::kUnavailable,
         "rank {} is local rank {} on {}, which sees only {} GPU(s); run at most one rank per GPU "
         "(slots = the pod's nvidia.com/gpu limit)",
         rank, local_rank, host, count);

@@ -7,7 +7,7 @@ namespace tmpi::check {
 Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& /*progress*/, int /*local_rank*/,
                                                    const std::string& host) {
   return make_error(
-      Exit::kPreflight,
+      Exit::kUnavailable,
       "this nccl-check on {} was built without NCCL (no nccl.h under TMPI_CUDA_ROOT); rebuild it where "
       "CUDA and NCCL are installed, or use --backend mpi",
       host);

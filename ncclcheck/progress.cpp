@@ -51,7 +51,7 @@ Status Progress::wait(MPI_Request* requests, int count, std::vector<Held> buffer
       serve();
       if (deadline.expired()) {
         abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
-        return make_error(Exit::kTimeout, "{} did not finish within {} s", step,
+        return make_error(Exit::kTempFail, "{} did not finish within {} s", step,
                           std::chrono::duration<double>(deadline.budget()).count());
       }
     }

@@ -41,7 +41,7 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // Polls until every request completes; after the deadline, an Exit::kTimeout error that
+  // Polls until every request completes; after the deadline, an Exit::kTempFail error that
   // names `step`. The requests are left pending then, and Progress keeps `buffers` (every
   // buffer the requests use) for good: the caller aborts the job.
   // A measurement spins (kSpin), as MPI's own blocking calls do; bookkeeping sleeps a little

@@ -8,8 +8,8 @@ namespace tmpi::check {
 using nlohmann::json;
 
 int Report::exit_code() const {
-  if (timeout) return static_cast<int>(Exit::kTimeout);
-  if (!culprits.empty() || !failure.empty()) return static_cast<int>(Exit::kPreflight);
+  if (timeout) return static_cast<int>(Exit::kTempFail);
+  if (!culprits.empty() || !failure.empty()) return static_cast<int>(Exit::kUnavailable);
   return 0;
 }
 
@@ -17,7 +17,7 @@ std::string Report::result() const {
   switch (exit_code()) {
     case 0:
       return "pass";
-    case static_cast<int>(Exit::kTimeout):
+    case static_cast<int>(Exit::kTempFail):
       return "timeout";
     default:
       return "fail";

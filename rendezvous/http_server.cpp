@@ -201,8 +201,8 @@ Expected<unsigned short> HttpServer::listen(const std::string& address, unsigned
   if (!ec) state_->acceptor.bind(endpoint, ec);
   if (!ec) state_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return make_error(Exit::kUsage, "cannot listen on {}:{}: {}; is another process using the port?", address,
-                      port, ec.message());
+    return make_error(Exit::kUnavailable, "cannot listen on {}:{}: {}; is another process using the port?",
+                      address, port, ec.message());
   }
   accept(state_);
   return state_->acceptor.local_endpoint().port();

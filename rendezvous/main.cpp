@@ -46,8 +46,9 @@ Status serve(const Params& params) {
     spdlog::error("rendezvous: host {} lost: {}", host, why);
   };
   callbacks.deadline = [&](const std::string& summary) {
-    failure = make_error(Exit::kTimeout, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                         params.duration("rendezvous-timeout").count() / 1000, summary);
+    failure =
+        make_error(Exit::kTempFail, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
+                   params.duration("rendezvous-timeout").count() / 1000, summary);
     io.stop();
   };
   // After the end, serve two more beat intervals so that every sidecar hears of it.
@@ -105,7 +106,7 @@ Status end_job(const Params& params) {
                                       Millis(5000),
                                       ""}));
   if (response.status != 200) {
-    return make_error(Exit::kUsage, "{} refused the end: HTTP {} {}", coordinator, response.status,
+    return make_error(Exit::kUnavailable, "{} refused the end: HTTP {} {}", coordinator, response.status,
                       response.body);
   }
   spdlog::info("told {} that the job has ended", coordinator);

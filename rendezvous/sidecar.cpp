@@ -95,7 +95,7 @@ Status Sidecar::run() {
   std::string last_problem = "the coordinator never answered";
   while (!stop_.load()) {
     if (Clock::now() - last_contact >= options_.deadline) {
-      return make_error(Exit::kTimeout,
+      return make_error(Exit::kTempFail,
                         "gave up after {} s without the coordinator at {}: {}; raise TMPI_DEADLINE",
                         options_.deadline.count() / 1000, options_.coordinator, last_problem);
     }
@@ -165,7 +165,7 @@ Status Sidecar::run() {
     }
   }
   if (left_.load()) return ok_status();
-  return make_error(Exit::kTimeout, "stopped before the job ended: {}", last_problem);
+  return make_error(Exit::kTempFail, "stopped before the job ended: {}", last_problem);
 }
 
 void Sidecar::leave() {

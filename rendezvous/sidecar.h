@@ -27,7 +27,7 @@ struct SidecarOptions {
 class Sidecar {
  public:
   explicit Sidecar(SidecarOptions options);
-  // Runs until the job ends (Ok) or the deadline passes (Exit::kTimeout).
+  // Runs until the job ends (Ok) or the deadline passes (Exit::kTempFail).
   Status run();
   // For /readyz: true while the last probe found sshd accepting the job key.
   bool ssh_ready() const { return ssh_ready_.load(); }

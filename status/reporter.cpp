@@ -146,7 +146,7 @@ Expected<HttpResponse> StatusReporter::post(const JobHealth& health, Millis time
   if (!config_.token_file.empty()) {
     auto token = read_file(config_.token_file);  // again each time: the kubelet rotates it
     if (!token)
-      return make_error(Exit::kUsage, "the token file {} cannot be read: {}", config_.token_file,
+      return make_error(Exit::kIo, "the token file {} cannot be read: {}", config_.token_file,
                         token.error().message);
     std::string bearer = *token;
     while (!bearer.empty() && (bearer.back() == '\n' || bearer.back() == '\r' || bearer.back() == ' '))

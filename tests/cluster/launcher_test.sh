@@ -3,18 +3,18 @@
 # with real sshd, sidecars and MPI. One case per run:
 #   run-openmpi | run-mpich   an allreduce, then a probe of the torch variables on every rank;
 #                             Open MPI's run also reports to a (fake) Trainer status server
-#   placement                 a hostfile that puts ranks elsewhere than hosts.json: exit 4
-#   rank-fails                rank 1 exits 3: the launcher exits 3, names it, stops the others,
+#   placement                 a hostfile that puts ranks elsewhere than hosts.json: exit 69
+#   rank-fails                rank 1 exits 3: the launcher exits 3 (the rank's own code), names it, stops the others,
 #                             posts the failure (only) to the TrainJob status, and records a
 #                             Warning Event on the TrainJob
-#   node-killed               a node dies mid-run: exit non-zero within 10 s, naming the host
+#   node-killed               a node dies mid-run: exit 75 within 10 s, naming the host
 #   node-deleted              at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
 #                             timeout writes report.json too
-#   ssh-refused               a node's sshd rejects the key: exit 4 before any rank starts (and
+#   ssh-refused               a node's sshd rejects the key: exit 69 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
@@ -142,10 +142,10 @@ case $case_name in
     with_sidecars
     printf '%s slots=4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile"   # disagrees with hosts.json
     rc=0; out=$(launch -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
-    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" "rank 2 ran on ${nodes[0]}" "placement table"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started after a failed preflight"
-    pass "a wrong placement is caught: exit 4" ;;
+    pass "a wrong placement is caught: exit 69" ;;
   rank-fails)
     with_sidecars
     start_status_server
@@ -158,7 +158,9 @@ case $case_name in
     expect_contains "$out" "bad input on rank 1" "the rank's stderr tail"
     (( SECONDS - t0 < 20 )) || fail "the teardown took $((SECONDS - t0)) s"
     sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
-    [[ $(jq -r .exit.code "$report") == 3 ]] || fail "report exit: $(jq .exit "$report")"
+    # The rank's own code, passed through, and report.json says it is the job's.
+    [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "3 job job false" ]] ||
+      fail "report exit: $(jq .exit "$report")"
     # --status failures: one update, the failure, on the TrainJob.
     [[ $(wc -l < "$CIB_DIR/status/requests.log") == 1 && $(status_metric mpi_phase) == Failed &&
        $(status_metric mpi_exit_code) == 3 && $(status_metric mpi_first_failure) == "rank 1 on ${nodes[0]} exited with code 3"* ]] ||
@@ -178,9 +180,11 @@ case $case_name in
     t0=$SECONDS; "$CIB" stop "${nodes[1]}"
     timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 10 s after the node died"
     rc=0; wait "$pid" || rc=$?
-    [[ $rc != 0 ]] || fail "the launcher exited 0 after losing a node"
+    [[ $rc == 75 ]] || fail "a lost host: expected exit 75 (a retry may pass), got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
     grep -qE "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log" || fail "the lost host is not named: $log"
+    [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "75 launcher temporary true" ]] ||
+      fail "report exit: $(jq .exit "$report")"
     pass "a killed node: the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
   node-deleted)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
@@ -198,7 +202,7 @@ case $case_name in
     t_exit=$(date +%s.%N)
     rc=0; wait "$pid" || rc=$?
     wait "$deleting" || true
-    [[ $rc != 0 ]] || fail "the launcher exited 0 after losing a node"
+    [[ $rc == 75 ]] || fail "a deleted node: expected exit 75, got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
     named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the deleted host is not named: $log"
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
@@ -228,26 +232,26 @@ case $case_name in
     kill -TERM "$(launcher_pid)"
     timeout 5 tail --pid="$pid" -f /dev/null || fail "SIGTERM while waiting for the hosts was ignored"
     rc=0; wait "$pid" || rc=$?
-    [[ $rc != 0 ]] || fail "a stopped launcher exited 0"
+    [[ $rc == 143 ]] || fail "a launcher stopped by SIGTERM: expected exit 143 (128+15), got $rc"
     jq -e '.exit.reason | test("stopped by signal 15 while waiting for the hosts")' "$report" >/dev/null ||
       fail "report.json does not say why: $(cat "$report" 2>&1)"
     rm -f "$report"
     rc=0; out=$(launch --rendezvous-timeout 2s -- true 2>&1) || rc=$?
-    [[ $rc == 3 ]] || fail "a rendezvous timeout: expected exit 3, got $rc: $out"
-    jq -e '.exit.code == 3 and (.exit.reason | test("rendezvous timed out"))' "$report" >/dev/null ||
+    [[ $rc == 75 ]] || fail "a rendezvous timeout: expected exit 75, got $rc: $out"
+    jq -e '.exit.code == 75 and .exit.side == "launcher" and .exit.retry and (.exit.reason | test("rendezvous timed out"))' "$report" >/dev/null ||
       fail "a rendezvous timeout left no report.json: $(cat "$report" 2>&1)"
-    pass "SIGTERM while waiting: stopped in $((SECONDS - t0)) s with report.json; a rendezvous timeout: exit 3, report.json" ;;
+    pass "SIGTERM while waiting: stopped in $((SECONDS - t0)) s with report.json; a rendezvous timeout: exit 75, report.json" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands
     rc=0; out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
-    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" 'PreflightFailed was not recorded on TrainJob train' "the refused Event"
     expect_contains "$out" 'resources: ["events"], verbs: ["create"]' "the missing RBAC rule"
     expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
     expect_contains "$out" "sshd refused the job key" "the reason"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
-    pass "an sshd that refuses the key: exit 4 before any rank starts" ;;
+    pass "an sshd that refuses the key: exit 69 before any rank starts" ;;
   invalid-utf8)
     # A command line that is not UTF-8 (a Latin-1 file name, say): the job succeeds, so the
     # report must be written, with the bad bytes replaced, and the exit must be the job's.

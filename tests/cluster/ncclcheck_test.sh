@@ -3,9 +3,9 @@
 # with 2 slots each, run by `mpi-launcher check|run --check`. One case per run:
 #   pass        every link fine: exit 0, the table, the report in report.json (Open MPI)
 #   mpich       the same through MPICH hydra and nccl-check.mpich
-#   slow-link   node 2's veth limited by tc tbf: it is named as the slow host, exit 4
-#   stopped     node 2's ranks stopped (SIGSTOP) mid-check: a timeout report naming it, exit 3
-#   no-gpu      --check nccl where no GPU exists: exit 4 and the documented message
+#   slow-link   node 2's veth limited by tc tbf: it is named as the slow host, exit 69
+#   stopped     node 2's ranks stopped (SIGSTOP) mid-check: a timeout report naming it, exit 75
+#   no-gpu      --check nccl where no GPU exists: exit 69 and the documented message
 source "$(dirname "$0")/lib.sh"
 case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
@@ -64,14 +64,14 @@ case $case_name in
     ip netns exec "$("$CIB" ns "${nodes[2]}")" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kb latency 50ms
     sizes=(--min-bytes 64K --max-bytes 1M --pair-bytes 512K --min-fraction 0.05 --min-busbw 0.012)
     rc=0; out=$(check --check mpi 2>&1) || rc=$?
-    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" "SLOW" "the slow links are marked"
     grep -qE "^${nodes[2]} +mpi host +.*beside the good peer" <<<"$out" || fail "node 2 is not named as the slow host: $out"
     for node in "${nodes[0]}" "${nodes[1]}"; do
       ! grep -qE "^$node +mpi" <<<"$out" || fail "$node is blamed too: $out"
     done
     grep -E "^# (link|retest|FAIL)|^HOST|mpi host" <<<"$out"
-    pass "a link limited to 20 Mbit/s: ${nodes[2]} named after its retest, exit 4" ;;
+    pass "a link limited to 20 Mbit/s: ${nodes[2]} named after its retest, exit 69" ;;
   stopped)
     t0=$SECONDS
     # Sizes up to 16 MiB keep the check busy for many seconds; the stop usually comes after
@@ -88,16 +88,16 @@ case $case_name in
     timeout 40 tail --pid="$pid" -f /dev/null || fail "the check hangs 40 s after ${nodes[2]} stopped"
     rc=0; wait "$pid" || rc=$?
     out=$(cat "$CIB_DIR/check.log")
-    [[ $rc == 3 ]] || fail "expected exit 3, got $rc: $out"
+    [[ $rc == 75 ]] || fail "expected exit 75, got $rc: $out"
     expect_contains "$out" "TIMEOUT in " "the timeout report"
     grep -qE "^${nodes[2]} +mpi timeout +.*this host does not answer" <<<"$out" || fail "the stopped host is not named: $out"
     grep -E "TIMEOUT|HOST|timeout" <<<"$out"
-    pass "ranks stopped by SIGSTOP: a timeout report naming ${nodes[2]} after $((SECONDS - t0)) s, exit 3" ;;
+    pass "ranks stopped by SIGSTOP: a timeout report naming ${nodes[2]} after $((SECONDS - t0)) s, exit 75" ;;
   no-gpu)
     rc=0; out=$(check --check nccl 2>&1) || rc=$?
-    [[ $rc == 4 ]] || fail "expected exit 4, got $rc: $out"
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" "no CUDA device is visible to rank 0 on ${nodes[0]}" "the message"
     expect_contains "$out" "use --backend mpi" "the hint"
-    pass "--check nccl without a GPU: exit 4, a clear message" ;;
+    pass "--check nccl without a GPU: exit 69, a clear message" ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi-init --jobset NAME against the fake Kubernetes API (tests/fakes/fake_kube_api.py,
 # HTTPS with a CA made here): paging, a pod that comes late, 429 with Retry-After, 403
-# with the RBAC rule, a stalled connection, the deadline (exit 3), the Secret created once
+# with the RBAC rule, a stalled connection, the deadline (exit 75), the Secret created once
 # with its owner reference and reused, a 409 from a racing launcher, in-cluster config.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,10 +84,10 @@ mpi_init --log-level warn
 [[ $(count '"code": 429') == 3 ]] || fail "expected three 429s"
 echo "ok: 429 with Retry-After"
 
-# 4. 403: at once, exit 2, naming the missing RBAC rule.
+# 4. 403: at once, exit 77 (refused), naming the missing RBAC rule.
 start_fake --state "$work/state.json" --forbid pods
 rc=0; err=$(mpi_init 2>&1) || rc=$?
-[[ $rc == 2 ]] || fail "403 should exit 2, got $rc: $err"
+[[ $rc == 77 ]] || fail "403 should exit 77, got $rc: $err"
 grep -qF 'resources: ["pods"], verbs: ["list"]' <<<"$err" || fail "no RBAC rule in: $err"
 [[ $(count '"code": 403') == 1 ]] || fail "a 403 must not be retried"
 echo "ok: 403 names the rule: $err"
@@ -99,10 +99,10 @@ mpi_init --api-request-timeout 1s --log-level warn
 (( $(echo "$(elapsed "$t0") < 10" | bc) )) || fail "a stalled request was not cut short"
 echo "ok: a stalled connection is retried"
 
-# 6. A pod that never comes: exit 3 at the deadline, naming it.
+# 6. A pod that never comes: exit 75 at the deadline, naming it.
 start_fake --state "$work/early.json"
 rc=0; err=$(mpi_init --wait-timeout 3s 2>&1) || rc=$?
-[[ $rc == 3 ]] || fail "deadline should exit 3, got $rc: $err"
+[[ $rc == 75 ]] || fail "deadline should exit 75, got $rc: $err"
 grep -q "4/5 pods ready; missing: train-node-0-3.train (no pod)" <<<"$err" || fail "missing pod not named: $err"
 [[ ! -e $work/out.$run/hostfile ]] || fail "a timed-out run wrote a hostfile"
 echo "ok: deadline: $err"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi-init as a user runs it: outputs, modes and owners, re-runs that change no byte,
-# Trainer's ECDSA P-521 PEM key, the node role, and every bad input: exit 2, a message that
+# Trainer's ECDSA P-521 PEM key, the node role, and every bad input: exit 64, 65 or 74, a message that
 # names the input and the fix, and no half-written file. Also as a non-root uid.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,27 +84,28 @@ setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
 [[ $(stat -c %u "$work/home/mpi/hosts.json") == "$uid" ]] || fail "non-root hosts.json owner"
 echo "ok: as uid $uid"
 
-# 6. Bad input: exit 2, the input and the fix named, and nothing written.
+# 6. Bad input: exit 64 (a flag or variable), 65 (an input's content) or 74 (a file that
+# cannot be read or written), the input and the fix named, and nothing written.
 printf '{"items": [' > "$work/broken.json"
-expect_fail 2 "broken.json: not valid JSON" "$init" --pods "$work/broken.json" --out "$work/bad1" --ssh-dir "$work/bad1"
+expect_fail 65 "broken.json: not valid JSON" "$init" --pods "$work/broken.json" --out "$work/bad1" --ssh-dir "$work/bad1"
 printf 'a slots=2\nb slots=1\na slots=1\n' > "$work/dup"
-expect_fail 2 "line 3: host a was already listed on line 1" "$init" --hostfile "$work/dup" --out "$work/bad2" --ssh-dir "$work/bad2"
+expect_fail 65 "line 3: host a was already listed on line 1" "$init" --hostfile "$work/dup" --out "$work/bad2" --ssh-dir "$work/bad2"
 printf 'a slots=0\n' > "$work/zero"
-expect_fail 2 "slots must be 1 or more" "$init" --hostfile "$work/zero" --out "$work/bad3" --ssh-dir "$work/bad3"
-expect_fail 2 "slots must be 1 or more" "$init" --pods "$work/pods.json" --slots -1 --out "$work/bad3" --ssh-dir "$work/bad3"
+expect_fail 65 "slots must be 1 or more" "$init" --hostfile "$work/zero" --out "$work/bad3" --ssh-dir "$work/bad3"
+expect_fail 64 "slots must be 1 or more" "$init" --pods "$work/pods.json" --slots -1 --out "$work/bad3" --ssh-dir "$work/bad3"
 jq '.items[1].spec.hostname = ""' "$work/pods.json" > "$work/nohost.json"
-expect_fail 2 "has no spec.hostname" "$init" --pods "$work/nohost.json" --out "$work/bad4" --ssh-dir "$work/bad4"
+expect_fail 65 "has no spec.hostname" "$init" --pods "$work/nohost.json" --out "$work/bad4" --ssh-dir "$work/bad4"
 mkdir -p "$work/empty-secret"
-expect_fail 2 "no ssh-privatekey or id_rsa" "$init" --role node --ssh-secret "$work/empty-secret" --ssh-dir "$work/bad5"
+expect_fail 65 "no ssh-privatekey or id_rsa" "$init" --role node --ssh-secret "$work/empty-secret" --ssh-dir "$work/bad5"
 printf 'not a key\n' > "$work/empty-secret/ssh-privatekey"
-expect_fail 2 "not a private key" "$init" --role node --ssh-secret "$work/empty-secret" --ssh-dir "$work/bad5"
+expect_fail 65 "not a private key" "$init" --role node --ssh-secret "$work/empty-secret" --ssh-dir "$work/bad5"
 cp "$work/ssh/id_ed25519" "$work/locked-key"; chmod 000 "$work/locked-key"; mkdir -p "$work/locked"
 mv "$work/locked-key" "$work/locked/ssh-privatekey"
-expect_fail 2 "cannot read" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
+expect_fail 74 "cannot read" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
   "$init" --role node --ssh-secret "$work/locked" --ssh-dir "$work/home/bad6"
-expect_fail 2 "/proc/mpi" "$init" --pods "$work/pods.json" --out /proc/mpi --ssh-dir "$work/bad7"
-expect_fail 2 "TMPI_SSH_PORT" env TMPI_SSH_PORT=twenty "$init" --pods "$work/pods.json" --out "$work/bad8"
-expect_fail 2 "--jobset NAME" "$init" --pods <(python3 "$here/make_pods.py" 1 --other-jobset other) --out "$work/bad9" --ssh-dir "$work/bad9"
+expect_fail 74 "/proc/mpi" "$init" --pods "$work/pods.json" --out /proc/mpi --ssh-dir "$work/bad7"
+expect_fail 64 "TMPI_SSH_PORT" env TMPI_SSH_PORT=twenty "$init" --pods "$work/pods.json" --out "$work/bad8"
+expect_fail 65 "--jobset NAME" "$init" --pods <(python3 "$here/make_pods.py" 1 --other-jobset other) --out "$work/bad9" --ssh-dir "$work/bad9"
 for dir in bad1 bad2 bad3 bad4 bad5 bad7 bad8 bad9; do
   [[ ! -e $work/$dir ]] || [[ -z $(ls -A "$work/$dir") ]] || fail "bad input left files in $dir: $(ls -A "$work/$dir")"
 done

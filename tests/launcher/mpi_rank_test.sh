@@ -26,7 +26,7 @@ timeout 20 tail --pid="$agent" -f /dev/null || kill -KILL "$agent"  # a lost sig
 rc=0; wait "$agent" || rc=$?
 [[ $rc == 9 && $(cat "$home/out") == "got TERM" ]] || fail "SIGTERM forwarding: rc $rc: $(cat "$home/out")"
 rc=0; out=$(env -u OMPI_COMM_WORLD_RANK "$A" -- true 2>&1) || rc=$?
-[[ $rc == 2 && $out == *"no MPI rank in the environment"* ]] || fail "outside MPI: rc $rc: $out"
+[[ $rc == 64 && $out == *"no MPI rank in the environment"* ]] || fail "outside MPI: rc $rc: $out"
 # The tail of stderr kept for the report is bounded in bytes: 16 MB of progress frames
 # redrawn with '\r' (no newline) must not grow the agent (it held them all: 19 MB of RSS).
 if [[ ${TMPI_SANITIZED:-OFF} != ON ]]; then  # a sanitizer's shadow memory would blur the measure

@@ -9,7 +9,7 @@
 #                 nccl-check must say so and judge only their data (ncclcheck/cpus.h)
 #   busy-timeout  a step whose deadline passes while every peer is still moving data: the
 #                 requests stay pending, and MPI goes on using their buffers while the rank
-#                 pings its peers and aborts. It must end with the timeout report and exit 3,
+#                 pings its peers and aborts. It must end with the timeout report and exit 75,
 #                 not a segfault or a peer's failed read of freed memory (the bug this catches)
 set -euo pipefail
 : "${TMPI_BUILD_DIR:?set by ctest: the build folder}"
@@ -47,8 +47,8 @@ case ${1:?case} in
     if grep -qE 'Segmentation fault|Read -1, expected [0-9]+, errno = 14|ERROR: AddressSanitizer' <<<"$out"; then
       fail "a buffer was used after it was freed: $out"
     fi
-    [[ $rc == 3 ]] || fail "expected exit 3 (timeout), got $rc"
+    [[ $rc == 75 ]] || fail "expected exit 75 (timeout), got $rc"
     grep -q '^# TIMEOUT in all-reduce 256 MiB after 1.0 s' <<<"$out" || fail "no timeout report: $out"
-    echo "ok: a deadline passed mid-transfer: the timeout report and exit 3, no use of freed buffers" ;;
+    echo "ok: a deadline passed mid-transfer: the timeout report and exit 75, no use of freed buffers" ;;
   *) fail "unknown case $1" ;;
 esac

@@ -72,7 +72,7 @@ TEST(FabricCheck, CulpritsBecomeRowsWithExit4) {
   ASSERT_EQ(out.rows.size(), 1U);
   EXPECT_EQ(out.rows[0].host, "n-2");
   EXPECT_EQ(out.rows[0].check, "mpi host");
-  EXPECT_EQ(out.exit, Exit::kPreflight);
+  EXPECT_EQ(out.exit, Exit::kUnavailable);
 }
 
 TEST(FabricCheck, ATimeoutNamesTheSilentHostsWithExit3) {
@@ -86,7 +86,7 @@ TEST(FabricCheck, ATimeoutNamesTheSilentHostsWithExit3) {
   EXPECT_EQ(out.rows[0].host, "n-2");
   EXPECT_NE(out.rows[0].reason.find("links round 1/3 did not finish within 5 s"), std::string::npos)
       << out.rows[0].reason;
-  EXPECT_EQ(out.exit, Exit::kTimeout);
+  EXPECT_EQ(out.exit, Exit::kTempFail);
 }
 
 TEST(FabricCheck, SilentRanksAreNamedByTheirPlacedHost) {
@@ -113,7 +113,7 @@ TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
   EXPECT_EQ(out.rows[0].host, "launcher");
   EXPECT_NE(out.rows[0].reason.find("exited with status 1 and no report: mpirun was unable"),
             std::string::npos);
-  EXPECT_EQ(out.exit, Exit::kPreflight);
+  EXPECT_EQ(out.exit, Exit::kUnavailable);
   // A passing report with a failed exit status is not a pass.
   EXPECT_FALSE(read_fabric_check("nccl-check report: {\"result\":\"pass\"}\n", 1, "l").rows.empty());
 }

@@ -33,7 +33,7 @@ TEST(Files, WriteAtomicSetsModeAndReplaces) {
 TEST(Files, UnwritableFolderIsAClearError) {
   auto status = write_atomic("/proc/tmpi-no/such", "x");
   ASSERT_FALSE(status);
-  EXPECT_EQ(status.error().exit, Exit::kUsage);
+  EXPECT_EQ(status.error().exit, Exit::kIo);
   EXPECT_NE(status.error().message.find("/proc/tmpi-no/such"), std::string::npos);
   EXPECT_NE(status.error().message.find("writable"), std::string::npos);
 }

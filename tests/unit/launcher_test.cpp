@@ -211,18 +211,23 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
     ++asked;
     return gone;
   };
-  JobOutcome outcome{std::nullopt, Failure{1, "rank 2 killed by signal 15", "RankFailed"}, 1, "mpirun"};
+  JobOutcome outcome{std::nullopt, Failure{143, "rank 2 killed by signal 15", "RankFailed", true}, 5,
+                     "mpirun"};
   auto failure = attribute_failure(outcome, ask);
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->reason, "host n-1 is gone (no DNS)");
   EXPECT_EQ(failure->event, "HostLost");
+  EXPECT_EQ(failure->code, 75);  // the launcher's own: a lost host may pass on a retry
+  EXPECT_FALSE(failure->from_job);
   gone.reset();  // every host answers: the rank killed by a signal is the cause
   EXPECT_EQ(attribute_failure(outcome, ask)->reason, "rank 2 killed by signal 15");
   outcome.secondary.reset();
   auto status = attribute_failure(outcome, ask);
   ASSERT_TRUE(status);
-  EXPECT_EQ(status->reason, "mpirun exited with status 1");
+  EXPECT_EQ(status->reason, "mpirun exited with status 5");
   EXPECT_EQ(status->event, "JobFailed");
+  EXPECT_EQ(status->code, 5);  // mpirun's status is the job's, passed through
+  EXPECT_TRUE(status->from_job);
   EXPECT_EQ(asked, 3);
 }
 

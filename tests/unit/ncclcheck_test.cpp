@@ -240,7 +240,7 @@ TEST(Report, JsonHasTheShapeTheLauncherReads) {
   report.culprits = {{"host", "node-2", "slow"}};
   auto json = to_json(report);
   EXPECT_EQ(json["result"], "fail");
-  EXPECT_EQ(json["exit_code"], 4);
+  EXPECT_EQ(json["exit_code"], 69);
   EXPECT_EQ(json["allreduce"].size(), 2U);
   EXPECT_EQ(json["allreduce"][1]["bytes"], 1 << 22);
   EXPECT_DOUBLE_EQ(json["allreduce"][0]["busbw_gbps"].get<double>(), 1.747627);
@@ -253,7 +253,7 @@ TEST(Report, JsonHasTheShapeTheLauncherReads) {
 TEST(Report, TimeoutWinsAndNamesTheSilentHosts) {
   Report report = sample_report();
   report.timeout = Timeout{"links round 2/3", 5, 0, "node-0", {"node-2"}, {4, 5}};
-  EXPECT_EQ(report.exit_code(), 3);
+  EXPECT_EQ(report.exit_code(), 75);
   auto json = to_json(report);
   EXPECT_EQ(json["result"], "timeout");
   EXPECT_EQ(json["timeout"]["silent_hosts"], nlohmann::json::array({"node-2"}));

@@ -143,7 +143,7 @@ TEST(Sidecar, GivesUpAtItsDeadlineWithTheReason) {
   auto start = Clock::now();
   Status status = sidecar.run();
   ASSERT_FALSE(status);
-  EXPECT_EQ(status.error().exit, Exit::kTimeout);
+  EXPECT_EQ(status.error().exit, Exit::kTempFail);
   EXPECT_NE(status.error().message.find("gave up after 1 s without the coordinator"), std::string::npos)
       << status.error().message;
   EXPECT_LT(Clock::now() - start, 4s);
@@ -174,7 +174,7 @@ TEST(Sidecar, ReplyThatIsNotAJsonObjectIsRetriedAndNamed) {
   io.stop();
   loop.join();
   ASSERT_FALSE(status);
-  EXPECT_EQ(status.error().exit, Exit::kTimeout);
+  EXPECT_EQ(status.error().exit, Exit::kTempFail);
   EXPECT_GE(calls, 2);
   EXPECT_NE(status.error().message.find("HTTP "), std::string::npos) << status.error().message;
 }

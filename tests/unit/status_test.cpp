@@ -87,7 +87,7 @@ class Recorder {
       std::this_thread::sleep_for(std::min(delay_, request.timeout));
       std::lock_guard lock(mutex_);
       requests_.push_back(request);
-      if (delay_ > request.timeout) return make_error(Exit::kTimeout, "Timeout was reached");
+      if (delay_ > request.timeout) return make_error(Exit::kTempFail, "Timeout was reached");
       long code = 200;
       if (!answers_.empty()) {
         code = answers_.front();

@@ -132,7 +132,7 @@ TEST(PodList, OtherJobSetsAreFilteredOrNamed) {
   std::string mixed = list_of({pod("a", "node", 0, 0), pod("b", "node", 0, 0), pod("b", "node", 0, 1)});
   auto ambiguous = topology_from_pod_list(mixed, "pods.json", {});
   ASSERT_FALSE(ambiguous);
-  EXPECT_EQ(ambiguous.error().exit, Exit::kUsage);
+  EXPECT_EQ(ambiguous.error().exit, Exit::kData);
   EXPECT_NE(ambiguous.error().message.find("a, b"), std::string::npos) << ambiguous.error().message;
   EXPECT_NE(ambiguous.error().message.find("--jobset"), std::string::npos);
   SourceOptions only_b;
@@ -187,7 +187,7 @@ TEST(Hostfile, ErrorsNameTheLine) {
        {"a slots=0\n", "a slots=-2\n", "a:0\n", "a slots=x\n", "a foo\n", "a color=red\n"}) {
     auto t = topology_from_hostfile(bad, "hf", {});
     ASSERT_FALSE(t) << bad;
-    EXPECT_EQ(t.error().exit, Exit::kUsage);
+    EXPECT_EQ(t.error().exit, Exit::kData);
     EXPECT_NE(t.error().message.find("hf line 1"), std::string::npos) << t.error().message;
   }
   EXPECT_FALSE(topology_from_hostfile("# only a comment\n", "hf", {}));
@@ -274,7 +274,7 @@ TEST(Names, HostileFieldsNeverReachAFile) {
     topology.hosts.push_back(host_at(hostile, "10.0.0.1"));
     auto checked = validate_topology(topology, "pods.json");
     ASSERT_FALSE(checked) << hostile;
-    EXPECT_EQ(checked.error().exit, Exit::kUsage);
+    EXPECT_EQ(checked.error().exit, Exit::kData);
     EXPECT_NE(checked.error().message.find("is not an RFC 1123 DNS name"), std::string::npos)
         << checked.error().message;
     EXPECT_EQ(checked.error().message.find('\n'), std::string::npos) << "the message shows the name escaped";

@@ -1,0 +1,75 @@
+// The exit-code table (common/error.h) and report.json's exit record (launcher/failure.h):
+// the programs' own codes stay out of the range a user's program uses for itself, the
+// codes a failure policy restarts on are exactly the infrastructure faults, and the README
+// shows the table the code has.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "launcher/failure.h"
+
+namespace tmpi {
+namespace {
+
+TEST(ExitCodes, OurOwnCodesAreInTheSysexitsRange) {
+  std::set<int> seen;
+  for (const auto& row : exit_table()) {
+    int code = static_cast<int>(row.exit);
+    EXPECT_TRUE(seen.insert(code).second) << "code " << code << " is listed twice";
+    EXPECT_FALSE(row.name.empty());
+    EXPECT_FALSE(row.meaning.empty());
+    // 0 and 1 are every program's; 2 to 63 belong to users' programs (argparse's 2, ...).
+    EXPECT_TRUE(code == 0 || code == 1 || (code >= 64 && code <= 78)) << row.name << " is " << code;
+    EXPECT_EQ(exit_info(code), &row);
+  }
+  EXPECT_EQ(exit_info(2), nullptr);
+  EXPECT_EQ(exit_info(137), nullptr);
+}
+
+TEST(ExitCodes, OnlyInfrastructureFaultsAreRetried) {
+  std::set<int> retried;
+  for (const auto& row : exit_table()) {
+    if (row.retry) retried.insert(static_cast<int>(row.exit));
+  }
+  // examples/ restart the JobSet on exactly these (podFailurePolicy onExitCodes).
+  EXPECT_EQ(retried, (std::set<int>{static_cast<int>(Exit::kUnavailable), static_cast<int>(Exit::kTempFail)}));
+  EXPECT_EQ(static_cast<int>(Exit::kUnavailable), 69);
+  EXPECT_EQ(static_cast<int>(Exit::kTempFail), 75);
+}
+
+TEST(ExitCodes, ReadmeHoldsTheGeneratedTable) {
+  auto readme = read_file(std::string(TMPI_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme);
+  EXPECT_NE(readme->find(exit_codes_markdown()), std::string::npos)
+      << "README.md's exit-code table is stale; regenerate it with: mpi-init --exit-codes-markdown\n"
+      << exit_codes_markdown();
+}
+
+TEST(ExitRecord, SaysWhichSideACodeIsFrom) {
+  using launch::exit_record;
+  using launch::Failure;
+  auto ok = exit_record(std::nullopt);
+  EXPECT_EQ(ok["code"], 0);
+  EXPECT_EQ(ok["name"], "ok");
+  // A rank's own 69 is the user's program, not a broken host: no retry.
+  auto rank = exit_record(Failure{69, "rank 1 on n-0 exited with code 69", "RankFailed", true});
+  EXPECT_EQ(rank["code"], 69);
+  EXPECT_EQ(rank["side"], "job");
+  EXPECT_EQ(rank["name"], "job");
+  EXPECT_EQ(rank["retry"], false);
+  auto lost = exit_record(Failure{75, "host n-1 lost (no beat for 15 s)", "HostLost"});
+  EXPECT_EQ(lost["side"], "launcher");
+  EXPECT_EQ(lost["name"], "temporary");
+  EXPECT_EQ(lost["retry"], true);
+  EXPECT_EQ(lost["reason"], "host n-1 lost (no beat for 15 s)");
+  auto stopped = exit_record(Failure{143, "stopped by signal 15", "JobStopped"});
+  EXPECT_EQ(stopped["side"], "launcher");
+  EXPECT_EQ(stopped["name"], "stopped");
+  EXPECT_EQ(stopped["retry"], false);
+}
+
+}  // namespace
+}  // namespace tmpi
