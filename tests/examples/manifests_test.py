@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-SRC, BUILD = sys.argv[1], sys.argv[2]
+SRC = BUILD = None  # setup() sets them; rendered_examples_test.py imports this file's checks
 PROGRAMS = {"mpi-init", "mpi-rendezvous", "mpi-launcher", "nccl-check"}
 TRAINER_VOLUMES = {"mpi-ssh-auth": {"launcher", "node"}, "mpi-hostfile": {"launcher"}}
 failures = []
@@ -40,8 +40,7 @@ def registry():
     return params
 
 
-PARAMS = registry()
-assert PARAMS, "the parameter registry printed no rows"
+PARAMS = {}
 
 
 def default(flag):
@@ -88,14 +87,24 @@ def mounted(container, path):
 def image_tags():
     tags = set()
     for dockerfile in glob.glob(os.path.join(SRC, "images", "Dockerfile*")):
-        for line in open(dockerfile):
+        with open(dockerfile) as stream:
+            lines = stream.readlines()
+        for line in lines:
             m = re.search(r"docker build -f images/\S+ .*-t (\S+)", line)
             if m and os.path.basename(dockerfile) in line:
                 tags.add(m.group(1))
     return tags
 
 
-TAGS = image_tags()
+TAGS = set()
+
+
+def setup(src, build):
+    global SRC, BUILD, PARAMS, TAGS
+    SRC, BUILD = src, build
+    PARAMS = registry()
+    assert PARAMS, "the parameter registry printed no rows"
+    TAGS = image_tags()
 
 
 def check_container(where, container, role, pod, has_mpi_policy):
@@ -170,7 +179,9 @@ def main():
     runtimes, trainjobs = {}, []
     for path in sorted(glob.glob(os.path.join(SRC, "examples", "*.yaml"))):
         name = os.path.relpath(path, SRC)
-        for doc in yaml.safe_load_all(open(path)):
+        with open(path) as stream:
+            docs = list(yaml.safe_load_all(stream))
+        for doc in docs:
             if doc is None:
                 continue
             kind = doc.get("kind")
@@ -201,4 +212,5 @@ def main():
 
 
 if __name__ == "__main__":
+    setup(sys.argv[1], sys.argv[2])
     sys.exit(main())

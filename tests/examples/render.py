@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""render.py: an examples/ TrainJob as Trainer v2.3.0 and JobSet v0.12.0 would make it, for
+scripts (the cluster in a box) that must start the same pods with the same files.
+
+Design: a thin command line over crd_schema (CRD defaults), trainer_model.render and
+jobset_model (webhook, Jobs, pods); it prints one of the rendered things and nothing else,
+so a shell script can take the hostfile, the pod names or the whole pods from it:
+  --hostfile   the hostfile ConfigMap's content, as Trainer writes it
+  --pods       one line per pod: replicated job, pod hostname, FQDN (hostname.subdomain)
+  --json       {"jobset", "secret", "hostfile", "pods", "slots"} as JSON
+usage: render.py TRAINJOB.yaml [RUNTIME.yaml] (--hostfile | --pods | --json)
+The runtime is the document of examples/ that the TrainJob's runtimeRef names, unless given.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jobset_model as jm  # noqa: E402
+import trainer_model as tm  # noqa: E402
+from model_fixtures import SCHEMAS, examples  # noqa: E402
+
+
+def load(path, kind):
+    with open(path) as stream:
+        docs = [d for d in yaml.safe_load_all(stream) if d and d.get("kind") == kind]
+    if len(docs) != 1:
+        sys.exit(f"render.py: {path} holds {len(docs)} {kind} documents; expected 1")
+    return docs[0]
+
+
+def render(trainjob, runtime):
+    out = tm.render(SCHEMAS.apply_defaults(copy.deepcopy(trainjob)), SCHEMAS.apply_defaults(copy.deepcopy(runtime)))
+    js = jm.admit(SCHEMAS.apply_defaults(out["jobset"]))
+    errors = SCHEMAS.validate(js)
+    if errors:
+        sys.exit("render.py: the rendered JobSet fails its CRD: " + "; ".join(errors))
+    for job in jm.jobs(js):
+        jm.check_job(job)
+    return {**out, "jobset": js, "pods": jm.pods(js), "hostfile": out["hostfile"]["data"]["hostfile"]}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trainjob")
+    parser.add_argument("runtime", nargs="?")
+    what = parser.add_mutually_exclusive_group(required=True)
+    for name in ("--hostfile", "--pods", "--json"):
+        what.add_argument(name, action="store_true")
+    args = parser.parse_args()
+    trainjob = load(args.trainjob, "TrainJob")
+    if args.runtime:
+        runtime = load(args.runtime, "ClusterTrainingRuntime")
+    else:
+        name = trainjob["spec"]["runtimeRef"]["name"]
+        found = [d for _, d in examples() if d["kind"] == "ClusterTrainingRuntime" and d["metadata"]["name"] == name]
+        if not found:
+            sys.exit(f"render.py: no ClusterTrainingRuntime {name} in examples/")
+        runtime = found[0]
+    try:
+        out = render(trainjob, runtime)
+    except (tm.Rejected, tm.NotModeled, jm.Rejected) as error:
+        sys.exit(f"render.py: {type(error).__name__}: {error}")
+    if args.hostfile:
+        sys.stdout.write(out["hostfile"])
+    elif args.pods:
+        for pod in out["pods"]:
+            print(pod["replicatedJob"], pod["spec"]["hostname"], jm.fqdn(pod))
+    else:
+        print(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
