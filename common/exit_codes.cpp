@@ -12,8 +12,7 @@ namespace tmpi {
 const std::vector<ExitInfo>& exit_table() {
   static const std::vector<ExitInfo> table = {
       {Exit::kOk, "ok", "the job (or the program's work) succeeded", false},
-      {Exit::kJobFailed, "job-failed",
-       "the job failed and no rank's own code is known", false},
+      {Exit::kJobFailed, "job-failed", "the job failed and no rank's own code is known", false},
       {Exit::kUsage, "usage", "a flag, variable or command line is wrong; the message names it and the fix",
        false},
       {Exit::kData, "bad-input",
@@ -25,10 +24,10 @@ const std::vector<ExitInfo>& exit_table() {
        "coordinator) is unreachable",
        true},
       {Exit::kSoftware, "internal", "an internal error of trainer-mpi; please report it with the log", false},
-      {Exit::kOsErr, "system", "the system refused a resource (fork, a pipe, file descriptors): see the pod's limits",
-       false},
-      {Exit::kIo, "io", "a file could not be read or written (permissions, a full disk); nothing half-written is left",
-       false},
+      {Exit::kOsErr, "system",
+       "the system refused a resource (fork, a pipe, file descriptors): see the pod's limits", false},
+      {Exit::kIo, "io",
+       "a file could not be read or written (permissions, a full disk); nothing half-written is left", false},
       {Exit::kTempFail, "temporary",
        "a deadline passed (rendezvous, wait, check step) or a host was lost; a retry may pass", true},
       {Exit::kNoPerm, "refused", "the Kubernetes API or a service refused our credentials (RBAC, token)",
@@ -50,8 +49,9 @@ std::string exit_codes_markdown() {
     out += fmt::format("| {} | `{}` | {} | {} |\n", static_cast<int>(row.exit), row.name, row.meaning,
                        row.retry ? "yes" : "no");
   }
-  out += "| other | `job` | a rank's own exit code (or mpirun's), passed through as mpirun and srun do; 128+N "
-         "for a rank killed by signal N, and for mpi-launcher itself stopped by signal N | no |\n";
+  out +=
+      "| other | `job` | a rank's own exit code (or mpirun's), passed through as mpirun and srun do; 128+N "
+      "for a rank killed by signal N, and for mpi-launcher itself stopped by signal N | no |\n";
   return out;
 }
 

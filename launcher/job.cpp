@@ -100,7 +100,9 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
              {"TMPI_MASTER_ADDR", params.str("master-addr").empty() ? job.topology.hosts.front().name
                                                                     : params.str("master-addr")},
              {"TMPI_MASTER_PORT", params.str("master-port")},
-             {"TMPI_LOG_LEVEL", params.str("log-level")}};
+             {"TMPI_LOG_LEVEL", params.str("log-level")},
+             // The agents beat as often as the coordinator expects (--lost-after counts them).
+             {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", params.duration("beat-interval").count())}};
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);

@@ -30,7 +30,9 @@
 
 namespace tmpi::launch {
 
+using rdv::kRankBeatPath;
 using rdv::kRankPath;
+using rdv::RankBeat;
 using rdv::RankReport;
 using rdv::signed_body;
 
@@ -76,6 +78,18 @@ void report(const RankAgentOptions& options, const RankIdentity& id, RankReport 
     spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
   spdlog::debug("rank {}: reported {} in {} ms", id.rank, message.event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
+}
+
+// Tells the coordinator that this rank still runs, so that its host counts as alive without a
+// sidecar. One short try (1 s): a beat that does not get through is made good by the next,
+// and the loop that forwards signals and stderr waits at most that long.
+void beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
+  if (options.coordinator.empty()) return;
+  auto sent =
+      plain_http("POST", options.coordinator, kRankBeatPath,
+                 signed_body(derive_rendezvous_key(options.private_key), RankBeat{id.rank, hostname(), seq}),
+                 Millis(1000));
+  if (!sent || sent->status != 200) spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
 }
 
 // The rank's stderr passes through the agent, which keeps its last lines for the exit report,
@@ -253,6 +267,8 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   // The start is reported once the rank has run for a while, so that the ranks' start-up,
   // when every core is busy with MPI_Init, is spared a storm of requests (bench row 1).
   bool start_reported = false;
+  long long beats = 0;
+  Clock::time_point next_beat{};
   StderrTail tail(options.tail_lines);
   int status = 0;
   bool exited = false, pipe_open = true;
@@ -264,6 +280,11 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
       started.event = "start";
       report(options, *id, started);
       start_reported = true;
+      next_beat = Clock::now() + options.beat_interval;
+    }
+    if (start_reported && !exited && Clock::now() >= next_beat) {
+      beat(options, *id, ++beats);
+      next_beat = Clock::now() + options.beat_interval;
     }
     if (g_signal != 0) {
       kill(child, g_signal);
@@ -271,8 +292,9 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     }
     pollfd fds[2] = {{pipe_open ? err_pipe[0] : -1, POLLIN, 0}, {exited ? -1 : exit_fd, POLLIN, 0}};
     auto now = Clock::now();
-    auto until =
-        exited ? exited_at + Millis(1000) : (start_reported ? now + Millis(1000) : start + kStartReportAfter);
+    auto until = exited
+                     ? exited_at + Millis(1000)
+                     : (start_reported ? std::min(now + Millis(1000), next_beat) : start + kStartReportAfter);
     auto wait = std::chrono::ceil<Millis>(until - now);
     if (!exited && exit_fd < 0) wait = std::min(wait, Millis(20));
     auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Millis(0))).count();
@@ -309,6 +331,7 @@ Status rank_command(const Params& params) {
   options.coordinator = params.str("coordinator");
   options.master_addr = params.str("master-addr");
   options.master_port = params.str("master-port");
+  options.beat_interval = params.duration("beat-interval");
   auto key = find_job_key(params.str("ssh-dir"));
   const char* home = std::getenv("HOME");
   if (!key && params.is_set("ssh-dir") && home != nullptr) {

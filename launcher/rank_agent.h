@@ -39,6 +39,7 @@ struct RankAgentOptions {
   std::string private_key;  // the job key, for the reports' proofs
   std::string master_addr, master_port;
   std::size_t tail_lines = 20;
+  Millis beat_interval{5000};  // a running rank's beat: its pod lives (rendezvous/protocol.h)
 };
 
 // Runs command as this rank; returns the exit status to pass on (128+signal for a signal).

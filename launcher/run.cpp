@@ -74,7 +74,11 @@ class JobRendezvous {
     rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, params);
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
-    callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
+    // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
+    // coordinator only takes the agents' reports and beats.
+    if (params.str("wait") == "sidecar") {
+      callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
+    }
     callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
     callbacks.barrier_open = [&shared] {
       std::lock_guard lock(shared.mutex);

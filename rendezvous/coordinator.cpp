@@ -14,6 +14,9 @@ namespace tmpi::rdv {
 
 namespace {
 
+// Running ranks followed at most: a bound on what signed reports can make the coordinator keep.
+constexpr std::size_t kMaxAgents = 1 << 16;
+
 using nlohmann::json;
 
 // Targets and hosts come off the wire and may hold invalid UTF-8: replace it, never throw.
@@ -104,7 +107,8 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == kRegisterPath) return register_host(call, now);
     if (call.target == kBeatPath) return beat(call, now);
     if (call.target == kEndPath) return end(call);
-    if (call.target == kRankPath) return rank(call);
+    if (call.target == kRankPath) return rank(call, now);
+    if (call.target == kRankBeatPath) return rank_beat(call, now);
     if (call.target == kLeavePath) return leave(call);
   }
   return json_reply(
@@ -211,7 +215,7 @@ Reply Coordinator::end(const Call& call) {
   return json_reply(200, {{"jobEnded", true}});
 }
 
-Reply Coordinator::rank(const Call& call) {
+Reply Coordinator::rank(const Call& call, Clock::time_point now) {
   json body = json::parse(call.body, nullptr, false);
   Parsed<RankReport> parsed = parse_rank(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
@@ -223,8 +227,41 @@ Reply Coordinator::rank(const Call& call) {
                   report.signal, report.seconds, report.tail};
   ++counters_[event.event == "exit" ? "rank_exits" : "rank_starts"];
   ranks_[event.rank] = event;
+  if (event.event == "exit") {
+    agents_.erase(event.rank);
+  } else if (agents_.size() < kMaxAgents) {
+    agents_[event.rank] = AgentBeat{canonical_host(event.host), 0, now};
+  }
   if (callbacks_.rank_event) callbacks_.rank_event(event);
   return json_reply(200, {{"jobEnded", job_ended_}});
+}
+
+Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
+  json body = json::parse(call.body, nullptr, false);
+  Parsed<RankBeat> parsed = parse_rank_beat(body);
+  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
+  const RankBeat& message = std::get<RankBeat>(parsed);
+  if (!signed_by(config_.key, Kind::kRankBeat, body))
+    return refuse(403, message.host, "bad proof on a rank's beat");
+  auto it = agents_.find(message.rank);
+  if (it == agents_.end()) return json_reply(409, {{"error", "no running rank of that number"}});
+  AgentBeat& agent = it->second;
+  if (canonical_host(message.host) != agent.host)
+    return refuse(403, message.host, "a rank's beat from another host");
+  if (message.seq <= agent.seq) return refuse(403, message.host, "replayed rank beat");
+  agent.seq = message.seq;
+  agent.last = now;
+  ++counters_["rank_beats"];
+  return json_reply(200, {{"jobEnded", job_ended_}});
+}
+
+// An agent names its host by gethostname(), the pod's short name; hosts.json has the FQDN
+// (<pod>.<subdomain>). The name of hosts.json that the short one begins, else as given.
+std::string Coordinator::canonical_host(const std::string& host) const {
+  if (hosts_.count(host) != 0) return host;
+  auto it = hosts_.lower_bound(host + ".");
+  if (it != hosts_.end() && it->first.compare(0, host.size() + 1, host + ".") == 0) return it->first;
+  return host;
 }
 
 Reply Coordinator::leave(const Call& call) {
@@ -277,13 +314,38 @@ void Coordinator::tick(Clock::time_point now) {
       if (callbacks_.progress) callbacks_.progress(summary());
     }
   }
-  if (!barrier_open_ || job_ended_) return;
+  if (job_ended_) return;
+  check_agents(now);
+  if (!barrier_open_) return;
   for (auto& [name, entry] : hosts_) {
     if (entry.state == HostState::kReady && now - entry.last_beat >= config_.lost_after) {
       set_state(entry, HostState::kLost);
       entry.reason = fmt::format("no beat for {} s", ms_between(entry.last_beat, now) / 1000);
       if (callbacks_.host_lost) callbacks_.host_lost(name, entry.reason);
     }
+  }
+}
+
+// A host is alive while any of its running ranks' agents beats. Without sidecars (--wait
+// ssh or none) this is the only liveness signal; with them, a second one.
+void Coordinator::check_agents(Clock::time_point now) {
+  std::map<std::string, std::pair<Clock::time_point, int>> latest;  // host -> last beat, agents
+  for (const auto& [rank, agent] : agents_) {
+    auto [it, fresh] = latest.try_emplace(agent.host, agent.last, 0);
+    if (!fresh) it->second.first = std::max(it->second.first, agent.last);
+    ++it->second.second;
+  }
+  for (const auto& [host, seen] : latest) {
+    if (now - seen.first < config_.lost_after || !agents_lost_.insert(host).second) continue;
+    std::string why = fmt::format("no beat from its {} running rank agent(s) for {} s", seen.second,
+                                  ms_between(seen.first, now) / 1000);
+    auto entry = hosts_.find(host);
+    if (entry != hosts_.end()) {
+      if (entry->second.state == HostState::kLost) continue;  // named already, by its sidecar
+      set_state(entry->second, HostState::kLost);
+      entry->second.reason = why;
+    }
+    if (callbacks_.host_lost) callbacks_.host_lost(host, why);
   }
 }
 

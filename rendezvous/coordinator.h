@@ -10,6 +10,8 @@
 //   POST /v1/beat      seq rising per host; the answer says whether the job has ended.
 //   POST /v1/end       once, from `mpi-rendezvous end` or the launcher.
 //   POST /v1/rank      the rank agents' start and exit reports.
+//   POST /v1/rank-beat a running rank's agent, every beat: with or without sidecars, a
+//        host whose running ranks' agents all fall silent for lost_after is lost.
 //   POST /v1/leave     a sidecar's SIGTERM: before the barrier its host waits again (a new
 //        pod may come); after it, the host is lost at once, not after lost_after.
 //   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
@@ -113,7 +115,10 @@ class Coordinator {
   bool registration_signed(const nlohmann::json& body, int& status, std::string& why) const;
   Reply beat(const Call& call, Clock::time_point now);
   Reply end(const Call& call);
-  Reply rank(const Call& call);
+  Reply rank(const Call& call, Clock::time_point now);
+  Reply rank_beat(const Call& call, Clock::time_point now);
+  std::string canonical_host(const std::string& host) const;
+  void check_agents(Clock::time_point now);
   Reply leave(const Call& call);
   Reply refuse(int status, const std::string& host, const std::string& why);
   void check_barrier();
@@ -128,6 +133,14 @@ class Coordinator {
   int ready_ = 0;  // hosts in kReady, kept as states change: the barrier check is O(1)
   std::map<std::string, long long> counters_;  // registrations, refusals, beats
   std::map<int, RankEvent> ranks_;             // the last report of each rank
+  // The running ranks (a start report, no exit yet), by rank: their host and last beat.
+  struct AgentBeat {
+    std::string host;  // as hosts.json names it, where it can be matched
+    long long seq = 0;
+    Clock::time_point last{};
+  };
+  std::map<int, AgentBeat> agents_;
+  std::set<std::string> agents_lost_;  // hosts named lost by their agents' silence (once each)
 };
 
 }  // namespace tmpi::rdv

@@ -28,6 +28,8 @@ const char* kind_word(Kind kind) {
       return "rank";
     case Kind::kLeave:
       return "leave";
+    case Kind::kRankBeat:
+      return "rank-beat";
   }
   return "?";
 }
@@ -39,6 +41,9 @@ nlohmann::json to_json(const Registration& m) {
 }
 nlohmann::json to_json(const Beat& m) {
   return {{"host", m.host}, {"seq", m.seq}};
+}
+nlohmann::json to_json(const RankBeat& m) {
+  return {{"rank", m.rank}, {"host", m.host}, {"seq", m.seq}};
 }
 nlohmann::json to_json(const Leave& m) {
   return {{"host", m.host}, {"nonce", m.nonce}};
@@ -116,6 +121,20 @@ std::string signed_body(std::string_view key, const RankReport& message) {
 
 std::string signed_body(std::string_view key, const Leave& message) {
   return sign(key, Kind::kLeave, to_json(message));
+}
+
+std::string signed_body(std::string_view key, const RankBeat& message) {
+  return sign(key, Kind::kRankBeat, to_json(message));
+}
+
+Parsed<RankBeat> parse_rank_beat(const json& body) {
+  RankBeat m;
+  if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "host", m.host, true) ||
+      !read(body, "seq", m.seq, true) || m.rank < 0 || m.host.empty()) {
+    return Refusal{400,
+                   "a rank's beat needs rank (integer, 0 or more), host (string), seq (integer) and proof"};
+  }
+  return m;
 }
 
 Parsed<Leave> parse_leave(const json& body) {

@@ -15,6 +15,8 @@
 //   POST /v1/end       {nonce, proof}
 //   POST /v1/rank      {rank, host, event, code, signal, seconds, tail, nonce, proof}
 //   POST /v1/leave     {host, nonce, proof}        a sidecar's SIGTERM: its pod is going
+//   POST /v1/rank-beat {rank, host, seq, proof}    a running rank's agent: its pod lives;
+//                                                  seq rises per rank
 // Answers are unsigned: docs/design.md, "The rendezvous protocol".
 #pragma once
 
@@ -34,6 +36,7 @@ inline constexpr const char* kBeatPath = "/v1/beat";
 inline constexpr const char* kEndPath = "/v1/end";
 inline constexpr const char* kRankPath = "/v1/rank";
 inline constexpr const char* kLeavePath = "/v1/leave";
+inline constexpr const char* kRankBeatPath = "/v1/rank-beat";
 
 struct Registration {
   std::string host;
@@ -69,6 +72,15 @@ struct RankReport {
   std::string nonce;
 };
 
+// A rank agent's beat, every --beat-interval while its rank runs (after its start report):
+// the liveness of a node pod that needs no sidecar (`--wait ssh` or `none`). A seq, not a
+// nonce, guards against replay, so that hours of beats keep no growing set of nonces.
+struct RankBeat {
+  int rank = -1;
+  std::string host;
+  long long seq = 0;
+};
+
 // What a body of the wrong shape gets: the HTTP status (400) and why.
 struct Refusal {
   int status = 400;
@@ -83,6 +95,7 @@ std::string signed_body(std::string_view key, const Beat& message);
 std::string signed_body(std::string_view key, const EndJob& message);
 std::string signed_body(std::string_view key, const RankReport& message);
 std::string signed_body(std::string_view key, const Leave& message);
+std::string signed_body(std::string_view key, const RankBeat& message);
 
 // A received body (already parsed as JSON): its fields, type-checked.
 Parsed<Registration> parse_registration(const nlohmann::json& body);
@@ -90,10 +103,11 @@ Parsed<Beat> parse_beat(const nlohmann::json& body);
 Parsed<EndJob> parse_end(const nlohmann::json& body);
 Parsed<RankReport> parse_rank(const nlohmann::json& body);
 Parsed<Leave> parse_leave(const nlohmann::json& body);
+Parsed<RankBeat> parse_rank_beat(const nlohmann::json& body);
 
 // Whether `body` carries the proof of a message of `kind` under key, over all of its other
 // fields; compared in constant time.
-enum class Kind { kRegister, kBeat, kEnd, kRank, kLeave };
+enum class Kind { kRegister, kBeat, kEnd, kRank, kLeave, kRankBeat };
 bool signed_by(std::string_view key, Kind kind, const nlohmann::json& body);
 
 }  // namespace tmpi::rdv

@@ -7,8 +7,9 @@
 #   rank-fails                rank 1 exits 3: the launcher exits 3 (the rank's own code), names it, stops the others,
 #                             posts the failure (only) to the TrainJob status, and records a
 #                             Warning Event on the TrainJob
-#   node-killed               a node dies mid-run: exit 75 within 10 s, naming the host
-#   node-deleted              at the defaults, a node pod deleted as the kubelet does it
+#   node-killed[-ssh]         a node dies mid-run: exit 75 within 10 s, naming the host; with
+#                             sidecars, or without (--wait ssh: the rank agents' beats)
+#   node-deleted[-ssh]        at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
@@ -171,12 +172,14 @@ case $case_name in
        "Warning RankFailed TrainJob train 5e1f0000-aaaa-bbbb-cccc-000011112222" &&
        $(jq -r .message <<<"$event") == "rank 1 on ${nodes[0]} exited with code 3"* ]] || fail "the Event: $(cat "$CIB_DIR/kube/requests.log")"
     pass "rank 1 exits 3: the launcher exits 3 in $((SECONDS - t0)) s and stops the others" ;;
-  node-killed)
-    with_sidecars
-    launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+  node-killed|node-killed-ssh)
+    # Hard: every process of the pod SIGKILLed, its network gone. With sidecars their beats
+    # stop; without (--wait ssh), the running ranks' agents' beats do.
+    wait_mode=(); if [[ $case_name == *-ssh ]]; then wait_mode=(--wait ssh); else with_sidecars; fi
+    launch "${wait_mode[@]}" -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
-    sleep 2
+    sleep 3  # the agents report a rank's start after 2 s, and beat from then on
     t0=$SECONDS; "$CIB" stop "${nodes[1]}"
     timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 10 s after the node died"
     rc=0; wait "$pid" || rc=$?
@@ -185,12 +188,16 @@ case $case_name in
     grep -qE "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log" || fail "the lost host is not named: $log"
     [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "75 launcher temporary true" ]] ||
       fail "report exit: $(jq .exit "$report")"
-    pass "a killed node: the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
-  node-deleted)
+    # Without sidecars nothing registers: no line may say the launcher waits for registrations.
+    [[ $case_name != *-ssh || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
+    pass "a killed node (${wait_mode[*]:-sidecars}): the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
+  node-deleted|node-deleted-ssh)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
     # sidecar said it was leaving, this took ~20 s to name and 10 s more to tear down.
-    for node in "${nodes[@]}"; do start_sidecar "$node"; done
-    in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" -- sleep 60 \
+    # Without sidecars (--wait ssh), the pod's own processes get the SIGTERM: the ranks'.
+    wait_mode=()
+    if [[ $case_name == *-ssh ]]; then wait_mode=(--wait ssh); else for node in "${nodes[@]}"; do start_sidecar "$node"; done; fi
+    in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" "${wait_mode[@]}" -- sleep 60 \
       > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 60
@@ -209,8 +216,8 @@ case $case_name in
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
     (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
     (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
-    expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
-    pass "a deleted node at the defaults: named after ${detect} s, torn down ${teardown} s later, exit $rc" ;;
+    [[ $case_name == *-ssh ]] || expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
+    pass "a deleted node at the defaults (${wait_mode[*]:-sidecars}): named after ${detect} s, torn down ${teardown} s later, exit $rc" ;;
   sigterm)
     with_sidecars
     launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &

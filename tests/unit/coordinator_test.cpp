@@ -272,6 +272,56 @@ TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
   EXPECT_EQ(deliver(rank_call(exit)).status, 400);
 }
 
+Call rank_beat_call(int rank, const std::string& host, long long seq, const std::string& key = kKey) {
+  return Call{"POST", "/v1/rank-beat", signed_body(key, RankBeat{rank, host, seq}), "10.0.0.1", {}};
+}
+
+// Without sidecars (no registration, no barrier), the running ranks' agents are the
+// liveness signal: a host whose agents all fall silent is lost, named as hosts.json names it.
+TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
+  // Ranks 0, 1 on node 0 and rank 2 on node 1 start (agents name their host by its short name).
+  for (auto [rank, host] : {std::pair{0, "j-node-0-0"}, {1, "j-node-0-0"}, {2, "j-node-0-1"}}) {
+    EXPECT_EQ(send(rank_call(RankReport{rank, host, "start", 0, 0, 0, "", random_nonce()})).status, 200);
+  }
+  for (long long seq = 1; seq <= 4; ++seq) {
+    // Node 0 lives by rank 1's beats alone; rank 2 on node 1 beats twice, then falls silent.
+    EXPECT_EQ(send(rank_beat_call(1, "j-node-0-0", seq), std::chrono::seconds(seq * 5)).status, 200);
+    if (seq <= 2) {
+      EXPECT_EQ(send(rank_beat_call(2, "j-node-0-1", seq), std::chrono::seconds(seq * 5)).status, 200);
+    }
+    coordinator_.tick(t0_ + std::chrono::seconds(seq * 5));
+  }
+  EXPECT_TRUE(events_.lost.empty()) << "node 1's last beat was 10 s ago: not yet lost";
+  coordinator_.tick(t0_ + 25s);
+  ASSERT_EQ(events_.lost.size(), 1U);
+  EXPECT_EQ(events_.lost[0], "j-node-0-1.j: no beat from its 1 running rank agent(s) for 15 s");
+  coordinator_.tick(t0_ + 30s);
+  EXPECT_EQ(events_.lost.size(), 1U) << "named once; node 0's last beat was 10 s ago";
+  EXPECT_EQ(json::parse(send(Call{"GET", "/v1/hosts", "", "", {}}, 30s).body)["hosts"][1]["state"], "lost");
+  // A rank that has exited is not expected to beat: its host is not lost for its silence.
+  EXPECT_EQ(send(rank_call(RankReport{1, "j-node-0-0", "exit", 0, 0, 30, "", random_nonce()}), 30s).status,
+            200);
+  coordinator_.tick(t0_ + 200s);
+  ASSERT_EQ(events_.lost.size(), 2U) << "rank 0 still runs on node 0, silent since its start";
+  EXPECT_EQ(events_.lost[1], "j-node-0-0.j: no beat from its 1 running rank agent(s) for 200 s");
+}
+
+TEST_F(CoordinatorTest, RankBeatsAreSignedFreshAndFromTheRanksHost) {
+  EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 409) << "no start reported for rank 4";
+  EXPECT_EQ(send(rank_call(RankReport{4, "j-node-0-2.j", "start", 0, 0, 0, "", random_nonce()})).status, 200);
+  EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1, "not the key")).status, 403);
+  EXPECT_EQ(send(rank_beat_call(4, "j-node-0-1", 1)).status, 403) << "rank 4 started on node 2";
+  EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 200);
+  EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 403) << "a replayed beat";
+  EXPECT_EQ(
+      send(Call{"POST", "/v1/rank-beat", R"({"rank":-1,"host":"x","seq":1,"proof":"00"})", "", {}}).status,
+      400);
+  EXPECT_EQ(send(Call{"POST", "/v1/rank-beat", "[]", "", {}}).status, 400);
+  coordinator_.end_job();
+  coordinator_.tick(t0_ + 100s);
+  EXPECT_TRUE(events_.lost.empty()) << "after the end, an agent's silence is not a loss";
+}
+
 TEST_F(CoordinatorTest, EveryFieldOfARegistrationIsSigned) {
   for (const char* field : {"sshProblem", "version", "slots", "sshReady"}) {
     Call call = register_call(kHosts[0], false);

@@ -35,7 +35,8 @@ TEST(ExitCodes, OnlyInfrastructureFaultsAreRetried) {
     if (row.retry) retried.insert(static_cast<int>(row.exit));
   }
   // examples/ restart the JobSet on exactly these (podFailurePolicy onExitCodes).
-  EXPECT_EQ(retried, (std::set<int>{static_cast<int>(Exit::kUnavailable), static_cast<int>(Exit::kTempFail)}));
+  EXPECT_EQ(retried,
+            (std::set<int>{static_cast<int>(Exit::kUnavailable), static_cast<int>(Exit::kTempFail)}));
   EXPECT_EQ(static_cast<int>(Exit::kUnavailable), 69);
   EXPECT_EQ(static_cast<int>(Exit::kTempFail), 75);
 }

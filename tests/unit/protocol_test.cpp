@@ -42,6 +42,14 @@ TEST(Protocol, WhatIsSignedParsesBackFieldForField) {
 
   auto beat = std::get<Beat>(parse_beat(json::parse(signed_body(kKey, Beat{"h.j", 42}))));
   EXPECT_EQ(beat.seq, 42);
+
+  json rank_beat = json::parse(signed_body(kKey, RankBeat{5, "j-node-0-1", 7}));
+  EXPECT_TRUE(signed_by(kKey, Kind::kRankBeat, rank_beat));
+  EXPECT_FALSE(signed_by(kKey, Kind::kBeat, rank_beat)) << "a rank's beat is no sidecar's beat";
+  auto agent = std::get<RankBeat>(parse_rank_beat(rank_beat));
+  EXPECT_EQ(agent.rank, 5);
+  EXPECT_EQ(agent.host, "j-node-0-1");
+  EXPECT_EQ(agent.seq, 7);
 }
 
 TEST(Protocol, TheProofCoversEveryFieldAndNoMore) {
