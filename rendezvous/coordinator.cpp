@@ -258,7 +258,7 @@ Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
 // An agent names its host by gethostname(), the pod's short name; hosts.json has the FQDN
 // (<pod>.<subdomain>). The name of hosts.json that the short one begins, else as given.
 std::string Coordinator::canonical_host(const std::string& host) const {
-  if (hosts_.count(host) != 0) return host;
+  if (hosts_.contains(host)) return host;
   auto it = hosts_.lower_bound(host + ".");
   if (it != hosts_.end() && it->first.compare(0, host.size() + 1, host + ".") == 0) return it->first;
   return host;
