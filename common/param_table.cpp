@@ -108,6 +108,11 @@ constexpr std::array kTable = {
               kScopeLauncher},
     ParamSpec{"grace", "DURATION", T::kDuration, "10s", "from SIGTERM to SIGKILL when the job is stopped",
               kScopeLauncher},
+    ParamSpec{
+        "timeout", "DURATION", T::kDuration, "0",
+        "the job (from its launch) must end by then, else it is stopped with exit 75 and its running ranks "
+        "named; 0 = no limit",
+        kScopeLauncher},
     ParamSpec{"report", "FILE", T::kPath, "/etc/mpi/report.json", "phases, hosts, ranks and the exit reason",
               kScopeLauncher},
     ParamSpec{"dry-run", "BOOL", T::kBool, "false", "print the exact MPI command and exit", kScopeLauncher},

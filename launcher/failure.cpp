@@ -2,6 +2,7 @@
 #include "launcher/failure.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 
@@ -40,6 +41,26 @@ nlohmann::json exit_record(const std::optional<Failure>& failure) {
           {"name", info != nullptr ? info->name : (failure->from_job ? "job" : "stopped")},
           {"retry", info != nullptr && info->retry},
           {"reason", failure->reason}};
+}
+
+Failure past_timeout(Millis timeout, const nlohmann::json& ranks) {
+  std::vector<std::string> running;
+  std::size_t more = 0;
+  for (const auto& rank : ranks) {
+    if (!rank.is_object() || rank.value("state", "") != "running") continue;
+    if (running.size() < 8) {
+      running.push_back(fmt::format("rank {} on {}", rank.value("rank", -1), rank.value("host", "?")));
+    } else {
+      ++more;
+    }
+  }
+  std::string named =
+      running.empty() ? "no rank had reported its start" : fmt::format("{}", fmt::join(running, ", "));
+  if (more > 0) named += fmt::format(" and {} more", more);
+  return Failure{
+      static_cast<int>(Exit::kTempFail),
+      fmt::format("the job ran past --timeout ({} s); still running: {}", timeout.count() / 1000, named),
+      "JobTimeout"};
 }
 
 }  // namespace tmpi::launch

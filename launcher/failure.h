@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/backoff.h"
+
 namespace tmpi::launch {
 
 struct Failure {
@@ -44,5 +46,10 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
 // retry come from that table ("job" and false for the job's own codes), so that a failure
 // policy or a person can tell an infrastructure fault from a bug.
 nlohmann::json exit_record(const std::optional<Failure>& failure);
+
+// The job ran past --timeout: exit 75, naming the ranks still running (up to 8, then a count)
+// from `ranks`, the coordinator's snapshot ([{rank, host, state}]), so that a hang (a
+// deadlock, a stuck collective) is named where it is.
+Failure past_timeout(Millis timeout, const nlohmann::json& ranks);
 
 }  // namespace tmpi::launch

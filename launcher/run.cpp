@@ -21,6 +21,7 @@
 #include "launcher/failure.h"
 #include "launcher/job.h"
 #include "launcher/job_events.h"
+#include "launcher/job_rendezvous.h"
 #include "launcher/preflight.h"
 #include "launcher/process.h"
 #include "launcher/status_feed.h"
@@ -50,107 +51,9 @@ Error stopped_during(std::string_view phase) {
 
 constexpr Millis kLostHostGrace(3000);
 
-// What the coordinator's callbacks learn, read by the main thread.
-// A rank killed by a signal (SIGTERM, SIGKILL) was usually stopped by MPI because of
-// something else (a lost daemon): it is only a secondary cause, kept in case nothing
-// better explains the failure.
-struct Shared {
-  std::mutex mutex;
-  bool barrier = false;
-  std::optional<std::string> deadline;
-  std::optional<Failure> failure;    // the first rank that failed on its own, or a lost host
-  std::optional<Failure> secondary;  // the first rank that was killed by a signal
-  int started = 0, exited = 0, failed = 0;
-};
-
 struct Phase {
   std::string name;
   double seconds;
-};
-
-class JobRendezvous {
- public:
-  JobRendezvous(const Params& params, const Job& job, Shared& shared) {
-    rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, params);
-    beat_ = config.beat_interval;
-    rdv::CoordinatorCallbacks callbacks;
-    // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
-    // coordinator only takes the agents' reports and beats.
-    if (params.str("wait") == "sidecar") {
-      callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
-    }
-    callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
-    callbacks.barrier_open = [&shared] {
-      std::lock_guard lock(shared.mutex);
-      shared.barrier = true;
-    };
-    callbacks.deadline = [&shared](const std::string& summary) {
-      std::lock_guard lock(shared.mutex);
-      shared.deadline = summary;
-    };
-    callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
-      std::lock_guard lock(shared.mutex);
-      if (!shared.failure)
-        shared.failure = Failure{static_cast<int>(Exit::kTempFail),
-                                 fmt::format("host {} lost ({})", host, why), "HostLost"};
-    };
-    callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
-      std::lock_guard lock(shared.mutex);
-      if (event.event == "start") ++shared.started;
-      if (event.event != "exit") return;
-      ++shared.exited;
-      if (event.code == 0) return;
-      ++shared.failed;
-      auto& slot = event.signal != 0 ? shared.secondary : shared.failure;
-      if (slot) return;
-      slot = Failure{event.code,
-                     event.signal != 0 ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s",
-                                                     event.rank, event.host, event.signal, event.seconds)
-                                       : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
-                                                     event.rank, event.host, event.code, event.seconds),
-                     "RankFailed", true};
-      if (!event.tail.empty()) spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
-    };
-    service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
-  }
-  Status start(const Params& params) {
-    TMPI_CHECK(service_->listen(params.str("listen-address"),
-                                static_cast<unsigned short>(params.integer("rendezvous-port"))));
-    thread_ = std::thread([this] { io_.run(); });
-    return ok_status();
-  }
-  // Tells the sidecars the job has ended, serves them two more beats, then stops.
-  void finish(bool linger) {
-    boost::asio::post(io_, [this] { service_->engine().end_job(); });
-    if (linger) std::this_thread::sleep_for(beat_ * 2 + Millis(500));
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  json snapshot() {
-    std::promise<json> done;
-    boost::asio::post(io_, [&] {
-      json hosts = json::parse(service_->engine().hosts_json(Clock::now()));
-      json ranks = json::array();
-      for (const auto& [rank, event] : service_->engine().ranks()) {
-        ranks.push_back({{"rank", rank},
-                         {"host", event.host},
-                         {"state", event.event == "exit" ? "exited" : "running"},
-                         {"code", event.code},
-                         {"signal", event.signal},
-                         {"seconds", event.seconds},
-                         {"reported", true}});
-      }
-      done.set_value({{"hosts", hosts["hosts"]}, {"ranks", ranks}});
-    });
-    return done.get_future().get();
-  }
-  ~JobRendezvous() { finish(false); }
-
- private:
-  boost::asio::io_context io_;
-  std::unique_ptr<rdv::CoordinatorService> service_;
-  std::thread thread_;
-  Millis beat_{5000};
 };
 
 // mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
@@ -341,7 +244,15 @@ Status run_job(const Params& params) {
   feed.phase("Running", hosts);
   std::optional<Failure> failure;
   std::optional<int> status;
+  const Millis job_timeout = params.duration("timeout");
+  const auto launched = Clock::now();
   while (!(status = mpi.poll())) {
+    if (job_timeout.count() > 0 && Clock::now() - launched >= job_timeout) {
+      // The snapshot is taken on the coordinator's thread, whose callbacks take the mutex.
+      Failure timed_out = past_timeout(job_timeout, coordinator.snapshot()["ranks"]);
+      std::lock_guard lock(shared.mutex);
+      if (!shared.failure) shared.failure = std::move(timed_out);
+    }
     {
       std::lock_guard lock(shared.mutex);
       failure = shared.failure;

@@ -12,6 +12,7 @@
 #   node-deleted[-ssh]        at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
+#   timeout                   rank 1 hangs: --timeout stops the job with exit 75, naming it
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
 #                             timeout writes report.json too
@@ -186,6 +187,7 @@ case $case_name in
     [[ $rc == 75 ]] || fail "a lost host: expected exit 75 (a retry may pass), got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
     grep -qE "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log" || fail "the lost host is not named: $log"
+    ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
     [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "75 launcher temporary true" ]] ||
       fail "report exit: $(jq .exit "$report")"
     # Without sidecars nothing registers: no line may say the launcher waits for registrations.
@@ -212,12 +214,28 @@ case $case_name in
     [[ $rc == 75 ]] || fail "a deleted node: expected exit 75, got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
     named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the deleted host is not named: $log"
+    ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
     (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
     (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
     [[ $case_name == *-ssh ]] || expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
     pass "a deleted node at the defaults (${wait_mode[*]:-sidecars}): named after ${detect} s, torn down ${teardown} s later, exit $rc" ;;
+  timeout)
+    # Rank 1 hangs (a deadlock, a stuck collective); the others end. --timeout stops the job
+    # with 75 and names the rank still running, and nothing is left behind.
+    with_sidecars
+    t0=$SECONDS; rc=0
+    out=$(launch --timeout 6s -- sh -c 'if [ "$RANK" = 1 ]; then sleep 60; else sleep 3; fi' 2>&1) || rc=$?
+    [[ $rc == 75 ]] || fail "a job past --timeout: expected exit 75, got $rc: $out"
+    expect_contains "$out" "the job ran past --timeout (6 s); still running: rank 1 on ${nodes[0]}" "the hung rank"
+    [[ $out != *"rank 0 on"*"still running"* && $(grep -c "still running: rank 1 on ${nodes[0]}\$" <<<"$out") -ge 1 ]] ||
+      fail "only rank 1 is still running: $out"
+    (( SECONDS - t0 < 15 )) || fail "the timeout took $((SECONDS - t0)) s"
+    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    [[ $(jq -r '[.exit.code, .exit.name, .exit.retry] | join(" ")' "$report") == "75 temporary true" ]] ||
+      fail "report exit: $(jq .exit "$report")"
+    pass "a hung rank: stopped by --timeout after $((SECONDS - t0)) s, exit 75, rank 1 named" ;;
   sigterm)
     with_sidecars
     launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &

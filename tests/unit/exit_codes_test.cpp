@@ -72,5 +72,21 @@ TEST(ExitRecord, SaysWhichSideACodeIsFrom) {
   EXPECT_EQ(stopped["retry"], false);
 }
 
+TEST(ExitRecord, AJobPastItsTimeoutNamesTheRanksStillRunning) {
+  nlohmann::json ranks = nlohmann::json::array();
+  ranks.push_back({{"rank", 0}, {"host", "n-0"}, {"state", "exited"}});
+  for (int rank = 1; rank <= 10; ++rank)
+    ranks.push_back({{"rank", rank}, {"host", "n-1"}, {"state", "running"}});
+  auto failure = launch::past_timeout(Millis(90000), ranks);
+  EXPECT_EQ(failure.code, 75);
+  EXPECT_EQ(failure.event, "JobTimeout");
+  EXPECT_EQ(failure.reason,
+            "the job ran past --timeout (90 s); still running: rank 1 on n-1, rank 2 on n-1, rank 3 on n-1, "
+            "rank 4 on n-1, rank 5 on n-1, rank 6 on n-1, rank 7 on n-1, rank 8 on n-1 and 2 more");
+  EXPECT_EQ(launch::past_timeout(Millis(5000), nlohmann::json::array()).reason,
+            "the job ran past --timeout (5 s); still running: no rank had reported its start");
+  EXPECT_EQ(launch::exit_record(failure)["retry"], true);
+}
+
 }  // namespace
 }  // namespace tmpi

@@ -105,12 +105,14 @@ TEST(MpiCommand, TellsOpenMpi4From5ByTheDaemonBesideTheLauncher) {
 
 TEST(MpiCommand, ForwardsDefaultsNamesAndPrefixes) {
   auto names = forwarded_env({"NCCL_IB_HCA", "HOME", "HF_HOME", "MY_A", "MY_B", "SECRET", "TMPI_COORDINATOR",
-                              "TMPI_SSH_DIR", "PATH", "LD_LIBRARY_PATH", "PATHEXT"},
+                              "TMPI_SSH_DIR", "TMPI_BEAT_INTERVAL", "PATH", "LD_LIBRARY_PATH", "PATHEXT"},
                              {"WANDB_PROJECT"}, {"MY_"});
   // TMPI_SSH_DIR too: the agents find the job key where the launcher was told it is, or they
-  // could not report which rank failed.
+  // could not report which rank failed; and TMPI_BEAT_INTERVAL, or they would beat at their
+  // default while the coordinator counts --lost-after against the launcher's.
   EXPECT_EQ(names, (std::vector<std::string>{"HF_HOME", "LD_LIBRARY_PATH", "MY_A", "MY_B", "NCCL_IB_HCA",
-                                             "PATH", "TMPI_COORDINATOR", "TMPI_SSH_DIR", "WANDB_PROJECT"}));
+                                             "PATH", "TMPI_BEAT_INTERVAL", "TMPI_COORDINATOR", "TMPI_SSH_DIR",
+                                             "WANDB_PROJECT"}));
 }
 
 TEST(MpiCommand, ShellJoinQuotes) {
