@@ -1,62 +1,145 @@
 #!/usr/bin/env bash
-# examples/runtime-openmpi.yaml with examples/trainjob-mpi-hello.yaml, run on the cluster in
-# a box: every container's own command and env from the manifests (tests/examples/
-# pod_command.py reads them), each volume a folder of its pod, the programs from this
-# build on PATH (as the image has them). What Kubernetes and Trainer's MPI plugin would do
-# is done here by hand: the hostfile ConfigMap (`<pod>.<subdomain> slots=N`), the SSH Secret
-# (an ECDSA P-521 PEM key as id_rsa, id_rsa.pub and authorized_keys, read-only), the
-# downward-API JobSet name, init containers before the rest.
+# examples/trainjob-mpi-hello.yaml on examples/runtime-openmpi.yaml, run on the cluster in a
+# box as Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of
+# their transformation) renders the TrainJob, and the facts come from that rendering: cib's
+# pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
+# node pods); Trainer's objects are made from it (the hostfile ConfigMap as rendered, the SSH
+# Secret with a fresh ECDSA P-521 PEM key, the kind Trainer makes); each pod's volumes are
+# folders of that pod (tests/examples/pod_command.py): an emptyDir world-writable, a Secret's
+# or ConfigMap's files root-owned with the rendered modes, behind ..data as the kubelet lays
+# them out. Each pod then runs as the kubelet runs it: its init containers in order, a native
+# sidecar (restartPolicy Always) left running, then its main container; each with its
+# rendered command and env (the TrainJob's command, Trainer's OMPI_MCA_* variables, fields
+# from the pod's labels) and no other variable but HOME, HOSTNAME and the image's PATH (this
+# build's programs where the image has its own). The pods start in the rendered order.
+# Checked: the TrainJob's command exits 0; nccl-check passes over numProcPerNode ranks on each
+# of numNodes hosts, the launcher included, and report.json agrees; each mpi-rendezvous exits
+# 0 by itself after the job's end, and the launcher's other sidecars exit 0 when the kubelet
+# stops the ended pod (SIGTERM, in reverse order); from the launcher's real exit code, the
+# JobSet model (podFailurePolicy, successPolicy) calls the JobSet Completed, and its end
+# deletes the node pods.
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-examples="$here/../../examples"
-runtime="$examples/runtime-openmpi.yaml" trainjob="$examples/trainjob-mpi-hello.yaml"
-launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
-jobset=${launcher%-launcher-0-0}
-slots=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["spec"]["trainer"]["numProcPerNode"])' "$trainjob")
+trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
+image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+python3 "$here/../examples/render.py" "$trainjob" --json > "$rendered" || fail "render.py could not render $trainjob"
+rq() { jq -r "$@" "$rendered"; }
+mapfile -t all < <(rq '.pods[].spec.hostname'); launcher=$(rq '.pods[] | select(.replicatedJob == "launcher") | .spec.hostname')
+expect_eq "$(pods | sort | xargs)" "$(printf '%s\n' "${all[@]}" | sort | xargs)" "cib's pods (NODES in CMakeLists.txt) against the rendered ones"
+expect_eq "$(subdomain)" "$(rq '[.pods[].spec.subdomain] | unique | join(" ")')" "cib's subdomain against the pods'"
+read -r hosts slots < <(python3 -c 'import sys, yaml; t = yaml.safe_load(open(sys.argv[1]))["spec"]["trainer"]
+print(t["numNodes"], t["numProcPerNode"])' "$trainjob")
+expect_eq "${#all[@]}" "$hosts" "the rendered pods: numNodes counts the launcher, a host too"
 
-# The programs, as the image's PATH has them: the build tree's bin/ has the installed layout
-# (mpi-launcher finds mpi-rank and nccl-check beside itself).
-export PATH="$TMPI_BUILD_DIR/bin:$PATH"
+# Trainer's MPI plugin: the Secret (a real key where the model has its kind) and the ConfigMap.
+objects="$CIB_DIR/objects"; secret="$objects/$(rq .secret.metadata.name)" cm="$objects/$(rq .configmap.metadata.name)"
+mkdir -p "$secret" "$cm"
+ssh-keygen -q -t ecdsa -b 521 -m PEM -N '' -f "$secret/ssh-privatekey"
+cut -d' ' -f1,2 "$secret/ssh-privatekey.pub" > "$secret/ssh-publickey"; rm "$secret/ssh-privatekey.pub"
+for key in ssh-privatekey ssh-publickey; do
+  expect_eq "$(head -c 19 "$secret/$key")" "$(rq ".secret.stringData[\"$key\"]" | head -c 19)" "the Secret's $key"
+done
+for key in $(rq '.configmap.data | keys[]'); do jq -j --arg k "$key" '.configmap.data[$k]' "$rendered" > "$cm/$key"; done
 
-# Trainer's MPI plugin: the Secret, and the launcher's hostfile ConfigMap.
-secret="$CIB_DIR/mpi-ssh-auth"; mkdir -p "$secret"
-ssh-keygen -q -t ecdsa -b 521 -m PEM -N '' -C trainer -f "$secret/id_rsa"
-cp "$secret/id_rsa.pub" "$secret/authorized_keys"
-chmod 444 "$secret"/*; chmod 555 "$secret"
-hostfile_dir="$CIB_DIR/pods/$launcher/mpi-hostfile"; mkdir -p "$hostfile_dir"
-for node in "${nodes[@]}"; do echo "$node.$sub slots=$slots"; done > "$hostfile_dir/hostfile"
-
-# run POD ROLE CONTAINER [&]: that container's command in that pod, its volumes mapped.
-container() {
-  local pod=$1 role=$2 name=$3 dir="$CIB_DIR/pods/$1"
-  mkdir -p "$dir/trainer-mpi" "$dir/home/.ssh"
-  python3 "$here/../examples/pod_command.py" "$runtime" "$role" "$name" --trainjob "$trainjob" \
-    --volume "ssh-home=$dir/home/.ssh" --volume "trainer-mpi=$dir/trainer-mpi" \
-    --volume "mpi-ssh-auth=$secret" --volume "mpi-hostfile=$hostfile_dir" \
-    --field "metadata.labels['jobset.sigs.k8s.io/jobset-name']=$jobset" > "$dir/$role-$name.json"
-  local -a argv env_pairs
-  mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' "$dir/$role-$name.json")
-  mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' "$dir/$role-$name.json")
-  in_pod "$pod" env PATH="$PATH" "${env_pairs[@]}" "${argv[@]}"
+# spec POD [CONTAINER]: pod_command.py's JSON for that pod (its volumes) or container.
+spec() {
+  python3 "$here/../examples/pod_command.py" "$rendered" "$@" \
+    --home "$CIB_DIR/pods/$1/home" --volumes "$CIB_DIR/pods/$1/volumes" || fail "pod_command.py $*"
+}
+stamp="..$(date -u +%Y_%m_%d_%H_%M_%S.%N)"
+make_volumes() {
+  local name dir source key path mode
+  while IFS=$'\t' read -r name dir source key path mode; do
+    mkdir -p "$dir"
+    if [[ -z $key ]]; then chmod 777 "$dir"; continue; fi  # an emptyDir, as the kubelet makes it
+    [[ -f $objects/$source/$key ]] || fail "$1: volume $name shows $source's $key, which Trainer does not make"
+    mkdir -p "$dir/$stamp"; install -m "$(printf %o "$mode")" "$objects/$source/$key" "$dir/$stamp/$path"
+    ln -sfn "$stamp" "$dir/..data"; ln -sfn "..data/$path" "$dir/$path"
+  done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" then [.name, .dir]
+                               else . as $v | .files[] | [$v.name, $v.dir, $v.source, .key, .path, .mode] end | @tsv')
 }
 
-mkdir -p /run/sshd && chmod 755 /run/sshd
-for node in "${nodes[@]}"; do
-  container "$node" node mpi-init || fail "node $node: mpi-init failed"
-  container "$node" node mpi-rendezvous > "$CIB_DIR/pods/$node/sidecar.log" 2>&1 &
-  echo $! > "$CIB_DIR/pods/$node/sidecar.pid"
-  container "$node" node node > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
-done
-container "$launcher" launcher mpi-init || fail "launcher: mpi-init failed"
-rc=0; out=$(container "$launcher" launcher node 2>&1) || rc=$?
+# start_pod POD: as the kubelet: its init containers in order, a native sidecar left running,
+# then its main container; their pids in pid[POD/CONTAINER], their output in the pod's folder.
+declare -A pid
+start_pod() {
+  local name kind log json
+  make_volumes "$1"
+  while read -r name kind; do
+    json=$(spec "$1" "$name"); log="$CIB_DIR/pods/$1/$name.log"
+    local -a argv env_pairs
+    mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' <<<"$json")
+    mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' <<<"$json")
+    local -a cmd=("$CIB" exec "$1" -- env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
+                  "${env_pairs[@]}" "${argv[@]}")
+    if [[ $kind == init ]]; then
+      "${cmd[@]}" > "$log" 2>&1 </dev/null || fail "$1: init container $name exited $?: $(cat "$log")"
+    else
+      "${cmd[@]}" > "$log" 2>&1 </dev/null & pid[$1/$name]=$!
+    fi
+  done < <(rq --arg h "$1" '.pods[] | select(.spec.hostname == $h) | .spec |
+             (.initContainers[]? | "\(.name) \(if .restartPolicy == "Always" then "sidecar" else "init" end)"),
+             (.containers[] | "\(.name) main")')
+}
+# ended PID SECONDS: whether that child process ends within SECONDS.
+ended() {
+  local deadline=$((SECONDS + $2)) state
+  while state=$(ps -o stat= -p "$1") && [[ $state != Z* ]]; do (( SECONDS < deadline )) || return 1; sleep 0.2; done
+}
+sidecars() { rq --arg h "$1" '.pods[] | select(.spec.hostname == $h) | .spec.initContainers[]? |
+                               select(.restartPolicy == "Always") | .name'; }
+
+mkdir -p /run/sshd && chmod 755 /run/sshd  # the image's sshd privilege-separation folder
+for pod in "${all[@]}"; do start_pod "$pod"; done
+main=$(rq --arg h "$launcher" '.pods[] | select(.spec.hostname == $h) | .spec.containers[0].name')
+logs() { tail -n 8 "$CIB_DIR"/pods/*/*.log; }
+ended "${pid[$launcher/$main]}" 240 || fail "the TrainJob's command still runs after 240 s:"$'\n'"$(logs)"
+rc=0; wait "${pid[$launcher/$main]}" || rc=$?
+out=$(cat "$CIB_DIR/pods/$launcher/$main.log")
 [[ $rc == 0 ]] || fail "the TrainJob's command exited $rc: $out"
+ranks=$((hosts * slots))
 expect_contains "$out" "result: pass" "nccl-check's verdict"
-ranks=$(( ${#nodes[@]} * slots ))
-expect_contains "$out" "$ranks rank(s) on ${#nodes[@]} host(s)" "every rank on the node pods"
-report="$CIB_DIR/pods/$launcher/trainer-mpi/report.json"
-[[ $(jq -r .exit.code "$report") == 0 && $(jq '.ranks | length' "$report") == "$ranks" ]] || fail "report: $(cat "$report")"
-for node in "${nodes[@]}"; do
-  wait "$(cat "$CIB_DIR/pods/$node/sidecar.pid")" || fail "the sidecar of $node did not exit 0: $(cat "$CIB_DIR/pods/$node/sidecar.log")"
+expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "every slot of every host, the launcher's too"
+report=$(spec "$launcher" "$main" | jq -r .env.TMPI_REPORT)
+expect_eq "$(jq -r .exit.code "$report")" 0 "report.json's exit code"
+expect_eq "$(jq -r '[.ranks[].host] | group_by(.) | map("\(.[0])x\(length)") | join(" ")' "$report")" \
+  "$(printf "%s\n" "${all[@]}" | sort | sed "s/\$/x$slots/" | xargs)" "report.json's ranks, per host"
+
+# After the job's end: each mpi-rendezvous exits 0 by itself (the kubelet would restart it
+# until its pod ends); then the launcher's pod ends, and the kubelet stops its other
+# sidecars with SIGTERM, last started first.
+for pod in "${all[@]}"; do
+  for name in $(sidecars "$pod"); do
+    [[ $name == mpi-rendezvous ]] || continue
+    ended "${pid[$pod/$name]}" 15 || fail "$pod: $name still runs 15 s after the job's end: $(cat "$CIB_DIR/pods/$pod/$name.log")"
+    wait "${pid[$pod/$name]}" || fail "$pod: $name exited $?: $(cat "$CIB_DIR/pods/$pod/$name.log")"
+  done
 done
+for name in $(sidecars "$launcher" | tac); do
+  [[ $name == mpi-rendezvous ]] && continue
+  kill -TERM "${pid[$launcher/$name]}"
+  ended "${pid[$launcher/$name]}" 10 || fail "$launcher: $name did not stop on SIGTERM"
+  wait "${pid[$launcher/$name]}" || fail "$launcher: $name exited $? on SIGTERM: $(cat "$CIB_DIR/pods/$launcher/$name.log")"
+done
+
+# JobSet: the launcher's Job from its pod's real exit code (podFailurePolicy), then the
+# successPolicy over the Jobs whose every pod has ended so.
+verdict=$(PYTHONPATH="$here/../examples" python3 -c '
+import json, sys, jobset_model as jm
+out, ended = json.load(open(sys.argv[1])), {sys.argv[2]: int(sys.argv[3])}
+done, outcomes = {}, []
+for job in jm.jobs(out["jobset"]):
+    mine = [p for p in out["pods"] if p["job"] == job["metadata"]["name"]]
+    if all(p["spec"]["hostname"] in ended for p in mine):
+        pods = [jm.pod_failure(job, p["spec"]["containers"][0]["name"], ended[p["spec"]["hostname"]])[0] for p in mine]
+        outcomes += pods
+        if set(pods) == {"Succeeded"}:
+            done[job["replicatedJob"]] = done.get(job["replicatedJob"], 0) + 1
+print(" ".join(outcomes), "Completed" if jm.succeeded(out["jobset"], done) else "not completed")
+' "$rendered" "$launcher" "$rc")
+expect_eq "$verdict" "Succeeded Completed" "the launcher's Job and the JobSet, by the model"
+for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || "$CIB" delete "$pod" 10; done  # JobSet deletes the Jobs left
+
 grep -E "mpi-launcher|result" <<<"$out"
-pass "the example runtime's own commands: $ranks ranks on ${#nodes[@]} node pods, an all-reduce checked, sidecars done"
+echo "phases: $(jq -r '[.phases[] | "\(.name) \(.seconds * 10 | round / 10) s"] | join(", ")' "$report")"
+pass "the TrainJob as Trainer renders it: $ranks ranks on $hosts hosts (launcher included), an all-reduce checked, every sidecar done, the JobSet completed"

@@ -20,49 +20,7 @@
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
-source "$(dirname "$0")/lib.sh"
-case_name=$1
-launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
-L="$TMPI_BUILD_DIR/bin/mpi-launcher"
-report="$CIB_DIR/report.json"
-init_launcher --slots 2
-for node in "${nodes[@]}"; do init_node "$node"; done
-with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
-status_env=()  # Trainer's status server variables, once start_status_server has run
-launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod
-  in_pod "$launcher" env "${status_env[@]}" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
-    --beat-interval 1s --lost-after 3s --grace 3s "$@"
-}
-# The mpi-launcher process itself (in the launcher pod), not the shell that started it.
-launcher_pid() {
-  ip netns pids "$("$CIB" ns "$launcher")" | while read -r pid; do
-    [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"mpi-launcher run"* ]] && echo "$pid"
-  done | head -n 1
-}
-# Processes of the job still alive in any pod (the pause process excluded).
-leftovers() {
-  for pod in $(pods); do
-    ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
-      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
-      case $cmd in *"sleep 60"*|*mpi-rank*|*"mpi-launcher rank"*|*orted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
-    done
-  done
-}
-# Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
-# loopback, with a CA made for this run. Sets status_env: the variables Trainer injects.
-start_status_server() {
-  local dir="$CIB_DIR/status"; mkdir -p "$dir"
-  bash "$(dirname "$0")/../fakes/make_test_ca.sh" "$dir"
-  echo "projected-token-$RANDOM$RANDOM" > "$dir/token"
-  rm -f "$dir/port"
-  in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_trainer_status.py" --cert "$dir/server.crt" \
-    --key "$dir/server.key" --token-file "$dir/token" --trainjob team-a/train --port-file "$dir/port" \
-    --log "$dir/requests.log" --state "$dir/state.json" &
-  for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
-  [[ -s $dir/port ]] || fail "the fake status server did not start"
-  status_env=(KUBEFLOW_TRAINER_SERVER_URL="https://127.0.0.1:$(cat "$dir/port")/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/train/status"
-              KUBEFLOW_TRAINER_SERVER_TOKEN="$dir/token" KUBEFLOW_TRAINER_SERVER_CA_CERT="$dir/ca.crt")
-}
+source "$(dirname "$0")/launcher_lib.sh"
 # The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
 # team-a/train, with the fake's switches; adds KUBECONFIG to status_env (the launcher's env).
 start_kube_api() {
@@ -147,6 +105,7 @@ case $case_name in
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" "rank 2 ran on ${nodes[0]}" "placement table"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started after a failed preflight"
+    row "a rank placed on another host than the hostfile's" "exit 69 before any rank, the rank and both hosts named" "-"
     pass "a wrong placement is caught: exit 69" ;;
   rank-fails)
     with_sidecars
@@ -172,6 +131,7 @@ case $case_name in
     [[ $(jq -r '[.type, .reason, .involvedObject.kind, .involvedObject.name, .involvedObject.uid] | join(" ")' <<<"$event") == \
        "Warning RankFailed TrainJob train 5e1f0000-aaaa-bbbb-cccc-000011112222" &&
        $(jq -r .message <<<"$event") == "rank 1 on ${nodes[0]} exited with code 3"* ]] || fail "the Event: $(cat "$CIB_DIR/kube/requests.log")"
+    row "a rank exits non-zero (3)" "exit 3 (the rank's own), the rank and its stderr named, the others stopped" "$((SECONDS - t0 - 1)) s"
     pass "rank 1 exits 3: the launcher exits 3 in $((SECONDS - t0)) s and stops the others" ;;
   node-killed|node-killed-ssh)
     # Hard: every process of the pod SIGKILLed, its network gone. With sidecars their beats
@@ -192,6 +152,7 @@ case $case_name in
       fail "report exit: $(jq .exit "$report")"
     # Without sidecars nothing registers: no line may say the launcher waits for registrations.
     [[ $case_name != *-ssh || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
+    row "a node pod killed hard (${wait_mode[*]:-sidecars}; --lost-after 3s)" "exit 75, the host named" "$((SECONDS - t0)) s to the launcher's exit"
     pass "a killed node (${wait_mode[*]:-sidecars}): the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
   node-deleted|node-deleted-ssh)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
@@ -220,6 +181,8 @@ case $case_name in
     (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
     (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
     [[ $case_name == *-ssh ]] || expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
+    row "a node pod deleted gracefully (${wait_mode[*]:-sidecars}; defaults)" "exit 75, the host named" \
+      "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
     pass "a deleted node at the defaults (${wait_mode[*]:-sidecars}): named after ${detect} s, torn down ${teardown} s later, exit $rc" ;;
   timeout)
     # Rank 1 hangs (a deadlock, a stuck collective); the others end. --timeout stops the job
@@ -235,6 +198,7 @@ case $case_name in
     sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     [[ $(jq -r '[.exit.code, .exit.name, .exit.retry] | join(" ")' "$report") == "75 temporary true" ]] ||
       fail "report exit: $(jq .exit "$report")"
+    row "a rank hangs (--timeout 6s)" "exit 75, the ranks still running named" "$((SECONDS - t0)) s to the launcher's exit"
     pass "a hung rank: stopped by --timeout after $((SECONDS - t0)) s, exit 75, rank 1 named" ;;
   sigterm)
     with_sidecars
@@ -246,6 +210,7 @@ case $case_name in
     kill -TERM "$(launcher_pid)"
     timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher ignored SIGTERM"
     sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    row "the launcher stopped by SIGTERM mid-run" "exit 143 (128+15); nothing left in any pod" "-"
     pass "SIGTERM: the job stopped, nothing left in any pod" ;;
   stop-waiting)
     # No sidecar ever comes. SIGTERM while the launcher waits for its hosts ends it at once
@@ -276,6 +241,7 @@ case $case_name in
     expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
     expect_contains "$out" "sshd refused the job key" "the reason"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
+    row "the job key rejected by a node's sshd" "exit 69 before any rank, the host and the reason named" "-"
     pass "an sshd that refuses the key: exit 69 before any rank starts" ;;
   invalid-utf8)
     # A command line that is not UTF-8 (a Latin-1 file name, say): the job succeeds, so the
@@ -285,6 +251,7 @@ case $case_name in
     [[ $rc == 0 ]] || fail "a job whose command holds invalid UTF-8 exited $rc: $out"
     jq -e '.exit.code == 0' "$report" >/dev/null || fail "no report.json, or not a success: $(cat "$report" 2>&1)"
     grep -qF $'\xef\xbf\xbd' "$report" || fail "the invalid bytes were not replaced by U+FFFD: $(cat "$report")"
+    row "invalid UTF-8 in the command line" "exit 0; report.json written, U+FFFD in place" "-"
     pass "invalid UTF-8 in the command: exit 0, report.json written with U+FFFD" ;;
   subcommands)
     out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --mpi mpich --dry-run -- python train.py) ||

@@ -6,6 +6,8 @@ CIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cib"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
+# row FAULT OUTCOME DETECTED: one row of the fault matrix (tests/faults/run.sh collects them).
+row() { printf 'fault-row\t%s\t%s\t%s\n' "$1" "$2" "$3"; }
 in_pod() { local pod=$1; shift; "$CIB" exec "$pod" -- "$@"; }
 pods() { "$CIB" pods | awk '{ print $1 }'; }
 node_pods() { pods | grep -- '-node-'; }

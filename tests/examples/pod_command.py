@@ -1,44 +1,71 @@
 #!/usr/bin/env python3
-"""pod_command.py: one container of an examples/ runtime, as the cluster in a box runs it.
+"""pod_command.py: one pod of a rendered TrainJob, as the cluster in a box runs it.
 
-Prints JSON {"argv": [...], "env": {...}} for the container CONTAINER of the replicated job
-ROLE: its command (a TrainJob's trainer.command replaces the launcher's "node" container's,
-as Trainer does), its env with downward-API fields resolved from --field, `$(VAR)` expanded
-as the kubelet does, and every path under one of its volumeMounts moved to the folder that
---volume gives for that volume. Nothing else is changed, so the test runs the manifest's
-own commands.
+Reads RENDERED (render.py --json: the pods as Trainer v2.3 and JobSet make them, so a
+TrainJob's command, Trainer's own env and its Secret and ConfigMap mounts are in) and prints
+JSON for the pod whose hostname is POD:
+  volumes  [{name, dir, kind, source, files: [{key, path, mode}]}]: each volume's folder (a
+           volume mounted under /root, root's home as the pods run as uid 0, goes to the same
+           place under --home, which is root's home in that pod; any other to --volumes/NAME)
+           and, for a Secret or ConfigMap, the files the kubelet shows, with their modes
+           (jobset_model.volume_files)
+  argv, env  with CONTAINER: its command and args, its env with downward-API fields taken
+           from the pod's own metadata, `$(VAR)` expanded as the kubelet does, and every path
+           under one of its volumeMounts moved to that volume's folder. Nothing else is
+           changed, so the test runs the rendered pod's own commands.
 
-usage: pod_command.py RUNTIME.yaml ROLE CONTAINER [--trainjob T.yaml] [--volume NAME=DIR]...
-                      [--field PATH=VALUE]...
+usage: pod_command.py RENDERED.json POD [CONTAINER] --home DIR --volumes DIR
 """
 import argparse
 import json
+import os
 import re
 import sys
 
-import yaml
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jobset_model as jm  # noqa: E402
+
+FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("runtime")
-    parser.add_argument("role")
-    parser.add_argument("container")
-    parser.add_argument("--trainjob", default="")
-    parser.add_argument("--volume", action="append", default=[])
-    parser.add_argument("--field", action="append", default=[])
-    args = parser.parse_args()
-    runtime = next(d for d in yaml.safe_load_all(open(args.runtime)) if d and d["kind"] == "ClusterTrainingRuntime")
-    job = next(j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == args.role)
-    pod = job["template"]["spec"]["template"]["spec"]
-    container = next(c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == args.container)
-    command = container.get("command", []) + container.get("args", [])
-    if args.trainjob and args.container == "node" and args.role == "launcher":
-        trainjob = yaml.safe_load(open(args.trainjob))
-        command = trainjob["spec"]["trainer"].get("command", command)
+def field(pod, path):
+    """A downward-API fieldRef; the ones these runtimes use (K:core/v1 ObjectFieldSelector)."""
+    if path == "metadata.name":
+        return pod["metadata"]["name"]
+    match = FIELD.search(path)
+    if not match or match.group(2) not in pod["metadata"].get(match.group(1), {}):
+        sys.exit(f"pod_command.py: fieldRef {path} is not modelled or not on pod {pod['spec']['hostname']}")
+    return pod["metadata"][match.group(1)][match.group(2)]
 
-    volumes = dict(v.split("=", 1) for v in args.volume)
-    mounts = sorted(((m["mountPath"].rstrip("/"), volumes[m["name"]]) for m in container.get("volumeMounts", [])),
+
+def volumes(pod, home, folder):
+    spec, out = pod["spec"], []
+    mounts = [m for c in spec.get("initContainers", []) + spec["containers"] for m in c.get("volumeMounts", [])]
+    for volume in spec.get("volumes", []):
+        under_home = [m["mountPath"] for m in mounts if m["name"] == volume["name"]
+                      and m["mountPath"].startswith("/root/")]
+        entry = {"name": volume["name"], "dir": home + under_home[0][len("/root"):] if under_home
+                 else os.path.join(folder, volume["name"])}
+        if "emptyDir" in volume:
+            entry.update(kind="emptyDir", files=[])
+        elif "secret" in volume or "configMap" in volume:
+            kind = "secret" if "secret" in volume else "configMap"
+            source = volume[kind].get("secretName") or volume[kind].get("name")
+            entry.update(kind=kind, source=source, files=[{"path": path, "key": key, "mode": mode} for path, (key, mode)
+                                                          in jm.volume_files(spec, volume["name"]).items()])
+        else:
+            sys.exit(f"pod_command.py: volume {volume['name']}: only emptyDir, secret and configMap are modelled")
+        out.append(entry)
+    return out
+
+
+def container(pod, name, dirs):
+    spec = pod["spec"]
+    found = [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == name]
+    if not found:
+        sys.exit(f"pod_command.py: pod {spec['hostname']} has no container {name}")
+    c = found[0]
+    mounts = sorted(((m["mountPath"].rstrip("/"), dirs[m["name"]]) for m in c.get("volumeMounts", [])),
                     key=lambda pair: -len(pair[0]))  # the deepest mount wins
 
     def move(text):
@@ -47,21 +74,36 @@ def main():
                 return folder + text[len(mount):]
         return text
 
-    fields = dict(f.split("=", 1) for f in args.field)
     env = {}
-    for item in container.get("env", []):
-        if "value" in item:
-            env[item["name"]] = move(item["value"])
-        else:
-            path = item["valueFrom"]["fieldRef"]["fieldPath"]
-            if path not in fields:
-                sys.exit(f"pod_command.py: {item['name']} needs --field {path}=VALUE")
-            env[item["name"]] = fields[path]
 
     def expand(text):
         return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), text)
 
-    print(json.dumps({"argv": [move(expand(word)) for word in command], "env": env}))
+    for item in c.get("env", []):  # in order: a value may name the variables before it
+        if "value" in item:
+            env[item["name"]] = move(expand(item["value"]))
+        else:
+            env[item["name"]] = field(pod, item["valueFrom"]["fieldRef"]["fieldPath"])
+    command = (c.get("command") or []) + (c.get("args") or [])
+    return {"argv": [move(expand(word)) for word in command], "env": env}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("rendered")
+    parser.add_argument("pod")
+    parser.add_argument("container", nargs="?")
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--volumes", required=True)
+    args = parser.parse_args()
+    with open(args.rendered) as stream:
+        pods = [p for p in json.load(stream)["pods"] if p["spec"]["hostname"] == args.pod]
+    if len(pods) != 1:
+        sys.exit(f"pod_command.py: {len(pods)} rendered pods have the hostname {args.pod}")
+    out = {"volumes": volumes(pods[0], args.home.rstrip("/"), args.volumes)}
+    if args.container:
+        out.update(container(pods[0], args.container, {v["name"]: v["dir"] for v in out["volumes"]}))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

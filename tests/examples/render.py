@@ -7,7 +7,7 @@ jobset_model (webhook, Jobs, pods); it prints one of the rendered things and not
 so a shell script can take the hostfile, the pod names or the whole pods from it:
   --hostfile   the hostfile ConfigMap's content, as Trainer writes it
   --pods       one line per pod: replicated job, pod hostname, FQDN (hostname.subdomain)
-  --json       {"jobset", "secret", "hostfile", "pods", "slots"} as JSON
+  --json       {"jobset", "secret", "configmap" (the hostfile's), "hostfile", "pods", "slots"} as JSON
 usage: render.py TRAINJOB.yaml [RUNTIME.yaml] (--hostfile | --pods | --json)
 The runtime is the document of examples/ that the TrainJob's runtimeRef names, unless given.
 """
@@ -41,7 +41,8 @@ def render(trainjob, runtime):
         sys.exit("render.py: the rendered JobSet fails its CRD: " + "; ".join(errors))
     for job in jm.jobs(js):
         jm.check_job(job)
-    return {**out, "jobset": js, "pods": jm.pods(js), "hostfile": out["hostfile"]["data"]["hostfile"]}
+    return {**out, "jobset": js, "pods": jm.pods(js), "configmap": out["hostfile"],
+            "hostfile": out["hostfile"]["data"]["hostfile"]}
 
 
 def main():

@@ -45,6 +45,8 @@ sys.exit(3)' "$home/written" 2>/dev/null &
   rc=0; wait "$agent" || rc=$?
   [[ $rc == 3 ]] || fail "the rank's exit 3 after 16 MB of stderr: got $rc"
   [[ $peak =~ ^[0-9]+$ && $peak -lt 8000 ]] || fail "16 MB of '\r' frames on stderr: the agent's peak RSS was ${peak} KB"
+  printf 'fault-row\t%s\t%s\t%s\n' "a log bomb (16 MB of stderr frames from a rank)" \
+    "the rank's own exit passes; the agent's memory stays bounded (peak ${peak} KB)" "-"
 fi
 # Under the launcher (TMPI_COORDINATOR set) but with no job key where it looks, an agent
 # says that its rank cannot be reported, and how to fix it, instead of dropping it silently.

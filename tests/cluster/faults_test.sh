@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Faults of the fault matrix (tests/faults/run.sh) that launcher_test.sh does not already
+# cover, on the same job (1 launcher, 2 nodes, 2 slots each, short beats). One case per run;
+# each ends with a `row` (fault, outcome, time to detect) and its checks:
+#   pod-never-comes    node 1's sidecar never starts: exit 75 at --rendezvous-timeout, naming it
+#   late-pod           node 1's sidecar starts 6 s late: the job waits for it, then runs (exit 0)
+#   unresolvable       node 1's name no longer resolves (--wait none): exit 69 before any rank
+#   rank-killed        rank 1 is killed by SIGKILL: exit 137 (128+9), the rank named, the job's side
+#   launcher-killed    every process of the launcher pod SIGKILLed: the ranks and MPI daemons
+#                      on the nodes end by themselves
+#   launcher-restarted the launcher's container dies and starts again: the sidecars register
+#                      with the new coordinator and the job runs (exit 0)
+#   status-down        Trainer's status server is gone: the job's verdict stands (exit 0), the
+#                      status is dropped with a warning
+#   impostor           requests without the job key: refused, one log line each, the job runs
+#   disk-full          report.json's folder is full: the job's exit stands, the report is not
+#                      written (said in the log) and no partial file is left; mpi-init's
+#                      output folder full: exit 74, nothing half-written
+source "$(dirname "$0")/launcher_lib.sh"
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+# Job processes still alive in the node pods (the launcher pod may be gone).
+node_leftovers() {
+  for pod in "${nodes[@]}"; do
+    ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
+      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
+      case $cmd in *"sleep 60"*|*mpi-rank*|*orted*|*prted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
+    done
+  done
+}
+
+case $case_name in
+  pod-never-comes)
+    start_sidecar "${nodes[0]}" --deadline 60s
+    t0=$(date +%s%N); rc=0
+    out=$(launch --rendezvous-timeout 3s -- true 2>&1) || rc=$?
+    [[ $rc == 75 ]] || fail "expected exit 75, got $rc: $out"
+    expect_contains "$out" "rendezvous timed out" "the timeout"
+    expect_contains "$out" "${nodes[1]}.$sub (no registration)" "the missing pod is named"
+    row "a pod that never comes" "exit 75, the pod named (no registration)" "$(ms_since "$t0") ms (--rendezvous-timeout 3s)"
+    pass "a pod that never comes: exit 75, named" ;;
+  late-pod)
+    start_sidecar "${nodes[0]}" --deadline 60s
+    launch -- true > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    sleep 6  # past the first progress line (every 5 s)
+    start_sidecar "${nodes[1]}" --deadline 60s
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 0 ]] || fail "a late pod: expected exit 0, got $rc: $log"
+    expect_contains "$log" "waiting for ${nodes[1]}.$sub (no registration)" "the wait names the late pod"
+    row "a late pod (6 s)" "exit 0: the job waited for it, then ran" "-"
+    pass "a late pod: waited for, then the job ran" ;;
+  unresolvable)
+    "$CIB" stop "${nodes[1]}"  # its pod and its name gone
+    t0=$(date +%s%N); rc=0
+    out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
+    expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
+    expect_contains "$out" "does not resolve" "the reason"
+    [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
+    row "a name that does not resolve" "exit 69 before any rank, the host named" "$(ms_since "$t0") ms"
+    pass "an unresolvable host: exit 69, named" ;;
+  rank-killed)
+    with_sidecars
+    t0=$SECONDS; rc=0
+    out=$(launch -- sh -c 'if [ "$RANK" = 1 ]; then sleep 3; kill -KILL $$; fi; sleep 60' 2>&1) || rc=$?
+    [[ $rc == 137 ]] || fail "expected exit 137 (128+9), got $rc: $out"
+    expect_contains "$out" "rank 1 on ${nodes[0]} was killed by signal 9" "the killed rank is named"
+    [[ $(jq -r '[.exit.code, .exit.side] | join(" ")' "$report") == "137 job" ]] || fail "report exit: $(jq .exit "$report")"
+    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    row "a rank killed by a signal" "exit 137 (128+9), the rank named, the job's side" "$((SECONDS - t0 - 3)) s"
+    pass "a rank killed by SIGKILL: exit 137, named" ;;
+  launcher-killed)
+    with_sidecars
+    launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    sleep 3
+    [[ -n $(node_leftovers) ]] || fail "no rank runs on the nodes before the kill"
+    t0=$(date +%s%N)
+    "$CIB" stop "$launcher"  # an OOM kill or a crash of the whole pod: SIGKILL, no goodbye
+    for _ in $(seq 100); do [[ -z $(node_leftovers) ]] && break; sleep 0.1; done
+    left=$(node_leftovers); [[ -z $left ]] || fail "10 s after the launcher died, still running: $left"
+    row "the launcher killed" "the ranks and MPI daemons on the nodes end; the node pods wait for JobSet's deletion" "$(ms_since "$t0") ms"
+    pass "a killed launcher: nothing of the job left on the nodes after $(ms_since "$t0") ms" ;;
+  launcher-restarted)
+    with_sidecars
+    launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    # The container dies (every process of the pod but its pause process); the pod stays.
+    pause=$(cat "$CIB_DIR/pods/$launcher/pid")
+    for pid in $(ip netns pids "$("$CIB" ns "$launcher")"); do [[ $pid == "$pause" ]] || kill -KILL "$pid" 2>/dev/null || true; done
+    for _ in $(seq 100); do [[ -z $(node_leftovers) ]] && break; sleep 0.1; done
+    t0=$(date +%s%N); rc=0
+    out=$(launch -- true 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "the restarted launcher: expected exit 0, got $rc: $out"
+    for node in "${nodes[@]}"; do
+      [[ $(grep -c "registered with" "$CIB_DIR/pods/$node/sidecar.log") -ge 2 ]] ||
+        fail "the sidecar of $node did not register again: $(cat "$CIB_DIR/pods/$node/sidecar.log")"
+    done
+    row "the launcher restarted" "the sidecars register again; the job runs (exit 0)" "$(ms_since "$t0") ms to the end of the new job"
+    pass "a restarted launcher: the sidecars came back, exit 0" ;;
+  status-down)
+    with_sidecars
+    start_status_server
+    kill "$status_pid"; wait "$status_pid" 2>/dev/null || true
+    t0=$SECONDS; rc=0
+    out=$(launch -- true 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "the status server down: expected the job's own exit 0, got $rc: $out"
+    expect_contains "$out" "status" "a warning about the status"
+    (( SECONDS - t0 < 20 )) || fail "the job took $((SECONDS - t0)) s with its status server down"
+    row "the status server down" "exit 0 (the job's verdict stands); the status is dropped with a warning" "$((SECONDS - t0)) s for the whole job"
+    pass "the status server down: exit 0 in $((SECONDS - t0)) s" ;;
+  disk-full)
+    # A full tmpfs in the launcher pod's own mount namespace (it goes with the pod).
+    full="$CIB_DIR/full"; mkdir -p "$full"
+    in_pod "$launcher" sh -c "mount -t tmpfs -o size=16k tmpfs '$full' && { dd if=/dev/zero of='$full/fill' bs=4k count=8 2>/dev/null || true; }"
+    with_sidecars
+    rc=0; out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$full/report.json" \
+      --beat-interval 1s -- true 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "a full disk under report.json: the job's exit 0 must stand, got $rc: $out"
+    expect_contains "$out" "report not written" "the log says the report was not written"
+    [[ $(in_pod "$launcher" ls -A "$full") == fill ]] || fail "a partial file was left: $(in_pod "$launcher" ls -A "$full")"
+    rc=0; out=$(in_pod "$launcher" "$TMPI_BUILD_DIR/bin/mpi-init" --pods "$CIB_DIR/pods.json" --out "$full/out" \
+      --ssh-dir "$full/ssh" 2>&1) || rc=$?
+    [[ $rc == 74 ]] || fail "mpi-init on a full disk: expected exit 74, got $rc: $out"
+    left=$(in_pod "$launcher" find "$full" -mindepth 1 -type f -not -name fill)
+    [[ -z $left ]] || fail "mpi-init left files: $left"
+    row "the disk full (report.json, mpi-init's output)" "the job's exit stands, the report said unwritten; mpi-init exit 74; no partial file" "-"
+    pass "a full disk: no partial file, the codes as documented" ;;
+  impostor)
+    # From a node pod, without the job key: a registration that claims another host (its name
+    # carrying a forged log line), a rank report, an end of the job. Each is refused (403,
+    # or 404 for a host that is not of this job), the log line stays one line, and the job
+    # runs on to its own end.
+    with_sidecars
+    launch -- sleep 4 > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    url="http://$launcher.$sub:29410"
+    post() { in_pod "${nodes[1]}" curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary "$2" "$url$1"; }
+    t0=$(date +%s%N)
+    codes="$(post /v1/register "{\"host\":\"${nodes[0]}.$sub\",\"slots\":2,\"gpus\":0,\"sshReady\":true,\"nonce\":\"n1\",\"proof\":\"00\"}")"
+    codes+=" $(post /v1/register '{"host":"x\nFORGED mpi-launcher error: all is lost","slots":2,"gpus":0,"sshReady":true,"nonce":"n2","proof":"00"}')"
+    codes+=" $(post /v1/rank '{"rank":0,"host":"x","event":"exit","code":1,"nonce":"n3","proof":"00"}')"
+    codes+=" $(post /v1/end '{"nonce":"n4","proof":"00"}')"
+    detect=$(ms_since "$t0")
+    [[ $codes == "403 404 403 403" ]] || fail "the impostor's requests: expected 403 404 403 403, got $codes"
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 0 ]] || fail "the job did not survive the impostor: exit $rc: $log"
+    ! grep -q "^FORGED" <<<"$log" || fail "a host name forged a log line: $log"
+    row "an impostor (no job key): register, rank report, end" "refused (403; 404 for a stranger's name), logged on one line; the job runs (exit 0)" "$detect ms for 4 refusals"
+    pass "an impostor: every request refused, the job ran" ;;
+  *) fail "unknown case $case_name" ;;
+esac

@@ -1,0 +1,48 @@
+# launcher_lib.sh: the job that the mpi-launcher tests share (tests/cluster/launcher_test.sh,
+# faults_test.sh): 1 launcher and the node pods of the cluster, 2 slots each, mpi-init run
+# in each, sshd in each node; launch() runs mpi-launcher with short beats, so that a loss is
+# named in seconds. Sourced after the case's name is in $1.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case_name=$1
+launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
+L="$TMPI_BUILD_DIR/bin/mpi-launcher"
+report="$CIB_DIR/report.json"
+init_launcher --slots 2
+for node in "${nodes[@]}"; do init_node "$node"; done
+with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
+status_env=()  # Trainer's status server variables, once start_status_server has run
+launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod
+  in_pod "$launcher" env "${status_env[@]}" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
+    --beat-interval 1s --lost-after 3s --grace 3s "$@"
+}
+# The mpi-launcher process itself (in the launcher pod), not the shell that started it.
+launcher_pid() {
+  ip netns pids "$("$CIB" ns "$launcher")" | while read -r pid; do
+    [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"mpi-launcher run"* ]] && echo "$pid"
+  done | head -n 1
+}
+# Processes of the job still alive in any pod (the pause process excluded).
+leftovers() {
+  for pod in $(pods); do
+    ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
+      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
+      case $cmd in *"sleep 60"*|*mpi-rank*|*"mpi-launcher rank"*|*orted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
+    done
+  done
+}
+# Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
+# loopback, with a CA made for this run. Sets status_env: the variables Trainer injects.
+start_status_server() {
+  local dir="$CIB_DIR/status"; mkdir -p "$dir"
+  bash "$(dirname "$0")/../fakes/make_test_ca.sh" "$dir"
+  echo "projected-token-$RANDOM$RANDOM" > "$dir/token"
+  rm -f "$dir/port"
+  in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_trainer_status.py" --cert "$dir/server.crt" \
+    --key "$dir/server.key" --token-file "$dir/token" --trainjob team-a/train --port-file "$dir/port" \
+    --log "$dir/requests.log" --state "$dir/state.json" &
+  status_pid=$!
+  for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
+  [[ -s $dir/port ]] || fail "the fake status server did not start"
+  status_env=(KUBEFLOW_TRAINER_SERVER_URL="https://127.0.0.1:$(cat "$dir/port")/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/train/status"
+              KUBEFLOW_TRAINER_SERVER_TOKEN="$dir/token" KUBEFLOW_TRAINER_SERVER_CA_CERT="$dir/ca.crt")
+}

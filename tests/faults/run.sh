@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The fault matrix: every fault the project promises to handle, run on the cluster in a box,
+# one after another, as one table. Each row is a case of tests/cluster/launcher_test.sh,
+# faults_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
+# case prints its own row (fault, outcome, time to detect), and this script adds what was
+# left behind: any namespace, process or file of the run that outlived it, which must be
+# none.
+#
+#   tests/faults/run.sh [BUILD_DIR]                 run every row, print the table (markdown)
+#   tests/faults/run.sh --check-readme [BUILD_DIR]  also fail unless README.md lists the same
+#                                                   faults and outcomes (times vary by machine)
+#
+# ctest runs it as `faults.matrix` (label faults). Needs root, as every cluster test.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd); src=$(cd "$here/../.." && pwd)
+check_readme=0; [[ ${1:-} == --check-readme ]] && { check_readme=1; shift; }
+build=$(cd "${1:-$src/build/dev}" && pwd)
+export TMPI_BUILD_DIR=$build CIB_ROOT=$build/cib
+cib=$src/tests/cluster/cib
+# name | nodes | script | case
+cases=(
+  "launcher|2|$src/tests/cluster/faults_test.sh|pod-never-comes"
+  "launcher|2|$src/tests/cluster/faults_test.sh|late-pod"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|ssh-refused"
+  "launcher|2|$src/tests/cluster/faults_test.sh|unresolvable"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|placement"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|rank-fails"
+  "launcher|2|$src/tests/cluster/faults_test.sh|rank-killed"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|timeout"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|node-killed"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|node-killed-ssh"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|node-deleted"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|node-deleted-ssh"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|sigterm"
+  "launcher|2|$src/tests/cluster/faults_test.sh|launcher-killed"
+  "launcher|2|$src/tests/cluster/faults_test.sh|launcher-restarted"
+  "launcher|2|$src/tests/cluster/faults_test.sh|status-down"
+  "launcher|2|$src/tests/cluster/faults_test.sh|disk-full"
+  "launcher|2|$src/tests/cluster/faults_test.sh|impostor"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|invalid-utf8"
+  "agent|0|$src/tests/launcher/mpi_rank_test.sh|"
+)
+
+# What a row can leave: its cluster (cib's run prefix names its namespaces, its entry in
+# /run/tmpi-cib and its folder), and live processes started from this build (a zombie that
+# its parent has yet to reap is not counted). Taken before and after each row; what is new
+# after it was left behind.
+snapshot() {  # snapshot [PREFIX]
+  { if [[ -n ${1:-} ]]; then
+      ip netns list 2>/dev/null | awk -v p="$1" 'index($1, p) == 1 { print "netns " $1 }'
+      [[ -e /run/tmpi-cib/$1 ]] && echo "cib-run $1"
+      [[ -e $CIB_ROOT/$1 ]] && echo "folder $CIB_ROOT/$1"
+    fi
+    ps -e -o stat=,args= | awk -v b="$build/" '$1 !~ /^Z/ && index($0, b) { $1 = ""; print "process" $0 }' |
+      grep -v -e "$here/run.sh" -e ' ps -e' -e ' awk '
+  } | sort -u
+}
+
+rows=() failed=0
+for entry in "${cases[@]}"; do
+  IFS='|' read -r kind nodes script case_name <<<"$entry"
+  before=$(snapshot)
+  if [[ $kind == agent ]]; then
+    out=$("$script" 2>&1); rc=$?
+  else
+    out=$("$cib" run --jobset train --nodes "$nodes" -- "$script" "$case_name" 2>&1); rc=$?
+  fi
+  prefix=$(sed -nE 's|^cib: up: .*CIB_DIR=.*/([^/]+)$|\1|p' <<<"$out" | head -n 1)
+  sleep 1
+  left=$(comm -13 <(echo "$before") <(snapshot "$prefix") | cut -c1-200 | paste -sd ';' -)
+  row=$(grep -m 1 $'^fault-row\t' <<<"$out")
+  if [[ $rc != 0 || -z $row ]]; then
+    echo "faults: ${case_name:-$script} FAILED (exit $rc):" >&2; tail -n 20 <<<"$out" >&2; failed=1
+    row=$'fault-row\t'"${case_name:-$script}"$'\tFAILED\t-'
+  fi
+  [[ -z $left ]] || { echo "faults: ${case_name:-$script} left behind: $left" >&2; failed=1; }
+  IFS=$'\t' read -r _ fault outcome detect <<<"$row"
+  rows+=("| $fault | $outcome | $detect | ${left:-nothing} |")
+  echo "faults: done: ${case_name:-$script}" >&2
+done
+
+table="| fault | outcome | detected in | left behind |"$'\n'"|---|---|---|---|"
+for r in "${rows[@]}"; do table+=$'\n'"$r"; done
+echo "$table"
+
+if ((check_readme)); then
+  # README's table shows one sitting's times; faults and outcomes must be the same rows.
+  strip() { awk -F'|' 'NF > 4 && $2 !~ /^(-|---| fault )/ { print $2 "|" $3 }' | sed 's/([^)]*peak [0-9]* KB)//'; }
+  readme=$(sed -n '/^## Fault matrix/,/^## /p' "$src/README.md" | grep '^|')
+  if ! diff <(strip <<<"$readme") <(strip <<<"$table") >&2; then
+    echo "faults: README.md's fault matrix differs in its faults or outcomes (above: < README, > this run); paste the table above into it" >&2
+    failed=1
+  fi
+fi
+exit $failed
