@@ -117,6 +117,15 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
     }
     topology.hosts.push_back(std::move(host));
   }
+  // Trainer lists the launcher first when runLauncherAsNode is on. A hostfile without it
+  // would run the job on the node pods alone, while the launcher's own sidecar is refused:
+  // the runtime and this flag disagree, which is an error, not a smaller job.
+  if (options.launcher_as_node && !options.jobset.empty() && !topology.launcher) {
+    return make_error(Exit::kData,
+                      "{}: --launcher-as-node, but no line names the launcher ({}-{}-0-0); Trainer writes it "
+                      "only with runLauncherAsNode: true: set it in the runtime, or drop --launcher-as-node",
+                      origin, options.jobset, options.launcher_job);
+  }
   TMPI_CHECK(validate_topology(topology, origin));
   return topology;
 }

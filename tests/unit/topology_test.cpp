@@ -178,6 +178,23 @@ TEST(Hostfile, BothDialectsCommentsAndRoles) {
   EXPECT_EQ(t->subdomain, "job");
 }
 
+// runLauncherAsNode: Trainer's hostfile lists the launcher first, and it is a host. Without
+// that line the runtime and the flag disagree: an error, not a job on the node pods alone.
+TEST(Hostfile, LauncherAsNodeNeedsTheLaunchersLine) {
+  SourceOptions options;
+  options.jobset = "job";
+  options.launcher_as_node = true;
+  auto t = topology_from_hostfile("job-launcher-0-0.job slots=2\njob-node-0-0.job slots=2\n", "hf", options);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(names(*t), (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job"}));
+  auto missing = topology_from_hostfile("job-node-0-0.job slots=2\n", "hf", options);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().exit, Exit::kData);
+  EXPECT_NE(missing.error().message.find("no line names the launcher (job-launcher-0-0)"), std::string::npos)
+      << missing.error().message;
+  EXPECT_NE(missing.error().message.find("runLauncherAsNode: true"), std::string::npos);
+}
+
 TEST(Hostfile, ErrorsNameTheLine) {
   auto dup = topology_from_hostfile("a slots=1\nb slots=1\na slots=2\n", "hf", {});
   ASSERT_FALSE(dup);
