@@ -59,8 +59,8 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     hosts_[name].name = name;
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
-  for (const char* counter :
-       {"registrations", "reregistrations", "departures", "refusals", "beats", "rank_starts", "rank_exits"})
+  for (const char* counter : {"registrations", "reregistrations", "departures", "refusals", "beats",
+                              "rank_starts", "rank_exits", "rank_beats"})
     counters_[counter] = 0;
 }
 

@@ -12,6 +12,10 @@
 #                      with the new coordinator and the job runs (exit 0)
 #   status-down        Trainer's status server is gone: the job's verdict stands (exit 0), the
 #                      status is dropped with a warning
+#   recreated-before   node 1's pod recreated (new IP) before the barrier: it takes the place
+#   recreated-after    ... after the barrier: exit 75, named at the new pod's registration
+#   hostile-names      a hostfile's hostile names: exit 65 each, nothing written or run
+#   status-slow        every status answer 30 s late: exit 0, the job not held
 #   impostor           requests without the job key: refused, one log line each, the job runs
 #   disk-full          report.json's folder is full: the job's exit stands, the report is not
 #                      written (said in the log) and no partial file is left; mpi-init's
@@ -151,5 +155,74 @@ case $case_name in
     ! grep -q "^FORGED" <<<"$log" || fail "a host name forged a log line: $log"
     row "an impostor (no job key): register, rank report, end" "refused (403; 404 for a stranger's name), logged on one line; the job runs (exit 0)" "$detect ms for 4 refusals"
     pass "an impostor: every request refused, the job ran" ;;
+  recreated-before)
+    # Node 1's pod registers, dies, and a new pod of that name (a new IP, fresh volumes)
+    # comes before the barrier: it takes the old one's place, and the job runs.
+    launch -- sleep 3 > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    start_sidecar "${nodes[1]}" --deadline 60s
+    wait_for "registered with" "$CIB_DIR/pods/${nodes[1]}/sidecar.log" 30
+    old_ip=$("$CIB" ip "${nodes[1]}"); t0=$(date +%s%N)
+    "$CIB" recreate "${nodes[1]}"
+    [[ $("$CIB" ip "${nodes[1]}") != "$old_ip" ]] || fail "the recreated pod kept its address $old_ip"
+    init_node "${nodes[1]}"
+    rm -f "$CIB_DIR/pods/${nodes[1]}/sidecar.log"  # the old pod's "registered" must not count
+    start_sidecar "${nodes[1]}" --deadline 60s
+    wait_for "registered with" "$CIB_DIR/pods/${nodes[1]}/sidecar.log" 30
+    start_sidecar "${nodes[0]}" --deadline 60s
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    metrics=$(in_pod "${nodes[0]}" curl -s "http://$launcher.$sub:29410/metrics")
+    rc=0; wait "$pid" || rc=$?
+    [[ $rc == 0 ]] || fail "a pod recreated before the barrier: expected exit 0, got $rc: $(cat "$CIB_DIR/launcher.log")"
+    grep -q '^tmpi_rendezvous_reregistrations_total 1$' <<<"$metrics" || fail "no reregistration counted: $metrics"
+    row "a pod recreated with a new IP, before the barrier" "the new pod takes its place; the job runs (exit 0)" "$(ms_since "$t0") ms to the job's end"
+    pass "a pod recreated before the barrier: it took its place, exit 0" ;;
+  recreated-after)
+    # After the barrier the job's ranks went with the old pod: the new pod's registration
+    # names the host lost at once (not after --lost-after, set long here).
+    with_sidecars
+    in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
+      --beat-interval 1s --lost-after 60s --grace 3s -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    sleep 2
+    t0=$(date +%s%N)
+    "$CIB" recreate "${nodes[1]}"
+    init_node "${nodes[1]}"
+    start_sidecar "${nodes[1]}" --deadline 60s
+    timeout 15 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 15 s after the pod was recreated"
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 75 ]] || fail "a pod recreated after the barrier: expected exit 75, got $rc: $log"
+    expect_contains "$log" "host ${nodes[1]}.$sub lost (recreated at" "the host and the reason"
+    row "a pod recreated with a new IP, after the barrier" "exit 75, the host named lost at its new pod's registration" "$(ms_since "$t0") ms to the launcher's exit"
+    pass "a pod recreated after the barrier: exit 75, named" ;;
+  hostile-names)
+    # Names that would run a command, match every host, split a line or break UTF-8, as a
+    # hostfile brings them: each refused with the line named, nothing written, nothing run.
+    rm -f /tmp/tmpi-hostile-ran
+    i=0
+    for line in '$(touch /tmp/tmpi-hostile-ran) slots=1' 'a;touch${IFS}/tmp/tmpi-hostile-ran slots=1' '* slots=1' \
+                "$(printf 'bad\xff\xfename slots=1')" "$(head -c 300 /dev/zero | tr '\0' a) slots=1" '-oProxyCommand=id slots=1'; do
+      i=$((i + 1)); printf '%s\n' "$line" > "$CIB_DIR/hostile$i"
+      rc=0; out=$(in_pod "$launcher" "$TMPI_BUILD_DIR/bin/mpi-init" --hostfile "$CIB_DIR/hostile$i" \
+        --out "$CIB_DIR/hostile-out$i" --ssh-dir "$CIB_DIR/hostile-ssh$i" 2>&1) || rc=$?
+      [[ $rc == 65 ]] || fail "hostile line $i: expected exit 65, got $rc: $out"
+      [[ $(wc -l <<<"$out") == 1 ]] || fail "hostile line $i: the error is not one line: $out"
+      [[ ! -e $CIB_DIR/hostile-out$i && ! -e $CIB_DIR/hostile-ssh$i ]] || fail "hostile line $i left files"
+    done
+    [[ ! -e /tmp/tmpi-hostile-ran ]] || fail "a hostile name ran a command"
+    row "hostile names in a hostfile (\$(...), ;, *, invalid UTF-8, 300 bytes, an ssh option)" "exit 65 on one line naming the line; nothing written, nothing run" "-"
+    pass "hostile names: refused, nothing written or run" ;;
+  status-slow)
+    # Every answer of Trainer's status server comes 30 s late: the job's own end is not held.
+    with_sidecars
+    start_status_server --stall 1000 --stall-seconds 30
+    t0=$SECONDS; rc=0
+    out=$(launch -- true 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "a slow status server: expected the job's own exit 0, got $rc: $out"
+    (( SECONDS - t0 < 25 )) || fail "a slow status server held the job for $((SECONDS - t0)) s"
+    row "the status server slow (every answer 30 s late)" "exit 0 (the job's verdict stands); the updates are bounded, not waited for" "$((SECONDS - t0)) s for the whole job"
+    pass "a slow status server: exit 0 in $((SECONDS - t0)) s" ;;
   *) fail "unknown case $case_name" ;;
 esac

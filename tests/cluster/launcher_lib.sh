@@ -30,7 +30,7 @@ leftovers() {
     done
   done
 }
-# Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
+# start_status_server [fake options]: Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
 # loopback, with a CA made for this run. Sets status_env: the variables Trainer injects.
 start_status_server() {
   local dir="$CIB_DIR/status"; mkdir -p "$dir"
@@ -39,7 +39,7 @@ start_status_server() {
   rm -f "$dir/port"
   in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_trainer_status.py" --cert "$dir/server.crt" \
     --key "$dir/server.key" --token-file "$dir/token" --trainjob team-a/train --port-file "$dir/port" \
-    --log "$dir/requests.log" --state "$dir/state.json" &
+    --log "$dir/requests.log" --state "$dir/state.json" "$@" &
   status_pid=$!
   for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
   [[ -s $dir/port ]] || fail "the fake status server did not start"

@@ -21,6 +21,8 @@ cib=$src/tests/cluster/cib
 cases=(
   "launcher|2|$src/tests/cluster/faults_test.sh|pod-never-comes"
   "launcher|2|$src/tests/cluster/faults_test.sh|late-pod"
+  "launcher|2|$src/tests/cluster/faults_test.sh|recreated-before"
+  "launcher|2|$src/tests/cluster/faults_test.sh|recreated-after"
   "launcher|2|$src/tests/cluster/launcher_test.sh|ssh-refused"
   "launcher|2|$src/tests/cluster/faults_test.sh|unresolvable"
   "launcher|2|$src/tests/cluster/launcher_test.sh|placement"
@@ -35,8 +37,10 @@ cases=(
   "launcher|2|$src/tests/cluster/faults_test.sh|launcher-killed"
   "launcher|2|$src/tests/cluster/faults_test.sh|launcher-restarted"
   "launcher|2|$src/tests/cluster/faults_test.sh|status-down"
+  "launcher|2|$src/tests/cluster/faults_test.sh|status-slow"
   "launcher|2|$src/tests/cluster/faults_test.sh|disk-full"
   "launcher|2|$src/tests/cluster/faults_test.sh|impostor"
+  "launcher|2|$src/tests/cluster/faults_test.sh|hostile-names"
   "launcher|2|$src/tests/cluster/launcher_test.sh|invalid-utf8"
   "agent|0|$src/tests/launcher/mpi_rank_test.sh|"
 )
