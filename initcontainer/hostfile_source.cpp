@@ -114,6 +114,10 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
     if (host.role == "launcher") {
       topology.launcher = host;
       if (!options.launcher_as_node) continue;
+      // First, as the pod-list source has it: mpirun maps its own host first whatever its place
+      // in the hostfile, and Trainer's hostfile lists the launcher last.
+      topology.hosts.insert(topology.hosts.begin(), std::move(host));
+      continue;
     }
     topology.hosts.push_back(std::move(host));
   }

@@ -133,7 +133,9 @@ Status write_topology(const Topology& topology, const std::string& out) {
                                  {"hostfile.deepspeed", render_hostfile(topology, Dialect::kDeepSpeed)},
                                  {"hosts.json", render_hosts_json(topology)},
                                  {"discover_hosts.sh", render_discover_hosts(topology), 0755}};
-  TMPI_CHECK(make_dirs(out, 0755));
+  // Only a missing folder is made (and chmodded): an emptyDir is root-owned, and a non-root
+  // uid may write in it but not chmod it.
+  if (!file_exists(out)) TMPI_CHECK(make_dirs(out, 0755));
   for (const auto& output : outputs)
     TMPI_CHECK(write_atomic(out + "/" + output.name, output.text, {output.mode}));
   return ok_status();

@@ -178,6 +178,20 @@ TEST(Hostfile, BothDialectsCommentsAndRoles) {
   EXPECT_EQ(t->subdomain, "job");
 }
 
+TEST(Hostfile, LauncherAsNodeComesFirstAsMpirunMapsIt) {
+  // Trainer v2.3 lists the node pods first and the launcher last; mpirun maps its own host first.
+  SourceOptions options;
+  options.jobset = "job";
+  options.launcher_as_node = true;
+  auto t = topology_from_hostfile(
+      "job-node-0-0.job slots=2\njob-node-0-1.job slots=2\njob-launcher-0-0.job slots=2\n",
+      "/etc/mpi/hostfile", options);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(names(*t),
+            (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job", "job-node-0-1.job"}));
+  EXPECT_EQ(t->hosts[0].role, "launcher");
+}
+
 TEST(Hostfile, ErrorsNameTheLine) {
   auto dup = topology_from_hostfile("a slots=1\nb slots=1\na slots=2\n", "hf", {});
   ASSERT_FALSE(dup);
