@@ -114,10 +114,15 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
     if (host.role == "launcher") {
       topology.launcher = host;
       if (!options.launcher_as_node) continue;
+      // First, as the pod-list source has it: mpirun maps its own host first whatever its place
+      // in the hostfile, and Trainer's hostfile lists it in the runtime's order of jobs
+      // (its own runtimes: last).
+      topology.hosts.insert(topology.hosts.begin(), std::move(host));
+      continue;
     }
     topology.hosts.push_back(std::move(host));
   }
-  // Trainer lists the launcher first when runLauncherAsNode is on. A hostfile without it
+  // Trainer lists the launcher only when runLauncherAsNode is on. A hostfile without it
   // would run the job on the node pods alone, while the launcher's own sidecar is refused:
   // the runtime and this flag disagree, which is an error, not a smaller job.
   if (options.launcher_as_node && !options.jobset.empty() && !topology.launcher) {

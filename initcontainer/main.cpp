@@ -3,8 +3,12 @@
 // Launcher role: topology from one source -> /etc/mpi/{hostfile, hostfile.hydra,
 // hostfile.deepspeed, hosts.json, discover_hosts.sh}; then the job's SSH identity.
 // Node role: the SSH identity only (key, authorized_keys, sshd_config), from the Secret.
+// Both roles: the running uid's account for ssh and sshd (account.h: nss_wrapper's passwd
+// and group, when NSS_WRAPPER_PASSWD is set), checked before anything else.
 // Everything is computed and checked before the first file is written, and every write is
 // atomic, so bad input never leaves a half-written output behind.
+#include <unistd.h>
+
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +17,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "initcontainer/account.h"
 #include "initcontainer/api_source.h"
 #include "initcontainer/sources.h"
 #include "initcontainer/ssh_identity.h"
@@ -78,6 +83,13 @@ Expected<KeyPair> load_key(const Params& params) {
   return generate_ed25519();
 }
 
+void log_account(const Account& account) {
+  for (const auto& note : account.notes) spdlog::info("{}", note);
+  for (const auto& warning : account.warnings) spdlog::warn("{}", warning);
+  if (account.nss)
+    spdlog::info("nss_wrapper files: {}, {}", account.nss->passwd_path, account.nss->group_path);
+}
+
 struct Loaded {
   Topology topology;
   KeyPair key;
@@ -121,7 +133,9 @@ Status write_topology(const Topology& topology, const std::string& out) {
                                  {"hostfile.deepspeed", render_hostfile(topology, Dialect::kDeepSpeed)},
                                  {"hosts.json", render_hosts_json(topology)},
                                  {"discover_hosts.sh", render_discover_hosts(topology), 0755}};
-  TMPI_CHECK(make_dirs(out, 0755));
+  // Only a missing folder is made (and chmodded): an emptyDir is root-owned, and a non-root
+  // uid may write in it but not chmod it.
+  if (!file_exists(out)) TMPI_CHECK(make_dirs(out, 0755));
   for (const auto& output : outputs)
     TMPI_CHECK(write_atomic(out + "/" + output.name, output.text, {output.mode}));
   return ok_status();
@@ -134,10 +148,14 @@ Status run(const std::vector<std::string>& args) {
     return ok_status();
   }
   TMPI_CHECK(log::setup_from("mpi-init", params));
-  SshLayout layout{params.str("ssh-dir"), static_cast<int>(params.integer("ssh-port"))};
+  TMPI_ASSIGN(Account account, prepare_account(current_environment(), getuid(), getgid()));
+  SshLayout layout{params.str("ssh-dir"), static_cast<int>(params.integer("ssh-port")), account.home,
+                   account.session_env, std::nullopt};
 
   if (params.str("role") == "node") {
     TMPI_ASSIGN(KeyPair key, load_key(params));
+    TMPI_CHECK(install_account(account));
+    log_account(account);
     TMPI_CHECK(install_identity(key, layout, nullptr));
     spdlog::info("node identity in {} ({}); start sshd with: sshd -D -f {}/sshd_config", layout.ssh_dir,
                  key.file_name, layout.ssh_dir);
@@ -154,6 +172,8 @@ Status run(const std::vector<std::string>& args) {
   const Topology& topology = loaded.topology;
   const KeyPair& key = loaded.key;
   for (const auto& note : topology.notes) spdlog::info("{}", note);
+  TMPI_CHECK(install_account(account));
+  log_account(account);
   TMPI_CHECK(write_topology(topology, params.str("out")));
   TMPI_CHECK(install_identity(key, layout, &topology));
   spdlog::info("{} hosts, {} slots -> {}/hostfile, hosts.json; identity {} in {}", topology.hosts.size(),

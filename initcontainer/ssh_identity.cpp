@@ -2,12 +2,16 @@
 // keys, public key derivation); this file only chooses names, modes and configs.
 #include "initcontainer/ssh_identity.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <memory>
 
 #include <libssh/libssh.h>
 
 #include "common/files.h"
 #include "common/job_key.h"
+#include "initcontainer/account.h"
 
 namespace tmpi::init {
 
@@ -133,8 +137,9 @@ std::string render_ssh_config(const KeyPair& key, const SshLayout& layout) {
 }
 
 std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
-  return fmt::format(
-      "# Written by mpi-init: run as `sshd -D -f {0}/sshd_config`, as root or any uid.\n"
+  std::string out = fmt::format(
+      "# Written by mpi-init: run as `sshd -D -f {0}/sshd_config`, as root or any uid. As non-root,\n"
+      "# sshd logs in only the uid it runs as, on a port above 1023, with its files in {0}.\n"
       "Port {1}\n"
       "HostKey {0}/{2}\n"
       "AuthorizedKeysFile {0}/authorized_keys\n"
@@ -147,11 +152,40 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
       "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256\n"
       "AcceptEnv *\n",
       layout.ssh_dir, layout.port, key.file_name);
+  if (layout.strict_modes_problem) {
+    out += fmt::format(
+        "# StrictModes would refuse authorized_keys: {}, and only root may chmod it (a Kubernetes\n"
+        "# emptyDir: root-owned, 0777, or 2777 with fsGroup). {} itself is 0700 and this uid's.\n"
+        "StrictModes no\n",
+        *layout.strict_modes_problem, layout.ssh_dir);
+  }
+  if (!layout.session_env.empty()) {
+    out += "# The sessions (MPI's daemons, the ranks) resolve this uid through nss_wrapper too.\nSetEnv";
+    for (const auto& [name, value] : layout.session_env) {
+      // A value with a blank is quoted, as sshd_config reads it.
+      bool quote = value.find_first_of(" \t") != std::string::npos;
+      out += quote ? " \"" : " ";
+      out += fmt::format("{}={}", name, value);
+      if (quote) out += '"';
+    }
+    out += "\n";
+  }
+  return out;
 }
 
-Status install_identity(const KeyPair& key, const SshLayout& layout, const Topology* topology) {
-  const std::string& dir = layout.ssh_dir;
+Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology) {
+  const std::string dir = layout.ssh_dir;
+  struct stat st {};
+  if (getuid() != 0 && stat(dir.c_str(), &st) == 0 && st.st_uid != getuid()) {
+    return make_error(
+        Exit::kIo,
+        "--ssh-dir {}: owned by uid {} (mode {:04o}), and uid {} cannot make it the 0700 folder "
+        "ssh needs; mount that volume one level up (as HOME) and let mpi-init create {} "
+        "inside it (examples/runtime-openmpi.yaml)",
+        dir, st.st_uid, st.st_mode & 07777, getuid(), dir);
+  }
   TMPI_CHECK(make_dirs(dir, 0700));
+  if (!layout.home.empty()) layout.strict_modes_problem = strict_modes_problem(dir, layout.home, getuid());
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name, key.private_key, {0600}));
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name + ".pub", key.public_line + "\n", {0644}));
   TMPI_CHECK(write_atomic(dir + "/authorized_keys", key.public_line + "\n", {0600}));

@@ -4,6 +4,8 @@
 // Keys are read, made and converted with libssh; key material never reaches a message.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -33,6 +35,10 @@ Expected<KeyPair> key_pair_from_ssh_dir(const std::string& ssh_dir);
 struct SshLayout {
   std::string ssh_dir;
   int port = 2222;
+  std::string home;                                // the home sshd finds for this uid (account.h)
+  std::map<std::string, std::string> session_env;  // sshd_config SetEnv (nss_wrapper's variables)
+  // Set when sshd's StrictModes would refuse authorized_keys (account.h): why, for the config.
+  std::optional<std::string> strict_modes_problem;
 };
 
 std::string render_known_hosts(const KeyPair& key, const Topology& topology, int port);
@@ -40,7 +46,9 @@ std::string render_ssh_config(const KeyPair& key, const SshLayout& layout);
 std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
 
 // Writes the key pair, authorized_keys, config, sshd_config and (with a topology)
-// known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets 0600.
-Status install_identity(const KeyPair& key, const SshLayout& layout, const Topology* topology);
+// known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets 0600. A non-root
+// uid cannot chmod a folder it does not own (an emptyDir mounted as ssh_dir): exit 74, which
+// says to mount it one level up, as HOME. StrictModes is judged once the folder exists.
+Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology);
 
 }  // namespace tmpi::init

@@ -8,7 +8,7 @@ packages=(
   libboost-dev libboost-program-options-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev openssl libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev libpmix-dev
-  openssh-server openssh-client iproute2 util-linux procps psmisc curl bc jq time python3 python3-yaml debootstrap
+  openssh-server openssh-client libnss-wrapper iproute2 util-linux procps psmisc curl bc jq time python3 python3-yaml debootstrap
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -153,23 +153,49 @@ def check_container(where, container, role, pod, has_mpi_policy):
             fail(where, f"port {port['name']} is {port['containerPort']}, the programs use {expected}")
 
 
+# Every container shares one HOME (the emptyDir "home", where mpi-init makes .ssh), and
+# nss_wrapper's variables, so that ssh and sshd find an arbitrary uid (initcontainer/account.h).
+NSS_ENV = ("HOME", "LD_PRELOAD", "NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP")
+
+
+def check_home(where, container):
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    missing = [name for name in NSS_ENV if not env.get(name)]
+    if missing:
+        fail(where, f"no {', '.join(missing)}: ssh and sshd need them as non-root")
+        return
+    if mounts.get("home") != env["HOME"]:
+        fail(where, f"HOME {env['HOME']} is not the home volume ({mounts.get('home')})")
+    for name in ("NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP"):
+        if not env[name].startswith(env["HOME"] + "/"):
+            fail(where, f"{name} {env[name]} is outside HOME, where mpi-init writes it")
+    if "libnss_wrapper.so" not in env["LD_PRELOAD"].split():
+        fail(where, f"LD_PRELOAD {env['LD_PRELOAD']} does not load libnss_wrapper.so")
+    command = container.get("command", [])
+    if command and command[0].endswith("sshd") and "-f" in command:
+        if command[command.index("-f") + 1] != env["HOME"] + "/.ssh/sshd_config":
+            fail(where, "sshd does not read the sshd_config mpi-init writes in $HOME/.ssh")
+
+
 def check_runtime(path, runtime):
     has_mpi_policy = "mpi" in runtime["spec"].get("mlPolicy", {})
     jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
     if set(jobs) != {"launcher", "node"}:
         fail(path, f"replicatedJobs are {sorted(jobs)}, not launcher and node")
-    ssh_homes = set()
+    homes = set()
     for role, job in jobs.items():
         pod = job["template"]["spec"]["template"]["spec"]
         for kind in ("initContainers", "containers"):
             for container in pod.get(kind, []):
                 where = f"{path}: {role}/{container['name']}"
                 check_container(where, container, role, pod, has_mpi_policy)
-                ssh_homes |= {m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] == "ssh-home"}
+                homes |= {m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] == "home"}
+                check_home(where, container)
         if not any(c["name"] == "node" for c in pod.get("containers", [])):
             fail(path, f"{role} has no container named node (Trainer applies the TrainJob's settings to it)")
-    if len(ssh_homes) != 1:
-        fail(path, f"~/.ssh is mounted at several paths: {sorted(ssh_homes)}")
+    if len(homes) != 1:
+        fail(path, f"the home volume is mounted at {sorted(homes)}, not at one path")
     labels = jobs["launcher"]["template"].get("metadata", {}).get("labels", {})
     if labels.get("trainer.kubeflow.org/trainjob-ancestor-step") != "trainer":
         fail(path, "the launcher is not the trainer step, so a TrainJob's command would not reach mpi-launcher")

@@ -72,14 +72,24 @@ mkdir -p /run/sshd && chmod 755 /run/sshd
 /usr/sbin/sshd -t -f "$work/node-ssh/sshd_config" || fail "sshd rejects the written config"
 echo "ok: node role"
 
-# 5. As a non-root uid: files owned by that uid, same modes.
+# 5. As a non-root uid with no passwd entry: refused without nss_wrapper (ssh could not
+# run), then files owned by that uid, same modes, and nss_wrapper's passwd with its entry.
 uid=4242
 mkdir -p "$work/home"; chown "$uid:$uid" "$work/home"
-setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
+expect_fail 64 "uid $uid has no passwd entry" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
+  "$init" --role node --ssh-secret "$work/secret"
+nss=(LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_PASSWD="$work/home/.nss_wrapper/passwd"
+     NSS_WRAPPER_GROUP="$work/home/.nss_wrapper/group")
+setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" "${nss[@]}" \
   "$init" --role node --ssh-secret "$work/secret" 2>/dev/null
+grep -qx "user$uid:x:$uid:$uid:trainer-mpi:$work/home:/bin/sh" "$work/home/.nss_wrapper/passwd" ||
+  fail "nss_wrapper passwd: $(tail -n 2 "$work/home/.nss_wrapper/passwd")"
+[[ $(env "${nss[@]}" id -un $uid) == "user$uid" ]] || fail "nss_wrapper does not resolve uid $uid"
+grep -q "^SetEnv LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_GROUP=" "$work/home/.ssh/sshd_config" ||
+  fail "sshd_config passes no nss_wrapper to its sessions"
 [[ $(stat -c '%u %a' "$work/home/.ssh") == "$uid 700" ]] || fail "non-root .ssh: $(stat -c '%u %a' "$work/home/.ssh")"
 [[ $(stat -c '%u %a' "$work/home/.ssh/id_ed25519") == "$uid 600" ]] || fail "non-root key owner or mode"
-setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
+setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" "${nss[@]}" \
   "$init" --pods "$work/pods.json" --out "$work/home/mpi" 2>/dev/null
 [[ $(stat -c %u "$work/home/mpi/hosts.json") == "$uid" ]] || fail "non-root hosts.json owner"
 echo "ok: as uid $uid"
@@ -101,7 +111,7 @@ printf 'not a key\n' > "$work/empty-secret/ssh-privatekey"
 expect_fail 65 "not a private key" "$init" --role node --ssh-secret "$work/empty-secret" --ssh-dir "$work/bad5"
 cp "$work/ssh/id_ed25519" "$work/locked-key"; chmod 000 "$work/locked-key"; mkdir -p "$work/locked"
 mv "$work/locked-key" "$work/locked/ssh-privatekey"
-expect_fail 74 "cannot read" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
+expect_fail 74 "cannot read" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" "${nss[@]}" \
   "$init" --role node --ssh-secret "$work/locked" --ssh-dir "$work/home/bad6"
 expect_fail 74 "/proc/mpi" "$init" --pods "$work/pods.json" --out /proc/mpi --ssh-dir "$work/bad7"
 expect_fail 64 "TMPI_SSH_PORT" env TMPI_SSH_PORT=twenty "$init" --pods "$work/pods.json" --out "$work/bad8"

@@ -178,7 +178,7 @@ TEST(Hostfile, BothDialectsCommentsAndRoles) {
   EXPECT_EQ(t->subdomain, "job");
 }
 
-// runLauncherAsNode: Trainer's hostfile lists the launcher first, and it is a host. Without
+// runLauncherAsNode: Trainer's hostfile lists the launcher too, and it is a host. Without
 // that line the runtime and the flag disagree: an error, not a job on the node pods alone.
 TEST(Hostfile, LauncherAsNodeNeedsTheLaunchersLine) {
   SourceOptions options;
@@ -193,6 +193,20 @@ TEST(Hostfile, LauncherAsNodeNeedsTheLaunchersLine) {
   EXPECT_NE(missing.error().message.find("no line names the launcher (job-launcher-0-0)"), std::string::npos)
       << missing.error().message;
   EXPECT_NE(missing.error().message.find("runLauncherAsNode: true"), std::string::npos);
+}
+
+TEST(Hostfile, LauncherAsNodeComesFirstAsMpirunMapsIt) {
+  // Trainer v2.3 lists the node pods first and the launcher last; mpirun maps its own host first.
+  SourceOptions options;
+  options.jobset = "job";
+  options.launcher_as_node = true;
+  auto t = topology_from_hostfile(
+      "job-node-0-0.job slots=2\njob-node-0-1.job slots=2\njob-launcher-0-0.job slots=2\n",
+      "/etc/mpi/hostfile", options);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(names(*t),
+            (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job", "job-node-0-1.job"}));
+  EXPECT_EQ(t->hosts[0].role, "launcher");
 }
 
 TEST(Hostfile, ErrorsNameTheLine) {

@@ -1,0 +1,130 @@
+// The running uid's account for a non-root sshd (initcontainer/account.h): nss_wrapper's
+// passwd and group as mpi-init renders them, the checks before any write, the StrictModes
+// walk as sshd does it, and the sshd_config lines that follow from them.
+#include "initcontainer/account.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/files.h"
+#include "initcontainer/ssh_identity.h"
+
+namespace tmpi::init {
+namespace {
+
+constexpr std::string_view kPasswd =
+    "root:x:0:0:root:/root:/bin/bash\n"
+    "# a comment\n"
+    "mpiuser:x:1000:1000::/home/mpiuser:/bin/bash\n";
+constexpr std::string_view kGroup = "root:x:0:\nmpiuser:x:1000:\n";
+
+std::string temp_dir() {
+  std::string dir = std::filesystem::temp_directory_path() / "tmpi-account-XXXXXX";
+  return mkdtemp(dir.data());
+}
+
+TEST(Account, AnArbitraryUidGetsAnEntryWithHomeAndShell) {
+  std::vector<std::string> notes;
+  std::string passwd = render_nss_passwd(kPasswd, 1000870000, 0, "/home/mpiuser", &notes);
+  EXPECT_EQ(passwd,
+            std::string(kPasswd) + "user1000870000:x:1000870000:0:trainer-mpi:/home/mpiuser:/bin/sh\n");
+  ASSERT_EQ(notes.size(), 1U);
+  EXPECT_NE(notes[0].find("no passwd entry"), std::string::npos);
+  // gid 0 is the image's root group: nothing to add.
+  EXPECT_EQ(render_nss_group(kGroup, 0), kGroup);
+  EXPECT_EQ(render_nss_group(kGroup, 1000870000), std::string(kGroup) + "group1000870000:x:1000870000:\n");
+}
+
+TEST(Account, AnImageUidKeepsItsEntryWithTheHomeOfThePod) {
+  std::string passwd = render_nss_passwd(kPasswd, 1000, 1000, "/home/pod");
+  EXPECT_NE(passwd.find("mpiuser:x:1000:1000::/home/pod:/bin/bash\n"), std::string::npos) << passwd;
+  EXPECT_EQ(passwd.find("/home/mpiuser"), std::string::npos);
+  EXPECT_NE(passwd.find("# a comment\n"), std::string::npos);
+  EXPECT_EQ(render_nss_passwd(kPasswd, 0, 0, "/root"), kPasswd);
+}
+
+TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
+  std::string etc = temp_dir();
+  ASSERT_TRUE(write_atomic(etc + "/passwd", kPasswd));
+  ASSERT_TRUE(write_atomic(etc + "/group", kGroup));
+  // Neither an entry nor nss_wrapper: ssh would say "No user exists for uid".
+  auto none = prepare_account({{"HOME", "/h"}}, 1000870000, 0, etc);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().exit, Exit::kUsage);
+  EXPECT_NE(none.error().message.find("NSS_WRAPPER_PASSWD"), std::string::npos);
+  auto half = prepare_account({{"HOME", "/h"}, {"NSS_WRAPPER_PASSWD", "/h/p"}}, 1000, 1000, etc);
+  ASSERT_FALSE(half);
+  EXPECT_NE(half.error().message.find("NSS_WRAPPER_GROUP"), std::string::npos);
+  auto no_home =
+      prepare_account({{"NSS_WRAPPER_PASSWD", "/h/p"}, {"NSS_WRAPPER_GROUP", "/h/g"}}, 1000, 1000, etc);
+  ASSERT_FALSE(no_home);
+  EXPECT_NE(no_home.error().message.find("HOME is unset"), std::string::npos);
+
+  auto listed = prepare_account({{"HOME", "/elsewhere"}}, 1000, 1000, etc);
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(listed->home, "/home/mpiuser") << "without nss_wrapper sshd sees the entry's home";
+  EXPECT_FALSE(listed->nss);
+
+  std::string home = etc + "/home";
+  auto account = prepare_account({{"HOME", home},
+                                  {"LD_PRELOAD", "libnss_wrapper.so"},
+                                  {"NSS_WRAPPER_PASSWD", home + "/.nss_wrapper/passwd"},
+                                  {"NSS_WRAPPER_GROUP", home + "/.nss_wrapper/group"}},
+                                 1000870000, 0, etc);
+  ASSERT_TRUE(account) << account.error().message;
+  EXPECT_EQ(account->home, home);
+  EXPECT_TRUE(account->warnings.empty());
+  EXPECT_EQ(account->session_env.at("LD_PRELOAD"), "libnss_wrapper.so");
+  EXPECT_FALSE(file_exists(home)) << "prepare writes nothing";
+  ASSERT_TRUE(install_account(*account));
+  EXPECT_NE(read_file(home + "/.nss_wrapper/passwd")->find("user1000870000:x:1000870000:0:"),
+            std::string::npos);
+  EXPECT_TRUE(file_exists(home + "/.nss_wrapper/group"));
+  std::filesystem::remove_all(etc);
+}
+
+TEST(Account, StrictModesIsJudgedAsSshdWalksTheFolders) {
+  std::string home = temp_dir();
+  std::string ssh = home + "/.ssh";
+  ASSERT_TRUE(make_dirs(ssh, 0700));
+  chmod(home.c_str(), 0755);
+  EXPECT_EQ(strict_modes_problem(ssh, home, getuid()), std::nullopt);
+  // An emptyDir as Kubernetes makes it with fsGroup: 2777.
+  chmod(home.c_str(), 02777);
+  auto problem = strict_modes_problem(ssh, home, getuid());
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find(home + " is owned by uid"), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("mode 2777"), std::string::npos) << *problem;
+  // The walk stops at the home: a world-writable folder above it does not count.
+  ASSERT_TRUE(make_dirs(home + "/h/.ssh", 0700));
+  chmod((home + "/h").c_str(), 0700);
+  EXPECT_EQ(strict_modes_problem(home + "/h/.ssh", home + "/h", getuid()), std::nullopt);
+  std::filesystem::remove_all(home);
+}
+
+TEST(Account, SshdConfigTurnsStrictModesOffOnlyWithAReasonAndPassesTheEnv) {
+  KeyPair key{"", "ssh-ed25519 AAAA trainer-mpi", "id_ed25519"};
+  SshLayout layout{"/home/u/.ssh", 2222, "/home/u", {}, std::nullopt};
+  std::string strict = render_sshd_config(key, layout);
+  EXPECT_EQ(strict.find("StrictModes"), std::string::npos);
+  EXPECT_EQ(strict.find("SetEnv"), std::string::npos);
+  layout.strict_modes_problem = "/home/u is owned by uid 0 with mode 2777";
+  layout.session_env = {{"LD_PRELOAD", "libnss_wrapper.so"}, {"NSS_WRAPPER_PASSWD", "/home/u/a b"}};
+  std::string config = render_sshd_config(key, layout);
+  EXPECT_NE(
+      config.find("# StrictModes would refuse authorized_keys: /home/u is owned by uid 0 with mode 2777"),
+      std::string::npos)
+      << config;
+  EXPECT_NE(config.find("\nStrictModes no\n"), std::string::npos);
+  EXPECT_NE(config.find("\nSetEnv LD_PRELOAD=libnss_wrapper.so \"NSS_WRAPPER_PASSWD=/home/u/a b\"\n"),
+            std::string::npos)
+      << config;
+}
+
+}  // namespace
+}  // namespace tmpi::init
