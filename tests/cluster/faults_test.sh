@@ -16,6 +16,7 @@
 #   recreated-after    ... after the barrier: exit 75, named at the new pod's registration
 #   hostile-names      a hostfile's hostile names: exit 65 each, nothing written or run
 #   status-slow        every status answer 30 s late: exit 0, the job not held
+#   descriptors        the launcher at 64 descriptors, 100 idle connections: the job still runs
 #   impostor           requests without the job key: refused, one log line each, the job runs
 #   disk-full          report.json's folder is full: the job's exit stands, the report is not
 #                      written (said in the log) and no partial file is left; mpi-init's
@@ -224,5 +225,28 @@ case $case_name in
     (( SECONDS - t0 < 25 )) || fail "a slow status server held the job for $((SECONDS - t0)) s"
     row "the status server slow (every answer 30 s late)" "exit 0 (the job's verdict stands); the updates are bounded, not waited for" "$((SECONDS - t0)) s for the whole job"
     pass "a slow status server: exit 0 in $((SECONDS - t0)) s" ;;
+  descriptors)
+    # The launcher may hold 64 descriptors, and a client holds 100 idle connections to the
+    # coordinator: its connection cap (the descriptor limit less a reserve) closes the ones
+    # over it at once, the idle ones go at the header deadline (10 s), descriptors are left
+    # for the preflight and mpirun, the sidecars get through, and the job runs.
+    t0=$(date +%s%N)
+    in_pod "$launcher" prlimit --nofile=64:64 "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
+      --beat-interval 1s -- true > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    sleep 1
+    in_pod "${nodes[1]}" bash -c 'for i in $(seq 100); do exec {fd}<>"/dev/tcp/$1/29410" || break; done; sleep 25' \
+      _ "$launcher.$sub" > /dev/null 2>&1 &
+    hog=$!
+    sleep 1
+    with_sidecars
+    timeout 60 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 60 s after its descriptors ran out"
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 0 ]] || fail "descriptors exhausted: expected the job to run (exit 0), got $rc: $log"
+    (( $(grep -c "cannot accept connections" <<<"$log") < 20 )) || fail "the accept loop spun: $log"
+    kill "$hog" 2>/dev/null || true; wait "$hog" 2>/dev/null || true
+    row "descriptors exhausted (the launcher at 64, a client holding 100 idle connections)" "connections over the cap closed at once, idle ones at the header deadline; the job runs (exit 0)" "$(ms_since "$t0") ms for the whole job"
+    pass "descriptors exhausted: the job ran after $(ms_since "$t0") ms" ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -40,6 +40,7 @@ cases=(
   "launcher|2|$src/tests/cluster/faults_test.sh|status-slow"
   "launcher|2|$src/tests/cluster/faults_test.sh|disk-full"
   "launcher|2|$src/tests/cluster/faults_test.sh|impostor"
+  "launcher|2|$src/tests/cluster/faults_test.sh|descriptors"
   "launcher|2|$src/tests/cluster/faults_test.sh|hostile-names"
   "launcher|2|$src/tests/cluster/launcher_test.sh|invalid-utf8"
   "agent|0|$src/tests/launcher/mpi_rank_test.sh|"
