@@ -173,8 +173,8 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
   return out;
 }
 
-Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology) {
-  const std::string dir = layout.ssh_dir;
+Status check_ssh_dir(const SshLayout& layout) {
+  const std::string& dir = layout.ssh_dir;
   struct stat st {};
   if (getuid() != 0 && stat(dir.c_str(), &st) == 0 && st.st_uid != getuid()) {
     return make_error(
@@ -184,6 +184,12 @@ Status install_identity(const KeyPair& key, SshLayout layout, const Topology* to
         "inside it (examples/runtime-openmpi.yaml)",
         dir, st.st_uid, st.st_mode & 07777, getuid(), dir);
   }
+  return ok_status();
+}
+
+Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology) {
+  const std::string dir = layout.ssh_dir;
+  TMPI_CHECK(check_ssh_dir(layout));
   TMPI_CHECK(make_dirs(dir, 0700));
   if (!layout.home.empty()) layout.strict_modes_problem = strict_modes_problem(dir, layout.home, getuid());
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name, key.private_key, {0600}));

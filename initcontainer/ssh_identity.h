@@ -51,4 +51,9 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
 // says to mount it one level up, as HOME. StrictModes is judged once the folder exists.
 Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology);
 
+// Whether the running uid can make layout.ssh_dir the 0700 folder ssh needs (a folder that
+// another uid owns cannot be): checked before any output is written, so that a refused
+// identity leaves no hostfiles behind either.
+Status check_ssh_dir(const SshLayout& layout);
+
 }  // namespace tmpi::init

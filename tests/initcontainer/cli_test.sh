@@ -120,5 +120,10 @@ for dir in bad1 bad2 bad3 bad4 bad5 bad7 bad8 bad9; do
   [[ ! -e $work/$dir ]] || [[ -z $(ls -A "$work/$dir") ]] || fail "bad input left files in $dir: $(ls -A "$work/$dir")"
 done
 [[ ! -e $work/home/bad6 ]] || fail "unreadable Secret left files"
+# An ssh folder this uid cannot own: refused before the first write, so no hostfile either.
+mkdir -p "$work/root-owned-ssh"; chmod 0777 "$work/root-owned-ssh"
+expect_fail 74 "cannot make it the 0700 folder" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
+  "${nss[@]}" "$init" --pods "$work/pods.json" --out "$work/home/bad10" --ssh-dir "$work/root-owned-ssh"
+[[ ! -e $work/home/bad10 && -z $(ls -A "$work/root-owned-ssh") ]] || fail "a refused identity left outputs: $(ls -A "$work/home/bad10" "$work/root-owned-ssh" 2>&1)"
 echo "ok: bad input"
 echo "mpi-init cli: all passed"
