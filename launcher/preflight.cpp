@@ -71,8 +71,13 @@ std::vector<std::string> expected_placement(const Topology& topology, int np) {
   return out;
 }
 
-std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, const std::string& output) {
-  static const std::regex ompi(R"(^\[\d+,(\d+)\]<stdout>:\s*(\S+))"), hydra(R"(^\[(\d+)\]\s+(\S+))");
+namespace {
+
+// rank -> the host it printed, from the probe's tagged output (Open MPI's --tag-output,
+// hydra's -prepend-rank). Lines are short (a tag and a host name); a rank number that does
+// not fit an int is not a rank.
+std::map<int, std::string> probe_hosts(const std::string& output) {
+  static const std::regex ompi(R"(^\[\d+,(\d{1,9})\]<stdout>:\s*(\S+))"), hydra(R"(^\[(\d{1,9})\]\s+(\S+))");
   std::map<int, std::string> ran;
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);) {
@@ -81,6 +86,17 @@ std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, 
       ran[std::stoi(match[1].str())] = match[2].str();
     }
   }
+  return ran;
+}
+
+}  // namespace
+
+int ranks_reported(const std::string& output) {
+  return static_cast<int>(probe_hosts(output).size());
+}
+
+std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, const std::string& output) {
+  std::map<int, std::string> ran = probe_hosts(output);
   std::vector<CheckRow> rows;
   for (std::size_t rank = 0; rank < expected.size(); ++rank) {
     auto it = ran.find(static_cast<int>(rank));

@@ -30,6 +30,8 @@ std::vector<std::string> expected_placement(const Topology& topology, int np);
 // --tag-output, "[3] host" from hydra's -prepend-rank) and compares it with the expected
 // placement by short host name.
 std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, const std::string& output);
+// How many ranks the probe's output says where they ran: when all have, the probe is done.
+int ranks_reported(const std::string& output);
 
 std::string render_table(const std::vector<CheckRow>& rows);
 

@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 namespace tmpi::launch {
@@ -76,7 +77,7 @@ int ProcessGroup::stop(Millis grace) {
 
 Expected<Captured> run_capture(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env, Millis timeout,
-                               const std::function<bool()>& stopped) {
+                               const std::function<bool()>& stopped, const DoneWhen& when) {
   int out[2];
   if (pipe(out) != 0) return make_error(Exit::kOsErr, "cannot make a pipe: {}", std::strerror(errno));
   pid_t pid = fork();
@@ -96,8 +97,16 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
   close(out[1]);
   Captured captured;
   auto end = Clock::now() + timeout;
+  std::optional<Clock::time_point> done_at;
   char buffer[4096];
   while (true) {
+    if (done_at && Clock::now() - *done_at >= when.linger) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      close(out[0]);
+      captured.ended_after_done = true;
+      return captured;
+    }
     auto left = std::chrono::duration_cast<Millis>(end - Clock::now()).count();
     if (stopped && stopped()) {
       kill(-pid, SIGKILL);
@@ -116,6 +125,7 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
     ssize_t n = read(out[0], buffer, sizeof buffer);
     if (n <= 0) break;
     captured.output.append(buffer, static_cast<std::size_t>(n));
+    if (!done_at && when.done && when.done(captured.output)) done_at = Clock::now();
   }
   close(out[0]);
   int status = 0;

@@ -39,7 +39,17 @@ class ProcessGroup {
 
 struct Captured {
   int status = 0;
-  std::string output;  // stdout and stderr together
+  std::string output;             // stdout and stderr together
+  bool ended_after_done = false;  // `done` held, and the process did not exit by itself
+};
+
+// When a captured command has done its work: `done(output)` says so, and the command then
+// has `linger` to exit by itself before its process group is ended (status 0). Open MPI 5's
+// prterun was seen not to exit after every rank had (under load), which held the
+// preflight for its whole timeout.
+struct DoneWhen {
+  std::function<bool(const std::string& output)> done;
+  Millis linger{5000};
 };
 
 // Runs argv to completion (killed at `timeout`: Exit::kTempFail) and returns its output.
@@ -47,6 +57,6 @@ struct Captured {
 // error says so (a SIGTERM to the launcher during its preflight).
 Expected<Captured> run_capture(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env, Millis timeout,
-                               const std::function<bool()>& stopped = {});
+                               const std::function<bool()>& stopped = {}, const DoneWhen& when = {});
 
 }  // namespace tmpi::launch

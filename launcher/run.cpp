@@ -50,6 +50,7 @@ Error stopped_during(std::string_view phase) {
 }
 
 constexpr Millis kLostHostGrace(3000);
+constexpr Millis kMpirunLinger(10000);  // mpirun's time to exit after every rank reported its exit 0
 
 struct Phase {
   std::string name;
@@ -129,10 +130,17 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
     bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
     LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
     spdlog::debug("placement probe: {}", shell_join(build_command(probe)));
-    auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested);
+    const auto expected = expected_placement(job.topology, job.plan.np);
+    DoneWhen every_rank_said{
+        [&](const std::string& output) { return ranks_reported(output) >= job.plan.np; }};
+    auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested, every_rank_said);
     if (stop_requested()) return stopped_during("during the preflight's placement check");
     if (!ran) return make_error(Exit::kUnavailable, "placement check: {}", ran.error().message);
-    rows = check_placement(expected_placement(job.topology, job.plan.np), ran->output);
+    if (ran->ended_after_done) {
+      spdlog::warn("placement check: {} did not exit {} s after every rank had reported; ended it",
+                   job.plan.launcher, every_rank_said.linger.count() / 1000);
+    }
+    rows = check_placement(expected, ran->output);
     if (ran->status != 0 && rows.empty())
       rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
   }
@@ -246,6 +254,7 @@ Status run_job(const Params& params) {
   std::optional<int> status;
   const Millis job_timeout = params.duration("timeout");
   const auto launched = Clock::now();
+  std::optional<Clock::time_point> all_exited_at;
   while (!(status = mpi.poll())) {
     if (job_timeout.count() > 0 && Clock::now() - launched >= job_timeout) {
       // The snapshot is taken on the coordinator's thread, whose callbacks take the mutex.
@@ -253,11 +262,25 @@ Status run_job(const Params& params) {
       std::lock_guard lock(shared.mutex);
       if (!shared.failure) shared.failure = std::move(timed_out);
     }
+    bool all_exited_clean;
     {
       std::lock_guard lock(shared.mutex);
       failure = shared.failure;
+      all_exited_clean = shared.exited >= job.plan.np && shared.failed == 0 && !shared.secondary;
       // The reporter posts only what changed, at most once per --status-interval.
       feed.ranks(shared.started - shared.exited, shared.failed, failure ? failure->reason : "");
+    }
+    // Every rank has reported its exit 0, yet mpirun runs on (prterun 5.0.7 was seen to, under
+    // load): after kMpirunLinger it is ended, and the job is what its ranks said it was.
+    if (all_exited_clean && !failure) {
+      if (!all_exited_at) all_exited_at = Clock::now();
+      if (Clock::now() - *all_exited_at >= kMpirunLinger) {
+        spdlog::warn("every rank exited 0, but {} did not exit {} s later; ending it", job.plan.launcher,
+                     kMpirunLinger.count() / 1000);
+        mpi.stop(params.duration("grace"));
+        status = 0;
+        break;
+      }
     }
     if (failure || g_stop_signal != 0) {
       if (!failure)

@@ -12,6 +12,7 @@
 #   node-deleted[-ssh]        at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
+#   mpirun-lingers            an mpirun that outlives its ranks is ended; exit 0
 #   timeout                   rank 1 hangs: --timeout stops the job with exit 75, naming it
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
@@ -200,6 +201,22 @@ case $case_name in
       fail "report exit: $(jq .exit "$report")"
     row "a rank hangs (--timeout 6s)" "exit 75, the ranks still running named" "$((SECONDS - t0)) s to the launcher's exit"
     pass "a hung rank: stopped by --timeout after $((SECONDS - t0)) s, exit 75, rank 1 named" ;;
+  mpirun-lingers)
+    # An mpirun that does not exit after its ranks (prterun 5.0.7 was seen so under load):
+    # the placement probe is ended 5 s after every rank said where it ran, the job 10 s after
+    # every rank reported its exit 0; the job is what its ranks said (exit 0), nothing left.
+    printf '#!/bin/sh\n[ "$1" = --version ] && exec mpirun --version\nmpirun "$@"\nsleep 60\n' > "$CIB_DIR/lingering-mpirun"
+    chmod 755 "$CIB_DIR/lingering-mpirun"
+    with_sidecars
+    t0=$SECONDS; rc=0
+    out=$(launch --mpi openmpi --mpirun "$CIB_DIR/lingering-mpirun" -- sleep 3 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "a lingering mpirun: expected exit 0, got $rc: $out"
+    expect_contains "$out" "did not exit 5 s after every rank had reported; ended it" "the probe ended"
+    expect_contains "$out" "every rank exited 0, but" "the job ended"
+    (( SECONDS - t0 < 40 )) || fail "a lingering mpirun held the launcher $((SECONDS - t0)) s"
+    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    row "mpirun does not exit after its ranks" "the probe ended 5 s, the job 10 s after every rank reported; exit 0" "$((SECONDS - t0)) s for the whole job"
+    pass "a lingering mpirun: ended, exit 0 in $((SECONDS - t0)) s" ;;
   sigterm)
     with_sidecars
     launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &

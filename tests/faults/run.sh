@@ -29,6 +29,7 @@ cases=(
   "launcher|2|$src/tests/cluster/launcher_test.sh|rank-fails"
   "launcher|2|$src/tests/cluster/faults_test.sh|rank-killed"
   "launcher|2|$src/tests/cluster/launcher_test.sh|timeout"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|mpirun-lingers"
   "launcher|2|$src/tests/cluster/launcher_test.sh|node-killed"
   "launcher|2|$src/tests/cluster/launcher_test.sh|node-killed-ssh"
   "launcher|2|$src/tests/cluster/launcher_test.sh|node-deleted"

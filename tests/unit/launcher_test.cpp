@@ -11,6 +11,7 @@
 #include "launcher/failure.h"
 #include "launcher/mpi_command.h"
 #include "launcher/preflight.h"
+#include "launcher/process.h"
 #include "launcher/rank_agent.h"
 
 namespace tmpi::launch {
@@ -181,6 +182,29 @@ TEST(Preflight, PlacementCheckReadsBothTagFormats) {
   std::string table = render_table(everything_on_the_launcher);
   EXPECT_EQ(table.rfind("HOST", 0), 0U);
   EXPECT_NE(table.find("placement"), std::string::npos);
+  // The probe is done when every rank has said where it ran (a rank said twice counts once).
+  EXPECT_EQ(ranks_reported("[1,0]<stdout>:a\n[1,0]<stdout>:a\n[1,2]<stdout>:b\nnoise\n"), 2);
+  EXPECT_EQ(ranks_reported("[0] a\n[1] a\n[2] b\n"), 3);
+  EXPECT_EQ(ranks_reported("[1,99999999999]<stdout>:a\n"), 0) << "a rank number past int is no rank";
+}
+
+// A command that has done its work but does not exit (prterun after its ranks, under load)
+// is ended `linger` after `done` held, with status 0 and its output; one that exits by itself
+// is waited for as ever.
+TEST(Process, ACommandDoneButNotExitingIsEndedAfterItsLinger) {
+  DoneWhen said_done{[](const std::string& output) { return output.find("done") != std::string::npos; },
+                     Millis(200)};
+  auto start = Clock::now();
+  auto ran = run_capture({"sh", "-c", "echo done; exec sleep 30"}, {}, Millis(20000), {}, said_done);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_LT(Clock::now() - start, Millis(5000));
+  EXPECT_TRUE(ran->ended_after_done);
+  EXPECT_EQ(ran->status, 0);
+  EXPECT_EQ(ran->output, "done\n");
+  auto exited = run_capture({"sh", "-c", "echo done; exit 3"}, {}, Millis(20000), {}, said_done);
+  ASSERT_TRUE(exited);
+  EXPECT_FALSE(exited->ended_after_done);
+  EXPECT_EQ(exited->status, 3);
 }
 
 }  // namespace
