@@ -37,6 +37,7 @@ std::string help_text(std::string_view synopsis, unsigned scope) {
     std::string detail = env_name(spec.name);
     if (!spec.choices.empty()) detail += fmt::format(", one of {}", spec.choices);
     if (!spec.default_value.empty()) detail += ", " + shown_default(spec);
+    if (spec.type == ParamType::kInt) detail += fmt::format(", {} to {}", spec.min, spec.max);
     out += fmt::format("  {:<28} ({})\n", "", detail);
   }
   out += "  --help                       this text\n";
@@ -51,6 +52,7 @@ std::string markdown_table() {
     std::string value = spec.default_value.empty() ? "" : fmt::format("`{}`", spec.default_value);
     std::string help(spec.help);
     if (!spec.choices.empty()) help += fmt::format(" (`{}`)", spec.choices);
+    if (spec.type == ParamType::kInt) help += fmt::format(" ({} to {})", spec.min, spec.max);
     out += fmt::format("| `--{}` | `{}` | {} | {} | {} |\n", spec.name, env_name(spec.name), value,
                        scope_names(spec.scopes), help);
   }

@@ -106,9 +106,14 @@ Status validate_param(const ParamSpec& spec, std::string_view value, std::string
     return make_error(Exit::kUsage, "{}: {}; {}", where, why, spec.help);
   };
   switch (spec.type) {
-    case ParamType::kInt:
-      if (auto n = parse_int(value); !n) return fail(n.error().message);
+    case ParamType::kInt: {
+      auto n = parse_int(value);
+      if (!n) return fail(n.error().message);
+      if (*n < spec.min || *n > spec.max) {
+        return fail(fmt::format("{} is out of range: {} to {}", *n, spec.min, spec.max));
+      }
       break;
+    }
     case ParamType::kNumber:
       if (auto n = parse_number(value); !n) return fail(n.error().message);
       break;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <span>
 #include <string>
@@ -40,7 +41,18 @@ struct ParamSpec {
   std::string_view help;           // one line
   unsigned scopes;
   std::string_view choices = {};  // kChoice: "a|b|c"
+  // kInt: the values allowed, checked where the value is read (a port of 70000 is an error,
+  // not port 4464). Set with ranged().
+  long long min = std::numeric_limits<long long>::min();
+  long long max = std::numeric_limits<long long>::max();
 };
+
+// `spec` with its kInt values bounded to [min, max].
+constexpr ParamSpec ranged(ParamSpec spec, long long min, long long max) {
+  spec.min = min;
+  spec.max = max;
+  return spec;
+}
 
 // The table itself (param_table.cpp).
 std::span<const ParamSpec> param_table();

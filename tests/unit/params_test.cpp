@@ -79,6 +79,26 @@ TEST(Params, UnparsableEnvironmentValueNamesTheVariable) {
   EXPECT_NE(params.error().message.find("'22x'"), std::string::npos);
 }
 
+// A port of 70000 is an error that names the range, never port 4464 (70000 mod 65536).
+TEST(Params, IntegersOutOfTheirRangeAreRefused) {
+  auto port = Params::parse(kScopeLauncher, {"--rendezvous-port", "70000"}, {});
+  ASSERT_FALSE(port);
+  EXPECT_EQ(port.error().exit, Exit::kUsage);
+  EXPECT_NE(port.error().message.find("--rendezvous-port"), std::string::npos) << port.error().message;
+  EXPECT_NE(port.error().message.find("70000 is out of range: 1 to 65535"), std::string::npos)
+      << port.error().message;
+  auto zero = Params::parse(kScopeInit, {}, Env{{"TMPI_SSH_PORT", "0"}});
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.error().message.find("TMPI_SSH_PORT"), std::string::npos);
+  EXPECT_FALSE(Params::parse(kScopeCheck, {"--step-factor", "1"}, {}));
+  EXPECT_TRUE(Params::parse(kScopeLauncher, {"--rendezvous-port", "65535", "--np", "1"}, {}));
+  // Every integer parameter has a range, and its default lies within it.
+  for (const auto& spec : param_table()) {
+    if (spec.type != ParamType::kInt) continue;
+    EXPECT_LT(spec.max, std::numeric_limits<long long>::max()) << spec.name << " has no range";
+  }
+}
+
 TEST(Params, UnparsableFlagNamesTheFlag) {
   auto params = Params::parse(kScopeInit, {"--ssh-port", "many"}, {});
   ASSERT_FALSE(params);
