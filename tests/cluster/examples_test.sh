@@ -5,20 +5,35 @@
 # pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
 # node pods); Trainer's objects are made from it (the hostfile ConfigMap as rendered, the SSH
 # Secret with a fresh ECDSA P-521 PEM key, the kind Trainer makes); each pod's volumes are
-# folders of that pod (tests/examples/pod_command.py): an emptyDir world-writable, a Secret's
-# or ConfigMap's files root-owned with the rendered modes, behind ..data as the kubelet lays
-# them out. Each pod then runs as the kubelet runs it: its init containers in order, a native
-# sidecar (restartPolicy Always) left running, then its main container; each with its
-# rendered command and env (the TrainJob's command, Trainer's OMPI_MCA_* variables, fields
-# from the pod's labels) and no other variable but HOME, HOSTNAME and the image's PATH (this
-# build's programs where the image has its own). The pods start in the rendered order.
+# folders of that pod (tests/examples/pod_command.py), as the kubelet makes them with the pod's
+# fsGroup: an emptyDir root-owned, group fsGroup, 2777; a Secret's or ConfigMap's files
+# root-owned, group fsGroup, the rendered modes plus group read, behind ..data. Each pod's
+# /etc/passwd is the image's (mpiuser 1000, images/Dockerfile). Each pod then runs as the
+# kubelet runs it: its init containers in order, a native sidecar (restartPolicy Always) left
+# running, then its main container; each as the pod's user, with its rendered command and env
+# (the TrainJob's command, Trainer's OMPI_MCA_* variables, fields from the pod's labels,
+# nss_wrapper's) and no other variable but HOME, HOSTNAME and the image's PATH (this build's
+# programs where the image has its own). The pods start in the rendered order.
+#
+# Usage (under cib run): examples_test.sh [runtime|root|arbitrary-uid]
+#   runtime        the rendered pods' securityContext (uid 1000, gid 1000, fsGroup 1000), every
+#                  process under setpriv with no new privileges and no capabilities, as Pod
+#                  Security "restricted" has them
+#   root           uid 0 with every capability, fsGroup as rendered (a runtime patched to
+#                  runAsUser 0 and no capability drop: sshd as root needs CAP_SYS_CHROOT)
+#   arbitrary-uid  OpenShift's restricted SCC: uid 1000870000 that no passwd lists, gid 0,
+#                  fsGroup 1000870000 (setpriv as in runtime)
 # Checked: the TrainJob's command exits 0; nccl-check passes over numProcPerNode ranks on each
 # of numNodes hosts, the launcher included, and report.json agrees; each mpi-rendezvous exits
 # 0 by itself after the job's end, and the launcher's other sidecars exit 0 when the kubelet
 # stops the ended pod (SIGTERM, in reverse order); from the launcher's real exit code, the
 # JobSet model (podFailurePolicy, successPolicy) calls the JobSet Completed, and its end
-# deletes the node pods.
+# deletes the node pods. And who ran it: every process of every pod has the pod's uid and
+# gid, ~/.ssh is that uid's (0700), sshd_config has StrictModes no (HOME is a 2777 emptyDir),
+# and sshd logged the job in by the uid's name (user<uid> from nss_wrapper where no passwd
+# lists it).
 source "$(dirname "$0")/lib.sh"
+mode=${1:-runtime}
 here=$(cd "$(dirname "$0")" && pwd)
 trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -30,6 +45,30 @@ expect_eq "$(subdomain)" "$(rq '[.pods[].spec.subdomain] | unique | join(" ")')"
 read -r hosts slots < <(python3 -c 'import sys, yaml; t = yaml.safe_load(open(sys.argv[1]))["spec"]["trainer"]
 print(t["numNodes"], t["numProcPerNode"])' "$trainjob")
 expect_eq "${#all[@]}" "$hosts" "the rendered pods: numNodes counts the launcher, a host too"
+
+# Who the pods' processes are: one securityContext for every pod (a non-root sshd logs in
+# only its own uid), none in a container; then the mode's.
+read -r yaml_uid yaml_gid fs_group < <(rq '[.pods[].spec.securityContext | "\(.runAsUser // 0) \(.runAsGroup // 0) \(.fsGroup // 0)"]
+  | unique | if length == 1 then .[0] else "mixed: \(join(", "))" end')
+[[ $yaml_uid != mixed: ]] || fail "the pods' securityContexts differ: $yaml_gid $fs_group"
+expect_eq "$(rq '[.pods[].spec | (.initContainers[]?, .containers[]) | .securityContext | (.runAsUser, .runAsGroup)? // empty] | length')" 0 \
+  "the containers' own runAsUser and runAsGroup"
+case $mode in
+  runtime) uid=$yaml_uid gid=$yaml_gid ;;
+  root) uid=0 gid=0 ;;
+  arbitrary-uid) uid=1000870000 gid=0 fs_group=1000870000 ;;
+  *) fail "unknown mode '$mode' (runtime, root or arbitrary-uid)" ;;
+esac
+[[ $mode != runtime || $uid != 0 ]] || fail "the runtime runs its pods as root"
+as_pod_user=()
+[[ $uid == 0 ]] || as_pod_user=(setpriv --reuid "$uid" --regid "$gid" --groups "$fs_group" --no-new-privs --bounding-set -all --inh-caps -all)
+for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec bound the inode
+  f="/etc/netns/$("$CIB" ns "$pod")/passwd"
+  { awk -F: '$3 != 1000 && $1 != "mpiuser"' "$f"; echo "mpiuser:x:1000:1000::/home/mpiuser:/bin/bash"; } > "$f.new"
+  cat "$f.new" > "$f"; rm "$f.new"
+done
+login=$(in_pod "$launcher" getent passwd "$uid" | cut -d: -f1) || login=""
+[[ $mode != arbitrary-uid || -z $login ]] || fail "uid $uid has a passwd entry in the pods: $login"
 
 # Trainer's MPI plugin: the Secret (a real key where the model has its kind) and the ConfigMap.
 objects="$CIB_DIR/objects"; secret="$objects/$(rq .secret.metadata.name)" cm="$objects/$(rq .configmap.metadata.name)"
@@ -51,10 +90,12 @@ make_volumes() {
   local name dir source key path mode
   while IFS=$'\t' read -r name dir source key path mode; do
     mkdir -p "$dir"
-    if [[ -z $key ]]; then chmod 777 "$dir"; continue; fi  # an emptyDir, as the kubelet makes it
+    chown "0:$fs_group" "$dir"
+    if [[ -z $key ]]; then chmod 2777 "$dir"; continue; fi  # an emptyDir, as the kubelet makes it
     [[ -f $objects/$source/$key ]] || fail "$1: volume $name shows $source's $key, which Trainer does not make"
-    mkdir -p "$dir/$stamp"; install -m "$(printf %o "$mode")" "$objects/$source/$key" "$dir/$stamp/$path"
-    ln -sfn "$stamp" "$dir/..data"; ln -sfn "..data/$path" "$dir/$path"
+    mkdir -p "$dir/$stamp"; chown "0:$fs_group" "$dir/$stamp"; chmod 2755 "$dir" "$dir/$stamp"
+    install -g "$fs_group" -m "$(printf %o $((mode | 0440)))" "$objects/$source/$key" "$dir/$stamp/$path"
+    ln -sfn "$stamp" "$dir/..data"; ln -sfn "..data/$path" "$dir/$path"; chown -h "0:$fs_group" "$dir/..data" "$dir/$path"
   done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" then [.name, .dir]
                                else . as $v | .files[] | [$v.name, $v.dir, $v.source, .key, .path, .mode] end | @tsv')
 }
@@ -70,7 +111,7 @@ start_pod() {
     local -a argv env_pairs
     mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' <<<"$json")
     mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' <<<"$json")
-    local -a cmd=("$CIB" exec "$1" -- env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
+    local -a cmd=("$CIB" exec "$1" -- "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
                   "${env_pairs[@]}" "${argv[@]}")
     if [[ $kind == init ]]; then
       "${cmd[@]}" > "$log" 2>&1 </dev/null || fail "$1: init container $name exited $?: $(cat "$log")"
@@ -96,7 +137,11 @@ logs() { tail -n 8 "$CIB_DIR"/pods/*/*.log; }
 ended "${pid[$launcher/$main]}" 240 || fail "the TrainJob's command still runs after 240 s:"$'\n'"$(logs)"
 rc=0; wait "${pid[$launcher/$main]}" || rc=$?
 out=$(cat "$CIB_DIR/pods/$launcher/$main.log")
-[[ $rc == 0 ]] || fail "the TrainJob's command exited $rc: $out"
+[[ $rc == 0 ]] || fail "$mode: the TrainJob's command exited $rc: $out"$'\n'"$(logs)"
+# Who ran it, while every pod's sshd still runs: each process of the pods (not cib's pause).
+users=$(for pod in "${all[@]}"; do ip netns pids "$("$CIB" ns "$pod")"; done | xargs ps -o ruid=,euid=,rgid=,egid=,comm= -p |
+        awk '$5 != "sleep" && $5 != "unshare" { print $1, $2, $3, $4 }' | sort -u)
+expect_eq "$users" "$uid $uid $gid $gid" "$mode: the real and effective uid and gid of the pods' processes"
 ranks=$((hosts * slots))
 expect_contains "$out" "result: pass" "nccl-check's verdict"
 expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "every slot of every host, the launcher's too"
@@ -138,8 +183,14 @@ for job in jm.jobs(out["jobset"]):
 print(" ".join(outcomes), "Completed" if jm.succeeded(out["jobset"], done) else "not completed")
 ' "$rendered" "$launcher" "$rc")
 expect_eq "$verdict" "Succeeded Completed" "the launcher's Job and the JobSet, by the model"
+home=$(spec "$launcher" "$main" | jq -r .env.HOME)
+expect_eq "$(stat -c '%u %a' "$home/.ssh")" "$uid 700" "$mode: the owner and mode of ~/.ssh"
+expect_contains "$(cat "$home/.ssh/sshd_config")" "StrictModes no" "$mode: sshd_config under a 2777 HOME"
+name=$(awk -F: -v u="$uid" '$3 == u { print $1; exit }' "$home/.nss_wrapper/passwd")
+expect_eq "$name" "${login:-user$uid}" "$mode: nss_wrapper's name for uid $uid"
+grep -qh "Accepted publickey for $name " "$CIB_DIR"/pods/*/*.log || fail "$mode: no sshd logged $name in: $(logs)"
 for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || "$CIB" delete "$pod" 10; done  # JobSet deletes the Jobs left
 
 grep -E "mpi-launcher|result" <<<"$out"
 echo "phases: $(jq -r '[.phases[] | "\(.name) \(.seconds * 10 | round / 10) s"] | join(", ")' "$report")"
-pass "the TrainJob as Trainer renders it: $ranks ranks on $hosts hosts (launcher included), an all-reduce checked, every sidecar done, the JobSet completed"
+pass "$mode (uid $uid, gid $gid, fsGroup $fs_group): the TrainJob as Trainer renders it: $ranks ranks on $hosts hosts (launcher included), an all-reduce checked, every sidecar done, the JobSet completed"

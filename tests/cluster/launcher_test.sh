@@ -7,8 +7,11 @@
 #   rank-fails                rank 1 exits 3: the launcher exits 3 (the rank's own code), names it, stops the others,
 #                             posts the failure (only) to the TrainJob status, and records a
 #                             Warning Event on the TrainJob
-#   node-killed[-ssh]         a node dies mid-run: exit 75 within 10 s, naming the host; with
-#                             sidecars, or without (--wait ssh: the rank agents' beats)
+#   node-partitioned[-ssh]    at the defaults, a node cut off (its link down, processes alive):
+#                             named within --lost-after (15 s), torn down within 3 s more
+#   node-killed[-ssh][-defaults]  a node dies mid-run: exit 75 within 10 s (at the defaults:
+#                             named within --lost-after, 15 s), naming the host; with sidecars,
+#                             or without (--wait ssh: the rank agents' beats)
 #   node-deleted[-ssh]        at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
@@ -134,27 +137,55 @@ case $case_name in
        $(jq -r .message <<<"$event") == "rank 1 on ${nodes[0]} exited with code 3"* ]] || fail "the Event: $(cat "$CIB_DIR/kube/requests.log")"
     row "a rank exits non-zero (3)" "exit 3 (the rank's own), the rank and its stderr named, the others stopped" "$((SECONDS - t0 - 1)) s"
     pass "rank 1 exits 3: the launcher exits 3 in $((SECONDS - t0)) s and stops the others" ;;
-  node-killed|node-killed-ssh)
+  node-killed|node-killed-ssh|node-killed-defaults|node-killed-ssh-defaults|node-partitioned|node-partitioned-ssh)
     # Hard: every process of the pod SIGKILLed, its network gone. With sidecars their beats
-    # stop; without (--wait ssh), the running ranks' agents' beats do.
-    wait_mode=(); if [[ $case_name == *-ssh ]]; then wait_mode=(--wait ssh); else with_sidecars; fi
-    launch "${wait_mode[@]}" -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    # stop; without (--wait ssh), the running ranks' agents' beats do. With short beats
+    # (--lost-after 3s) the launcher ends within 10 s; at the defaults the host is named
+    # within --lost-after (15 s) and the teardown takes at most 3 s more.
+    wait_mode=(); if [[ $case_name == *-ssh* ]]; then wait_mode=(--wait ssh); else with_sidecars; fi
+    if [[ $case_name == *-defaults || $case_name == node-partitioned* ]]; then
+      settings="defaults" limit=25
+      in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" "${wait_mode[@]}" \
+        -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    else
+      settings="--lost-after 3s" limit=10
+      launch "${wait_mode[@]}" -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    fi
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
     sleep 3  # the agents report a rank's start after 2 s, and beat from then on
-    t0=$SECONDS; "$CIB" stop "${nodes[1]}"
-    timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 10 s after the node died"
+    t0=$(date +%s.%N)
+    if [[ $case_name == node-partitioned* ]]; then
+      # A partition: the pod's link cut at the bridge, its processes alive. No FIN or RST
+      # reaches anyone: only the beats can tell.
+      ns=$("$CIB" ns "${nodes[1]}")
+      ip -n "${ns%-p*}-br" link set "v${ns##*-p}" down
+    else
+      "$CIB" stop "${nodes[1]}"
+    fi
+    timeout "$limit" tail -s 0.1 --pid="$pid" -f /dev/null || fail "the launcher still runs $limit s after the node died"
+    t_exit=$(date +%s.%N)
     rc=0; wait "$pid" || rc=$?
     [[ $rc == 75 ]] || fail "a lost host: expected exit 75 (a retry may pass), got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
-    grep -qE "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log" || fail "the lost host is not named: $log"
+    named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the lost host is not named: $log"
     ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
     [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "75 launcher temporary true" ]] ||
       fail "report exit: $(jq .exit "$report")"
     # Without sidecars nothing registers: no line may say the launcher waits for registrations.
-    [[ $case_name != *-ssh || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
-    row "a node pod killed hard (${wait_mode[*]:-sidecars}; --lost-after 3s)" "exit 75, the host named" "$((SECONDS - t0)) s to the launcher's exit"
-    pass "a killed node (${wait_mode[*]:-sidecars}): the launcher exits $rc after $((SECONDS - t0)) s, naming it" ;;
+    [[ $case_name != *-ssh* || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
+    t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
+    detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
+    (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
+    if [[ $case_name == node-partitioned* ]]; then
+      (( $(bc <<<"$detect <= 17") )) || fail "named $detect s after the partition (goal: --lost-after, 15 s): $log"
+      fault="a node pod cut off by a partition"
+    else
+      fault="a node pod killed hard"
+    fi
+    row "$fault (${wait_mode[*]:-sidecars}; $settings)" "exit 75, the host named" \
+      "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
+    pass "a killed node (${wait_mode[*]:-sidecars}; $settings): named after $detect s, torn down $teardown s later" ;;
   node-deleted|node-deleted-ssh)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
     # sidecar said it was leaving, this took ~20 s to name and 10 s more to tear down.
