@@ -15,9 +15,10 @@
 #include "ncclcheck/driver.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-// MPI libraries keep their allocations until exit; their leaks are not ours to report.
+// MPI libraries keep their allocations until exit; their leaks are not ours to report. And
+// nss_wrapper may be preloaded before ASan (common/cli.cpp).
 extern "C" const char* __asan_default_options() {
-  return "detect_leaks=0";
+  return "detect_leaks=0:verify_asan_link_order=0";
 }  // NOLINT
 #endif
 
