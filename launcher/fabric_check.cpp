@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json_fields.h"
 #include "launcher/process.h"
 
 namespace tmpi::launch {
@@ -25,19 +26,42 @@ std::string short_host(const std::string& name) {
   return name.substr(0, name.find('.'));
 }
 
+// The strings of an array field, skipping what is not a string: the report came through
+// mpirun's output, so it is read as input from outside (common/json_fields.h).
+std::vector<std::string> strings_at(const nlohmann::json& doc, std::string_view pointer) {
+  std::vector<std::string> out;
+  const auto* array = node_at(doc, pointer);
+  if (array == nullptr || !array->is_array()) return out;
+  for (const auto& item : *array) {
+    if (item.is_string()) out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 // The hosts that did not answer: by the placement when nccl-check gives the ranks, else
 // the names that nccl-check itself knew.
 std::vector<std::string> silent_hosts(const nlohmann::json& timeout,
                                       const std::vector<std::string>& placement) {
-  auto ranks = timeout.value("silent_ranks", std::vector<int>{});
-  if (ranks.empty() || placement.empty()) return timeout.value("silent_hosts", std::vector<std::string>{});
+  std::vector<std::int64_t> ranks;
+  if (const auto* array = node_at(timeout, "/silent_ranks"); array != nullptr && array->is_array()) {
+    for (const auto& item : *array) {
+      if (item.is_number_integer()) ranks.push_back(item.get<std::int64_t>());
+    }
+  }
+  if (ranks.empty() || placement.empty()) return strings_at(timeout, "/silent_hosts");
   std::set<std::string> hosts;
-  for (int rank : ranks) {
-    bool placed = rank >= 0 && rank < static_cast<int>(placement.size());
+  for (std::int64_t rank : ranks) {
+    bool placed = rank >= 0 && rank < static_cast<std::int64_t>(placement.size());
     hosts.insert(placed ? short_host(placement[static_cast<std::size_t>(rank)])
                         : fmt::format("rank {}", rank));
   }
   return {hosts.begin(), hosts.end()};
+}
+
+// A number field, or the fallback when it is absent or not a number.
+double number_at(const nlohmann::json& doc, std::string_view pointer, double fallback) {
+  const auto* node = node_at(doc, pointer);
+  return node != nullptr && node->is_number() ? node->get<double>() : fallback;
 }
 
 }  // namespace
@@ -71,16 +95,19 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   std::istringstream lines(output);
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.rfind(kReportPrefix, 0) == 0) {
-      auto report = nlohmann::json::parse(line.substr(kReportPrefix.size()), nullptr, false);
-      if (!report.is_discarded() && out.report.is_null())
-        out.report = std::move(report);  // the first one wins
-    } else {
+    // The report may follow another stream's text that mpirun forwarded without its line
+    // break: it is found anywhere in the line, and what comes before it stays in the table.
+    auto at = line.find(kReportPrefix);
+    if (at == std::string::npos) {
       out.table += line + "\n";
+      continue;
     }
+    if (at > 0) out.table += line.substr(0, at) + "\n";
+    auto report = nlohmann::json::parse(line.substr(at + kReportPrefix.size()), nullptr, false);
+    if (!report.is_discarded() && out.report.is_null()) out.report = std::move(report);  // the first one wins
   }
   const auto& report = out.report;
-  if (report.is_object() && report.value("result", "") == "pass" && status == 0) return out;
+  if (report.is_object() && string_at(report, "/result") == "pass" && status == 0) return out;
   out.exit = Exit::kUnavailable;
   if (!report.is_object()) {
     std::string tail = out.table.size() > 600 ? "..." + out.table.substr(out.table.size() - 600) : out.table;
@@ -88,21 +115,22 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
         {launcher_host, "nccl-check", fmt::format("exited with status {} and no report: {}", status, tail)});
     return out;
   }
-  std::string backend = report.value("backend", "nccl-check");
-  for (const auto& culprit : report.value("culprits", nlohmann::json::array())) {
-    out.rows.push_back(
-        {culprit.value("name", ""), backend + " " + culprit.value("kind", ""), culprit.value("reason", "")});
+  std::string backend = string_at(report, "/backend", "nccl-check");
+  if (const auto* culprits = node_at(report, "/culprits"); culprits != nullptr && culprits->is_array()) {
+    for (const auto& culprit : *culprits) {
+      out.rows.push_back({string_at(culprit, "/name"), backend + " " + string_at(culprit, "/kind"),
+                          string_at(culprit, "/reason")});
+    }
   }
-  if (report.contains("failure"))
-    out.rows.push_back({launcher_host, backend, report["failure"].get<std::string>()});
-  if (report.contains("timeout")) {
-    const auto& timeout = report["timeout"];
+  if (std::string failure = string_at(report, "/failure"); !failure.empty())
+    out.rows.push_back({launcher_host, backend, failure});
+  if (const auto* timeout = node_at(report, "/timeout"); timeout != nullptr && timeout->is_object()) {
     out.exit = Exit::kTempFail;
     std::string reason =
-        fmt::format("{} did not finish within {} s (seen by rank {})", timeout.value("step", ""),
-                    timeout.value("after_seconds", 0.0), timeout.value("rank", -1));
-    auto silent = silent_hosts(timeout, placement);
-    if (silent.empty()) out.rows.push_back({timeout.value("host", ""), backend + " timeout", reason});
+        fmt::format("{} did not finish within {} s (seen by rank {})", string_at(*timeout, "/step"),
+                    number_at(*timeout, "/after_seconds", 0.0), int_at(*timeout, "/rank", -1));
+    auto silent = silent_hosts(*timeout, placement);
+    if (silent.empty()) out.rows.push_back({string_at(*timeout, "/host"), backend + " timeout", reason});
     for (const auto& host : silent)
       out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});
   }

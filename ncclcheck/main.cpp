@@ -66,18 +66,34 @@ Expected<Options> options_from(const Params& params) {
   return options;
 }
 
-// One write, so that mpirun does not interleave other ranks' lines into the table.
-void publish(const Report& report, const std::string& json_path) {
+// One write, so that mpirun does not interleave other ranks' lines into the table. With
+// --json - the report travels on stdout through mpirun's output forwarding, which keeps a
+// rank's stdout in order but not its stdout beside its stderr: a line on stderr after the
+// report was seen to land inside it (the launcher then had no report). So the rank's last
+// word (why it fails or aborts) goes into the same write, before the report, and nothing
+// follows it on stderr.
+void publish(const Report& report, const std::string& json_path, const std::string& last_word) {
   std::string out = render_table(report);
   std::string json = dump_json(to_json(report));
-  if (json_path == "-") out += "nccl-check report: " + json + "\n";
+  bool on_stdout = json_path == "-";
+  if (on_stdout && !last_word.empty()) out += "nccl-check: " + last_word + "\n";
+  if (on_stdout) out += "nccl-check report: " + json + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
-  if (!json_path.empty() && json_path != "-") {
+  if (!on_stdout && !last_word.empty()) std::cerr << "nccl-check: " << last_word << "\n";
+  if (!json_path.empty() && !on_stdout) {
     if (auto written = write_atomic(json_path, json + "\n"); !written) {
       std::cerr << "nccl-check: the report was not written: " << written.error().message << "\n";
     }
   }
+}
+
+// Why rank 0 fails, in a line; empty for a pass.
+std::string verdict(const Report& report) {
+  if (report.exit_code() == 0) return "";
+  if (!report.failure.empty()) return report.failure;
+  return fmt::format("{} culprit(s) below threshold or with wrong data: see the table",
+                     report.culprits.size());
 }
 
 Status body(const std::vector<std::string>& args) {
@@ -94,22 +110,18 @@ Status body(const std::vector<std::string>& args) {
   Outcome outcome = run_check(options, progress);
   const Report& report = outcome.report;
   if (outcome.abort) {
-    publish(report, params.str("json"));
     std::string why = report.timeout ? fmt::format("{} timed out", report.timeout->step) : report.failure;
-    std::cerr << "nccl-check: " << why << "; aborting the job with exit " << report.exit_code() << "\n";
+    publish(report, params.str("json"),
+            fmt::format("{}; aborting the job with exit {}", why, report.exit_code()));
     MPI_Abort(MPI_COMM_WORLD, report.exit_code());
   }
-  if (rank == 0) publish(report, params.str("json"));
-  // Rank 0 alone exits with the verdict's code and says why (the table has the details).
-  // Were the others to exit non-zero too, the first of them would make mpirun abort the job
-  // while rank 0's report may still be on its way through mpirun's output forwarding (a CI
-  // run here lost the report's first half so).
+  if (rank == 0) publish(report, params.str("json"), verdict(report));
+  // Rank 0 alone exits with the verdict's code (it said why in publish). Were the others to
+  // exit non-zero too, the first of them would make mpirun abort the job while rank 0's
+  // report may still be on its way through mpirun's output forwarding (a CI run here lost
+  // the report's first half so).
   if (report.exit_code() == 0 || rank != 0) return ok_status();
-  std::string message = !report.failure.empty()
-                            ? report.failure
-                            : fmt::format("{} culprit(s) below threshold or with wrong data: see the table",
-                                          report.culprits.size());
-  return Error{static_cast<Exit>(report.exit_code()), message};
+  return Error{static_cast<Exit>(report.exit_code()), ""};
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 #                 requests stay pending, and MPI goes on using their buffers while the rank
 #                 pings its peers and aborts. It must end with the timeout report and exit 75,
 #                 not a segfault or a peer's failed read of freed memory (the bug this catches)
+#   verdict       a failing check with --json - (as mpi-launcher runs it): the verdict and the
+#                 report reach stdout in one write and nothing of nccl-check's follows on
+#                 stderr, which mpirun's forwarding was seen to splice into the report's line
 set -euo pipefail
 : "${TMPI_BUILD_DIR:?set by ctest: the build folder}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -50,5 +53,17 @@ case ${1:?case} in
     [[ $rc == 75 ]] || fail "expected exit 75 (timeout), got $rc"
     grep -q '^# TIMEOUT in all-reduce 256 MiB after 1.0 s' <<<"$out" || fail "no timeout report: $out"
     echo "ok: a deadline passed mid-transfer: the timeout report and exit 75, no use of freed buffers" ;;
+  verdict)
+    rc=0
+    "${mpirun[@]}" "$nc" --backend mpi --min-bytes 64K --max-bytes 256K --pair-bytes 64K --min-busbw 100000 \
+      --json - >"$work/out" 2>"$work/err" || rc=$?
+    [[ $rc == 69 ]] || fail "expected exit 69 (below --min-busbw), got $rc: $(cat "$work/out" "$work/err")"
+    ! grep -q 'nccl-check' "$work/err" || fail "nccl-check wrote on stderr beside its report: $(cat "$work/err")"
+    grep -q '^nccl-check: .*culprit(s) below threshold' "$work/out" || fail "no verdict on stdout: $(cat "$work/out")"
+    sed -n 's/^nccl-check report: //p' "$work/out" | jq -e '.result == "fail"' >/dev/null ||
+      fail "no whole report line: $(cat "$work/out")"
+    [[ $(grep -n '^nccl-check: ' "$work/out" | cut -d: -f1) -lt $(grep -n '^nccl-check report: ' "$work/out" | cut -d: -f1) ]] ||
+      fail "the verdict must come before the report: $(cat "$work/out")"
+    echo "ok: a failing check says why and gives its report on stdout, nothing after it on stderr" ;;
   *) fail "unknown case $1" ;;
 esac

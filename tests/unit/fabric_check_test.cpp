@@ -107,6 +107,35 @@ TEST(FabricCheck, SilentRanksAreNamedByTheirPlacedHost) {
   EXPECT_EQ(bare.rows[0].host, "rank 4");
 }
 
+TEST(FabricCheck, AReportAfterAnotherStreamsTextOnItsLineIsRead) {
+  // mpirun forwards each stream of each rank in chunks: another stream's text without its
+  // line break can come before the report on the same line.
+  auto out = read_fabric_check(
+      "# result: fail in 2.0 s\nWarning: a partial lnccl-check report: "
+      "{\"result\":\"fail\",\"backend\":\"mpi\",\"culprits\":[{\"kind\":\"host\",\"name\":\"n-2\","
+      "\"reason\":\"slow\"}]}\n",
+      69, "launcher");
+  ASSERT_EQ(out.rows.size(), 1U);
+  EXPECT_EQ(out.rows[0].host, "n-2");
+  EXPECT_EQ(out.table, "# result: fail in 2.0 s\nWarning: a partial l\n");
+}
+
+TEST(FabricCheck, AReportOfTheWrongShapeIsReadWithoutThrowing) {
+  // Every field of the wrong type: the reader keeps what it can and never throws.
+  for (
+      const char* body :
+      {R"({"result":1,"backend":[],"culprits":[1,{"name":2,"kind":null}],"failure":{},"timeout":[]})",
+       R"({"culprits":{},"timeout":{"step":3,"after_seconds":"x","rank":"y","silent_ranks":["a",1.5],"silent_hosts":[1,"n-1"]}})",
+       R"({"timeout":{"silent_ranks":[-1,99]}})"}) {
+    FabricCheck out;
+    EXPECT_NO_THROW(out =
+                        read_fabric_check(std::string("nccl-check report: ") + body + "\n", 69, "l", {"a.x"}))
+        << body;
+    EXPECT_FALSE(out.rows.empty()) << body;
+    EXPECT_NE(out.exit, Exit::kOk) << body;
+  }
+}
+
 TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
   auto out = read_fabric_check("mpirun was unable to launch the specified application\n", 1, "launcher");
   ASSERT_EQ(out.rows.size(), 1U);
