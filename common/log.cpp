@@ -174,7 +174,7 @@ Status setup(std::string_view program, std::string_view level, std::string_view 
 }
 
 Status setup_from(std::string_view program, const Params& params) {
-  TMPI_CHECK(setup(program, params.str("log-level"), params.str("log-format")));
+  TMPI_CHECK(setup(program, params.str(param::kLogLevel), params.str(param::kLogFormat)));
   for (const auto& line : params.env_overrides()) spdlog::debug("setting {}", line);
   return ok_status();
 }

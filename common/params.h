@@ -1,12 +1,17 @@
 // The one parameter registry (docs/design.md, Parameters), in the spirit of NCCL's NCCL_PARAM: every
 // setting of every binary is one row of one table (param_table.cpp), with a flag
 // (--name), an environment variable (TMPI_NAME), a default and a one-line description.
-// --help and the README's parameter table are generated from that table.
+// --help and the README's parameter table are generated from that table. Code names a
+// parameter by its typed handle (param_names.h: param::kSshPort), never by a string.
 //
-// Precedence: flag, then TMPI_ variable, then default. Values are validated when parsed,
-// so an unparsable value is an Exit::kUsage error that names the flag or the variable.
+// Precedence: flag, then TMPI_ variable, then default. Every value is checked and parsed
+// once, in parse(), against its row (type, choices, range): an unparsable or out-of-range
+// value is an Exit::kUsage error that names the flag or the variable. The readers then
+// only hand out what parse() stored; none can fail. Only the edge (the main.cpp files)
+// reads Params: library code takes its own options struct.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -17,12 +22,9 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/param_names.h"
 
 namespace tmpi {
-
-// kNumber: a decimal (0.5, 12.5); kBytes: a size with an optional K, M or G suffix (powers
-// of 1024, as nccl-tests reads -b and -e).
-enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, kChoice, kList };
 
 // Which command reads a parameter; a row may belong to several.
 enum Scope : unsigned {
@@ -34,6 +36,7 @@ enum Scope : unsigned {
 };
 
 struct ParamSpec {
+  std::size_t index;         // the handle's place: param_names.h
   std::string_view name;     // "ssh-dir": flag --ssh-dir, variable TMPI_SSH_DIR
   std::string_view metavar;  // "DIR" in --help
   ParamType type;
@@ -41,11 +44,17 @@ struct ParamSpec {
   std::string_view help;           // one line
   unsigned scopes;
   std::string_view choices = {};  // kChoice: "a|b|c"
-  // kInt: the values allowed, checked where the value is read (a port of 70000 is an error,
-  // not port 4464). Set with ranged().
+  // kInt: the values allowed (a port of 70000 is an error, not port 4464). Set with ranged().
   long long min = std::numeric_limits<long long>::min();
   long long max = std::numeric_limits<long long>::max();
 };
+
+// A row of the table, named and typed by its handle.
+template <ParamType T>
+constexpr ParamSpec row(Param<T> handle, std::string_view metavar, std::string_view default_value,
+                        std::string_view help, unsigned scopes, std::string_view choices = {}) {
+  return ParamSpec{handle.index, handle.name, metavar, T, default_value, help, scopes, choices};
+}
 
 // `spec` with its kInt values bounded to [min, max].
 constexpr ParamSpec ranged(ParamSpec spec, long long min, long long max) {
@@ -66,14 +75,28 @@ class Params {
   static Expected<Params> parse(unsigned scope, const std::vector<std::string>& args,
                                 const std::map<std::string, std::string>& env);
 
-  const std::string& str(std::string_view name) const;
-  std::int64_t integer(std::string_view name) const;
-  double number(std::string_view name) const;
-  std::uint64_t bytes(std::string_view name) const;
-  std::chrono::milliseconds duration(std::string_view name) const;
-  bool flag(std::string_view name) const;
-  std::vector<std::string> list(std::string_view name) const;  // comma-split, repeatable
-  bool is_set(std::string_view name) const;                    // given as a flag or a variable
+  // Each reader takes only a handle of its own type. A parameter outside the command's
+  // scope reads as its default, never set.
+  template <ParamType T>
+  requires(T == ParamType::kString || T == ParamType::kPath ||
+           T == ParamType::kChoice) const std::string& str(Param<T> handle) const {
+    return values_[handle.index].text;
+  }
+  std::int64_t integer(Param<ParamType::kInt> handle) const { return values_[handle.index].integer; }
+  double number(Param<ParamType::kNumber> handle) const { return values_[handle.index].number; }
+  std::uint64_t bytes(Param<ParamType::kBytes> handle) const { return values_[handle.index].bytes; }
+  std::chrono::milliseconds duration(Param<ParamType::kDuration> handle) const {
+    return values_[handle.index].duration;
+  }
+  bool flag(Param<ParamType::kBool> handle) const { return values_[handle.index].flag; }
+  // Comma-split, and repeatable on the command line.
+  const std::vector<std::string>& list(Param<ParamType::kList> handle) const {
+    return values_[handle.index].list;
+  }
+  // Given as a flag or a variable.
+  bool is_set(ParamRef handle) const { return values_[handle.index].given; }
+  // The value as it was given (or the default), whatever its type: to pass it on.
+  const std::string& text(ParamRef handle) const { return values_[handle.index].text; }
 
   bool help_requested() const { return help_; }
   const std::vector<std::string>& positional() const { return positional_; }
@@ -82,8 +105,20 @@ class Params {
   const std::vector<std::string>& env_overrides() const { return env_overrides_; }
 
  private:
-  std::map<std::string, std::string, std::less<>> values_;
-  std::map<std::string, bool, std::less<>> set_;
+  // A value as parsed once, by its row's type; the other fields stay zero.
+  struct Value {
+    std::string text;
+    bool given = false;
+    std::int64_t integer = 0;
+    double number = 0;
+    std::uint64_t bytes = 0;
+    std::chrono::milliseconds duration{0};
+    bool flag = false;
+    std::vector<std::string> list;
+  };
+  static Value parsed(const ParamSpec& spec, std::string text, bool given);
+
+  std::array<Value, kParamCount> values_;
   std::vector<std::string> positional_, rest_, env_overrides_;
   bool help_ = false;
 };

@@ -33,50 +33,51 @@ constexpr const char* kSynopsis =
 
 Expected<SourceOptions> source_options(const Params& params) {
   SourceOptions options;
-  options.jobset = params.str("jobset");
-  options.subdomain = params.str("subdomain");
-  options.launcher_job = params.str("launcher-job");
-  options.launcher_as_node = params.flag("launcher-as-node");
-  if (params.is_set("slots")) {
-    if (params.integer("slots") < 1) {
+  options.jobset = params.str(param::kJobset);
+  options.subdomain = params.str(param::kSubdomain);
+  options.launcher_job = params.str(param::kLauncherJob);
+  options.launcher_as_node = params.flag(param::kLauncherAsNode);
+  if (params.is_set(param::kSlots)) {
+    if (params.integer(param::kSlots) < 1) {
       return make_error(Exit::kUsage, "--slots {}: slots must be 1 or more (TMPI_SLOTS)",
-                        params.str("slots"));
+                        params.text(param::kSlots));
     }
-    options.slots = static_cast<int>(params.integer("slots"));
+    options.slots = static_cast<int>(params.integer(param::kSlots));
   }
   return options;
 }
 
 bool uses_api(const Params& params) {
-  return params.is_set("jobset") && !params.is_set("pods") && !params.is_set("hostfile") &&
-         !params.is_set("replicated-jobs");
+  return params.is_set(param::kJobset) && !params.is_set(param::kPods) && !params.is_set(param::kHostfile) &&
+         !params.is_set(param::kReplicatedJobs);
 }
 
 Expected<Topology> load_topology(const Params& params) {
   TMPI_ASSIGN(SourceOptions options, source_options(params));
-  int sources =
-      int(params.is_set("pods")) + int(params.is_set("hostfile")) + int(params.is_set("replicated-jobs"));
+  int sources = int(params.is_set(param::kPods)) + int(params.is_set(param::kHostfile)) +
+                int(params.is_set(param::kReplicatedJobs));
   if (sources > 1) {
     return make_error(Exit::kUsage, "give one topology source: --pods, --hostfile or --replicated-jobs");
   }
-  if (params.is_set("pods")) {
-    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str("pods")));
-    return topology_from_pod_list(file.text(), params.str("pods"), options);
+  if (params.is_set(param::kPods)) {
+    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str(param::kPods)));
+    return topology_from_pod_list(file.text(), params.str(param::kPods), options);
   }
-  if (params.is_set("hostfile")) {
-    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str("hostfile")));
-    return topology_from_hostfile(file.text(), params.str("hostfile"), options);
+  if (params.is_set(param::kHostfile)) {
+    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str(param::kHostfile)));
+    return topology_from_hostfile(file.text(), params.str(param::kHostfile), options);
   }
-  if (params.is_set("replicated-jobs")) return topology_from_static(params.list("replicated-jobs"), options);
+  if (params.is_set(param::kReplicatedJobs))
+    return topology_from_static(params.list(param::kReplicatedJobs), options);
   return make_error(Exit::kUsage,
                     "no topology source: pass --jobset NAME (the Kubernetes API), --pods FILE, "
                     "--hostfile FILE, or --jobset NAME --replicated-jobs launcher=1,node=N");
 }
 
 Expected<KeyPair> load_key(const Params& params) {
-  if (params.is_set("ssh-secret")) return key_pair_from_secret_dir(params.str("ssh-secret"));
-  if (auto existing = key_pair_from_ssh_dir(params.str("ssh-dir")); existing) {
-    spdlog::info("reusing the job key already in {}", params.str("ssh-dir"));
+  if (params.is_set(param::kSshSecret)) return key_pair_from_secret_dir(params.str(param::kSshSecret));
+  if (auto existing = key_pair_from_ssh_dir(params.str(param::kSshDir)); existing) {
+    spdlog::info("reusing the job key already in {}", params.str(param::kSshDir));
     return existing;
   }
   spdlog::info("no --ssh-secret: generating a new Ed25519 job key");
@@ -99,21 +100,22 @@ struct Loaded {
 // one deadline (--wait-timeout).
 Expected<Loaded> load_from_api(const Params& params) {
   TMPI_ASSIGN(SourceOptions options, source_options(params));
-  TMPI_ASSIGN(KubeConfig config, load_kube_config(current_environment(), params.str("service-account-dir"),
-                                                  params.str("namespace")));
-  KubeClient client(config, params.duration("api-request-timeout"));
-  Deadline deadline(params.duration("wait-timeout"));
+  TMPI_ASSIGN(KubeConfig config,
+              load_kube_config(current_environment(), params.str(param::kServiceAccountDir),
+                               params.str(param::kNamespace)));
+  KubeClient client(config, params.duration(param::kApiRequestTimeout));
+  Deadline deadline(params.duration(param::kWaitTimeout));
   TMPI_ASSIGN(JobSetInfo jobset, get_jobset(client, options.jobset, deadline));
-  if (params.is_set("expected-pods"))
-    jobset.expected_pods = static_cast<int>(params.integer("expected-pods"));
+  if (params.is_set(param::kExpectedPods))
+    jobset.expected_pods = static_cast<int>(params.integer(param::kExpectedPods));
   spdlog::info("JobSet {}/{}: waiting for {} pods ({})", config.namespace_, jobset.name, jobset.expected_pods,
                config.origin);
   WaitOptions wait;
-  wait.page_size = static_cast<int>(params.integer("api-page-size"));
+  wait.page_size = static_cast<int>(params.integer(param::kApiPageSize));
   Loaded loaded;
   TMPI_ASSIGN(loaded.topology, wait_for_pods(client, options, jobset, wait, deadline));
-  if (params.is_set("ssh-secret")) {
-    TMPI_ASSIGN(loaded.key, key_pair_from_secret_dir(params.str("ssh-secret")));
+  if (params.is_set(param::kSshSecret)) {
+    TMPI_ASSIGN(loaded.key, key_pair_from_secret_dir(params.str(param::kSshSecret)));
   } else {
     TMPI_ASSIGN(loaded.key, ensure_job_secret(client, jobset, deadline));
   }
@@ -149,10 +151,10 @@ Status run(const std::vector<std::string>& args) {
   }
   TMPI_CHECK(log::setup_from("mpi-init", params));
   TMPI_ASSIGN(Account account, prepare_account(current_environment(), getuid(), getgid()));
-  SshLayout layout{params.str("ssh-dir"), static_cast<int>(params.integer("ssh-port")), account.home,
-                   account.session_env, std::nullopt};
+  SshLayout layout{params.str(param::kSshDir), static_cast<int>(params.integer(param::kSshPort)),
+                   account.home, account.session_env, std::nullopt};
 
-  if (params.str("role") == "node") {
+  if (params.str(param::kRole) == "node") {
     TMPI_ASSIGN(KeyPair key, load_key(params));
     TMPI_CHECK(install_account(account));
     log_account(account);
@@ -175,10 +177,10 @@ Status run(const std::vector<std::string>& args) {
   TMPI_CHECK(check_ssh_dir(layout));  // before the first write: all of the outputs, or none
   TMPI_CHECK(install_account(account));
   log_account(account);
-  TMPI_CHECK(write_topology(topology, params.str("out")));
+  TMPI_CHECK(write_topology(topology, params.str(param::kOut)));
   TMPI_CHECK(install_identity(key, layout, &topology));
   spdlog::info("{} hosts, {} slots -> {}/hostfile, hosts.json; identity {} in {}", topology.hosts.size(),
-               topology.total_slots(), params.str("out"), key.file_name, layout.ssh_dir);
+               topology.total_slots(), params.str(param::kOut), key.file_name, layout.ssh_dir);
   return ok_status();
 }
 

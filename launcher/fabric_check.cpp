@@ -74,18 +74,10 @@ std::string fabric_backend(const std::string& check, const Topology& topology) {
   return topology.hosts.empty() ? "mpi" : "nccl";
 }
 
-std::vector<std::string> fabric_check_command(const Params& params, const std::string& program,
-                                              const std::string& backend) {
-  std::vector<std::string> command = {program.empty() ? default_program() : program, "--backend", backend,
-                                      "--json", "-"};
-  // What the user set is passed on; the rest keeps nccl-check's own defaults, some of which
-  // depend on the backend (--max-bytes).
-  for (const char* name : {"min-bytes", "max-bytes", "step-factor", "pair-bytes", "iters", "warmup",
-                           "min-busbw", "min-fraction", "step-timeout", "log-level"}) {
-    if (!params.is_set(name)) continue;
-    command.push_back(fmt::format("--{}", name));
-    command.push_back(params.str(name));
-  }
+std::vector<std::string> fabric_check_command(const FabricOptions& options, const std::string& backend) {
+  std::vector<std::string> command = {options.program.empty() ? default_program() : options.program,
+                                      "--backend", backend, "--json", "-"};
+  command.insert(command.end(), options.passed_on.begin(), options.passed_on.end());
   return command;
 }
 
@@ -140,10 +132,10 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   return out;
 }
 
-Expected<FabricCheck> run_fabric_check(const Params& params, const Job& job, const std::string& backend,
-                                       const std::function<bool()>& stopped) {
-  LaunchPlan plan = plan_for(job, fabric_check_command(params, params.str("nccl-check"), backend), {});
-  auto ran = run_capture(build_command(plan), job.env, params.duration("step-timeout") * 20, stopped);
+Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& job,
+                                       const std::string& backend, const std::function<bool()>& stopped) {
+  LaunchPlan plan = plan_for(job, fabric_check_command(options, backend), {});
+  auto ran = run_capture(build_command(plan), job.env, options.step_timeout * 20, stopped);
   if (!ran && stopped && stopped()) return ran.take_error();
   if (!ran) {
     return make_error(ran.error().exit, "nccl-check ({}): {}; raise TMPI_STEP_TIMEOUT, or use --check none",

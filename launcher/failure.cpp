@@ -43,6 +43,16 @@ nlohmann::json exit_record(const std::optional<Failure>& failure) {
           {"reason", failure->reason}};
 }
 
+nlohmann::json rank_json(const RankRecord& record) {
+  return {{"rank", record.rank},
+          {"host", record.host},
+          {"state", record.exited ? "exited" : "running"},
+          {"code", record.code},
+          {"signal", record.signal},
+          {"seconds", record.seconds ? nlohmann::json(*record.seconds) : nlohmann::json(nullptr)},
+          {"reported", record.reported}};
+}
+
 Failure past_timeout(Millis timeout, const nlohmann::json& ranks) {
   std::vector<std::string> running;
   std::size_t more = 0;

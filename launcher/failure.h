@@ -47,6 +47,19 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
 // policy or a person can tell an infrastructure fault from a bug.
 nlohmann::json exit_record(const std::optional<Failure>& failure);
 
+// One rank of report.json's "ranks" (docs/design.md, report.json), built in one place: from
+// its agent's reports, or, for a rank that exited 0 before its start was due to be reported
+// (its agent sends nothing), from mpirun's exit 0 and the host the hostfile gave it.
+struct RankRecord {
+  int rank = -1;
+  std::string host;
+  bool exited = false;  // "exited", else "running"
+  int code = 0, signal = 0;
+  std::optional<double> seconds;  // null when unreported
+  bool reported = false;
+};
+nlohmann::json rank_json(const RankRecord& record);
+
 // The job ran past --timeout: exit 75, naming the ranks still running (up to 8, then a count)
 // from `ranks`, the coordinator's snapshot ([{rank, host, state}]), so that a hang (a
 // deadlock, a stuck collective) is named where it is.

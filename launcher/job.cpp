@@ -11,6 +11,7 @@
 
 #include "common/files.h"
 #include "common/job_key.h"
+#include "common/params.h"
 #include "launcher/process.h"
 #include "launcher/rank_agent.h"
 
@@ -29,8 +30,7 @@ std::string beside_self(const std::string& name) {
 
 namespace {
 
-Expected<Flavour> choose_flavour(const Params& params, std::string& program) {
-  const std::string& wanted = params.str("mpi");
+Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program) {
   if (wanted == "mpich" || wanted == "intel") {
     if (program.empty()) program = "mpiexec.hydra";
     return wanted == "mpich" ? Flavour::kMpich : Flavour::kIntel;
@@ -54,11 +54,11 @@ Expected<Flavour> choose_flavour(const Params& params, std::string& program) {
 
 }  // namespace
 
-Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& command) {
+Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::string>& command) {
   Job job;
-  TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
-  TMPI_ASSIGN(job.topology, parse_hosts_json(hosts_text, params.str("hosts")));
-  job.ssh_dir = params.str("ssh-dir");
+  TMPI_ASSIGN(std::string hosts_text, read_file(options.hosts_file));
+  TMPI_ASSIGN(job.topology, parse_hosts_json(hosts_text, options.hosts_file));
+  job.ssh_dir = options.ssh_dir;
   TMPI_ASSIGN(KeyFile key, find_job_key(job.ssh_dir));
   job.key_path = std::move(key.path);
   job.private_key = std::move(key.text);
@@ -70,15 +70,15 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
     job.launcher_name = name;
   }
   LaunchPlan& plan = job.plan;
-  plan.launcher = params.str("mpirun");
-  TMPI_ASSIGN(plan.flavour, choose_flavour(params, plan.launcher));
+  plan.launcher = options.mpirun;
+  TMPI_ASSIGN(plan.flavour, choose_flavour(options.mpi, plan.launcher));
   bool hydra = plan.flavour == Flavour::kMpich || plan.flavour == Flavour::kIntel;
-  std::string dir = std::filesystem::path(params.str("hosts")).parent_path().string();
+  std::string dir = std::filesystem::path(options.hosts_file).parent_path().string();
   plan.hostfile = dir + (hydra ? "/hostfile.hydra" : "/hostfile");
-  plan.np = params.is_set("np") ? static_cast<int>(params.integer("np")) : job.topology.total_slots();
+  plan.np = options.np > 0 ? options.np : job.topology.total_slots();
   if (plan.np < 1) return make_error(Exit::kUsage, "--np {}: needs 1 or more ranks", plan.np);
   plan.ssh_options = {"-F", "/dev/null",
-                      "-p", params.str("ssh-port"),
+                      "-p", std::to_string(options.ssh_port),
                       "-i", job.key_path,
                       "-o", "IdentitiesOnly=yes",
                       "-o", "UserKnownHostsFile=" + job.ssh_dir + "/known_hosts",
@@ -94,26 +94,26 @@ Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& 
     TMPI_CHECK(write_atomic(plan.ssh_wrapper,
                             "#!/bin/sh\nexec ssh " + shell_join(plan.ssh_options) + " \"$@\"\n", {0755}));
   }
-  plan.iface = params.str("iface");
+  plan.iface = options.iface;
   plan.as_root = getuid() == 0;
-  job.env = {{"TMPI_COORDINATOR", fmt::format("{}:{}", job.launcher_name, params.integer("rendezvous-port"))},
-             {"TMPI_MASTER_ADDR", params.str("master-addr").empty() ? job.topology.hosts.front().name
-                                                                    : params.str("master-addr")},
-             {"TMPI_MASTER_PORT", params.str("master-port")},
-             {"TMPI_LOG_LEVEL", params.str("log-level")},
+  job.env = {{"TMPI_COORDINATOR", fmt::format("{}:{}", job.launcher_name, options.rendezvous_port)},
+             {"TMPI_MASTER_ADDR",
+              options.master_addr.empty() ? job.topology.hosts.front().name : options.master_addr},
+             {"TMPI_MASTER_PORT", options.master_port},
+             {"TMPI_LOG_LEVEL", options.log_level},
              // The agents beat as often as the coordinator expects (--lost-after counts them).
-             {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", params.duration("beat-interval").count())}};
+             {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", options.beat_interval.count())}};
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
   // The agents find the job key where the launcher was told it is (launcher and nodes run one
   // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
   // there, could not report which rank failed.
-  if (params.is_set("ssh-dir")) job.env["TMPI_SSH_DIR"] = params.str("ssh-dir");
+  if (options.ssh_dir_given) job.env["TMPI_SSH_DIR"] = options.ssh_dir;
   std::vector<std::string> names;
   for (const auto& [name, value] : current_environment()) names.push_back(name);
   for (const auto& [name, value] : job.env) names.push_back(name);
-  plan.env_names = forwarded_env(names, params.list("env"), params.list("env-prefix"));
+  plan.env_names = forwarded_env(names, options.env, options.env_prefixes);
   // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.
   std::string agent = beside_self("mpi-rank");
   plan.command = agent.empty() ? std::vector<std::string>{self_exe(), "rank", "--"}

@@ -2,13 +2,13 @@
 // it (topology, key, MPI flavour and the exact command), built from the parameters once.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/files.h"
-#include "common/params.h"
 #include "common/topology.h"
 #include "launcher/mpi_command.h"
 
@@ -28,8 +28,22 @@ struct Job {
 std::string self_exe();
 std::string beside_self(const std::string& name);
 
+// What prepare_job needs of the launcher's settings.
+struct JobOptions {
+  std::string hosts_file;  // --hosts: hosts.json; the hostfiles lie beside it
+  std::string ssh_dir;
+  bool ssh_dir_given = false;  // then forwarded to the agents (TMPI_SSH_DIR)
+  std::string mpi;             // auto | openmpi | mpich | intel
+  std::string mpirun;          // "" = mpirun, or mpiexec.hydra for hydra
+  int np = 0;                  // 0 = the sum of the slots
+  int ssh_port = 0, rendezvous_port = 0;
+  std::string iface, master_addr, master_port, log_level;
+  std::chrono::milliseconds beat_interval{0};
+  std::vector<std::string> env, env_prefixes;  // --env, --env-prefix
+};
+
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.
-Expected<Job> prepare_job(const Params& params, const std::vector<std::string>& command);
+Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::string>& command);
 
 // The same plan for another command (the placement probe runs `hostname`), unwrapped.
 LaunchPlan plan_for(const Job& job, std::vector<std::string> command, std::vector<std::string> extra_args);

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/json_fields.h"
+#include "common/params.h"
 #include "common/utf8.h"
 #include "status/trainer_status.h"
 
@@ -50,17 +51,16 @@ nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, 
           {"reportingInstance", instance}};
 }
 
-JobEvents::JobEvents(const Params& params, const std::string& jobset) {
-  trainjob_.name = params.str("trainjob").empty() ? jobset : params.str("trainjob");
-  if (params.str("events") == "off" || trainjob_.name.empty()) return;
-  auto config =
-      load_kube_config(current_environment(), params.str("service-account-dir"), params.str("namespace"));
+JobEvents::JobEvents(const EventsOptions& options, const std::string& jobset) {
+  trainjob_.name = options.trainjob.empty() ? jobset : options.trainjob;
+  if (options.mode == "off" || trainjob_.name.empty()) return;
+  auto config = load_kube_config(current_environment(), options.service_account_dir, options.kube_namespace);
   if (!config) {
     spdlog::debug("events: off ({})", config.error().message);
     return;
   }
   trainjob_.namespace_ = config->namespace_;
-  client_ = std::make_unique<KubeClient>(std::move(*config), params.duration("api-request-timeout"));
+  client_ = std::make_unique<KubeClient>(std::move(*config), options.api_request_timeout);
 }
 
 bool JobEvents::resolve() {

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/kube_client.h"
-#include "common/params.h"
 
 namespace tmpi::launch {
 
@@ -27,11 +26,18 @@ nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, 
                           const std::string& message, const std::string& instance,
                           std::chrono::system_clock::time_point now);
 
+// --events, --trainjob, --service-account-dir, --namespace, --api-request-timeout.
+struct EventsOptions {
+  std::string mode;  // auto | off
+  std::string trainjob, service_account_dir, kube_namespace;
+  std::chrono::milliseconds api_request_timeout{0};
+};
+
 class JobEvents {
  public:
   // Off with --events off, or when no API config loads (neither a service account nor
   // KUBECONFIG), or when no TrainJob name is known (--trainjob, else the JobSet's).
-  JobEvents(const Params& params, const std::string& jobset);
+  JobEvents(const EventsOptions& options, const std::string& jobset);
   // A Warning event; returns whether the API took it.
   bool warn(const std::string& reason, const std::string& message);
 

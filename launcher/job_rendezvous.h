@@ -16,9 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "common/params.h"
+#include "common/json_fields.h"
 #include "launcher/failure.h"
 #include "launcher/job.h"
+#include "launcher/options.h"
 #include "rendezvous/coordinator_service.h"
 
 namespace tmpi::launch {
@@ -38,13 +39,14 @@ struct Shared {
 
 class JobRendezvous {
  public:
-  JobRendezvous(const Params& params, const Job& job, Shared& shared) {
-    rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, params);
+  JobRendezvous(const LauncherOptions& options, const Job& job, Shared& shared) {
+    rdv::CoordinatorConfig config =
+        rdv::coordinator_config(job.topology, job.private_key, options.rendezvous);
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
     // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
     // coordinator only takes the agents' reports and beats.
-    if (params.str("wait") == "sidecar") {
+    if (options.wait == "sidecar") {
       callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
     }
     callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
@@ -81,9 +83,9 @@ class JobRendezvous {
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
   }
-  Status start(const Params& params) {
-    TMPI_CHECK(service_->listen(params.str("listen-address"),
-                                static_cast<unsigned short>(params.integer("rendezvous-port"))));
+  Status start(const LauncherOptions& options) {
+    TMPI_CHECK(
+        service_->listen(options.listen_address, static_cast<unsigned short>(options.job.rendezvous_port)));
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
   }
@@ -97,18 +99,14 @@ class JobRendezvous {
   nlohmann::json snapshot() {
     std::promise<nlohmann::json> done;
     boost::asio::post(io_, [&] {
-      nlohmann::json hosts = nlohmann::json::parse(service_->engine().hosts_json(Clock::now()));
+      nlohmann::json hosts = parse_object(service_->engine().hosts_json(Clock::now()));
       nlohmann::json ranks = nlohmann::json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
-        ranks.push_back({{"rank", rank},
-                         {"host", event.host},
-                         {"state", event.event == "exit" ? "exited" : "running"},
-                         {"code", event.code},
-                         {"signal", event.signal},
-                         {"seconds", event.seconds},
-                         {"reported", true}});
+        ranks.push_back(rank_json(
+            {rank, event.host, event.event == "exit", event.code, event.signal, event.seconds, true}));
       }
-      done.set_value({{"hosts", hosts["hosts"]}, {"ranks", ranks}});
+      const nlohmann::json* rows = node_at(hosts, "/hosts");
+      done.set_value({{"hosts", rows != nullptr ? *rows : nlohmann::json::array()}, {"ranks", ranks}});
     });
     return done.get_future().get();
   }

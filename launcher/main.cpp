@@ -18,7 +18,9 @@
 #include "common/params.h"
 #include "common/plain_http.h"
 #include "launcher/job.h"
+#include "launcher/options.h"
 #include "launcher/rank_agent.h"
+#include "launcher/rank_options.h"
 #include "launcher/run.h"
 
 namespace tmpi::launch {
@@ -30,9 +32,9 @@ constexpr const char* kSynopsis =
     "       mpi-launcher check | hosts | shell [options]\n"
     "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
 
-Status hosts(const Params& params) {
-  std::string coordinator = params.str("coordinator");
-  if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
+Status hosts(const LauncherOptions& options) {
+  std::string coordinator = options.coordinator;
+  if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", options.job.rendezvous_port);
   auto answer = plain_http("GET", coordinator, "/v1/hosts", "", Millis(3000));
   if (answer && answer->status == 200) {
     // The coordinator's answer is read field by field, checked for shape (json_fields.h).
@@ -47,13 +49,13 @@ Status hosts(const Params& params) {
     }
     return ok_status();
   }
-  TMPI_ASSIGN(std::string text, read_file(params.str("hosts")));
+  TMPI_ASSIGN(std::string text, read_file(options.job.hosts_file));
   std::cout << "(no coordinator at " << coordinator << "; hosts.json:)\n" << text;
   return ok_status();
 }
 
-Status shell(const Params& params) {
-  TMPI_ASSIGN(Job job, prepare_job(params, {"YOUR_PROGRAM"}));
+Status shell(const LauncherOptions& options) {
+  TMPI_ASSIGN(Job job, prepare_job(options.job, {"YOUR_PROGRAM"}));
   std::cout << fmt::format("trainer-mpi shell: {} hosts, {} slots, {} ({})\n", job.topology.hosts.size(),
                            job.topology.total_slots(), flavour_name(job.plan.flavour), job.plan.launcher);
   for (const auto& host : job.topology.hosts)
@@ -83,11 +85,12 @@ Status run(const std::vector<std::string>& args) {
     return ok_status();
   }
   TMPI_CHECK(log::setup_from("mpi-launcher", params));
-  if (command == "run") return run_job(params);
-  if (command == "check") return check_job(params);
-  if (command == "rank") return rank_command(params);
-  if (command == "hosts") return hosts(params);
-  if (command == "shell") return shell(params);
+  if (command == "rank") return rank_command(rank_options(params), params.rest());
+  LauncherOptions options = launcher_options(params);
+  if (command == "run") return run_job(options, params.rest());
+  if (command == "check") return check_job(options);
+  if (command == "hosts") return hosts(options);
+  if (command == "shell") return shell(options);
   return make_error(Exit::kUsage, "unknown subcommand '{}'; one of run, check, hosts, shell, rank", command);
 }
 

@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/job_key.h"
+#include "common/params.h"
 #include "common/plain_http.h"
 #include "common/proof.h"
 #include "common/utf8.h"
@@ -326,35 +327,32 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   return code;
 }
 
-Status rank_command(const Params& params) {
-  RankAgentOptions options;
-  options.coordinator = params.str("coordinator");
-  options.master_addr = params.str("master-addr");
-  options.master_port = params.str("master-port");
-  options.beat_interval = params.duration("beat-interval");
-  auto key = find_job_key(params.str("ssh-dir"));
+Status rank_command(RankCommandOptions options, const std::vector<std::string>& command) {
+  RankAgentOptions& agent = options.agent;
+  auto key = find_job_key(options.ssh_dir);
   const char* home = std::getenv("HOME");
-  if (!key && params.is_set("ssh-dir") && home != nullptr) {
+  if (!key && options.ssh_dir_given && home != nullptr) {
     // The launcher's folder (TMPI_SSH_DIR) first; a node pod that keeps the key in the
     // default place still reports.
     if (auto fallback = find_job_key(std::string(home) + "/.ssh"); fallback) key = std::move(fallback);
   }
   if (key) {
-    options.private_key = std::move(key->text);
-  } else if (!options.coordinator.empty()) {
+    agent.private_key = std::move(key->text);
+  } else if (!agent.coordinator.empty()) {
     // The rank runs, but unreported: said once, so that a failure that names no rank or host
     // has its reason in the output.
     std::fprintf(
         stderr,
         "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named. "
         "Point --ssh-dir (TMPI_SSH_DIR) at the folder that holds the job key\n",
-        options.coordinator.c_str(), key.error().message.c_str());
-    options.coordinator.clear();
+        agent.coordinator.c_str(), key.error().message.c_str());
+    agent.coordinator.clear();
   }
-  if (params.rest().empty()) return make_error(Exit::kUsage, "no command: mpi-rank -- CMD ARGS...");
-  int code = run_rank(options, current_environment(), params.rest());
+  if (command.empty()) return make_error(Exit::kUsage, "no command: mpi-rank -- CMD ARGS...");
+  int code = run_rank(agent, current_environment(), command);
   std::cout.flush();
-  std::exit(code);  // the rank's own status, whatever it is
+  if (code == 0) return ok_status();
+  return Error{job_exit(code), ""};  // the rank's own status, whatever it is
 }
 
 }  // namespace tmpi::launch

@@ -12,7 +12,6 @@
 
 #include "common/backoff.h"
 #include "common/error.h"
-#include "common/params.h"
 
 namespace tmpi::launch {
 
@@ -46,8 +45,16 @@ struct RankAgentOptions {
 int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,
              const std::vector<std::string>& command);
 
-// `mpi-rank -- CMD` and `mpi-launcher rank -- CMD`: the options from the registry and the
-// job key, then run_rank; exits the process with the rank's own status.
-Status rank_command(const Params& params);
+// What `mpi-rank -- CMD` and `mpi-launcher rank -- CMD` are told (rank_options.h reads it
+// from the parameters): the agent's options, and where to look for the job key.
+struct RankCommandOptions {
+  RankAgentOptions agent;  // its private_key is found by rank_command
+  std::string ssh_dir;
+  bool ssh_dir_given = false;  // the launcher forwarded it (TMPI_SSH_DIR)
+};
+
+// Finds the job key, then run_rank. The rank's own status becomes the Error's exit code
+// (128+N for a signal), with no message: the rank has said what it had to.
+Status rank_command(RankCommandOptions options, const std::vector<std::string>& command);
 
 }  // namespace tmpi::launch

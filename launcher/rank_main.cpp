@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "launcher/rank_agent.h"
+#include "launcher/rank_options.h"
 
 namespace {
 
@@ -19,7 +20,7 @@ tmpi::Status agent(const std::vector<std::string>& args) {
     return tmpi::ok_status();
   }
   TMPI_CHECK(tmpi::log::setup_from("mpi-rank", params));
-  return tmpi::launch::rank_command(params);
+  return tmpi::launch::rank_command(tmpi::launch::rank_options(params), params.rest());
 }
 
 }  // namespace

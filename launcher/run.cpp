@@ -67,21 +67,15 @@ void record_clean_exits(json& ranks, const std::vector<std::string>& placement) 
     if (heard.contains(rank)) continue;
     const std::string& name = placement[static_cast<std::size_t>(rank)];
     std::string host = name.substr(0, name.find('.'));  // the pod's hostname, as the agents report it
-    ranks.push_back({{"rank", rank},
-                     {"host", host},
-                     {"state", "exited"},
-                     {"code", 0},
-                     {"signal", 0},
-                     {"seconds", nullptr},
-                     {"reported", false}});
+    ranks.push_back(rank_json({rank, host, true, 0, 0, std::nullopt, false}));
   }
   std::sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
 }
 
-Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
-  const std::string& mode = params.str("wait");
+Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared) {
+  const std::string& mode = options.wait;
   if (mode == "none") return ok_status();
-  Deadline deadline(params.duration("rendezvous-timeout"));
+  Deadline deadline(options.rendezvous.deadline);
   std::vector<std::string> names;
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
   auto last_progress = Clock::now();
@@ -96,8 +90,7 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
                           deadline.budget().count() / 1000, *shared.deadline);
       }
     } else {  // ssh: poll every sshd ourselves
-      auto rows =
-          check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(3000));
+      auto rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(3000));
       if (rows.empty()) return ok_status();
       std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
                                         names.size(), rows.front().host, rows.front().reason);
@@ -116,14 +109,14 @@ Status wait_for_hosts(const Params& params, const Job& job, Shared& shared) {
 }
 
 // DNS, ssh, placement, then the fabric check (--check); `fabric` gets nccl-check's report.
-Status preflight(const Params& params, const Job& job, json& fabric) {
+Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
   std::vector<std::string> names = {job.launcher_name};
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
   auto rows = check_dns(names);
   if (stop_requested()) return stopped_during("during the preflight");
-  if (rows.empty() && params.str("wait") != "ssh") {
+  if (rows.empty() && options.wait != "ssh") {
     std::vector<std::string> hosts(names.begin() + 1, names.end());
-    rows = check_ssh(hosts, static_cast<int>(params.integer("ssh-port")), job.private_key);
+    rows = check_ssh(hosts, options.job.ssh_port, job.private_key);
   }
   if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty()) {
@@ -145,10 +138,10 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
       rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
   }
   Exit exit = Exit::kUnavailable;
-  if (std::string backend = fabric_backend(params.str("check"), job.topology);
+  if (std::string backend = fabric_backend(options.fabric.check, job.topology);
       rows.empty() && backend != "none") {
     spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
-    auto checked_or = run_fabric_check(params, job, backend, stop_requested);
+    auto checked_or = run_fabric_check(options.fabric, job, backend, stop_requested);
     if (stop_requested()) return stopped_during("during the fabric check");
     TMPI_ASSIGN(FabricCheck checked, std::move(checked_or));
     std::cout << checked.table << std::flush;
@@ -164,10 +157,10 @@ Status preflight(const Params& params, const Job& job, json& fabric) {
 
 }  // namespace
 
-Status check_job(const Params& params) {
-  TMPI_ASSIGN(Job job, prepare_job(params, {"true"}));
+Status check_job(const LauncherOptions& options) {
+  TMPI_ASSIGN(Job job, prepare_job(options.job, {"true"}));
   json fabric;
-  TMPI_CHECK(preflight(params, job, fabric));
+  TMPI_CHECK(preflight(options, job, fabric));
   std::cout << fmt::format(
       "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
       job.topology.hosts.size(), job.plan.np,
@@ -175,27 +168,27 @@ Status check_job(const Params& params) {
   return ok_status();
 }
 
-Status run_job(const Params& params) {
-  if (params.rest().empty())
+Status run_job(const LauncherOptions& options, const std::vector<std::string>& user_command) {
+  if (user_command.empty())
     return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
   auto t0 = Clock::now();
   std::vector<Phase> phases;
   auto phase_done = [&](const char* name, Clock::time_point since) {
     phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
   };
-  TMPI_ASSIGN(Job job, prepare_job(params, params.rest()));
-  if (params.flag("dry-run")) {
+  TMPI_ASSIGN(Job job, prepare_job(options.job, user_command));
+  if (options.dry_run) {
     std::cout << shell_join(build_command(job.plan)) << "\n";
     return ok_status();
   }
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
   Shared shared;
-  JobRendezvous coordinator(params, job, shared);
-  TMPI_CHECK(coordinator.start(params));
+  JobRendezvous coordinator(options, job, shared);
+  TMPI_CHECK(coordinator.start(options));
   const int hosts = static_cast<int>(job.topology.hosts.size());
-  StatusFeed feed(params, hosts, job.plan.np);
-  JobEvents events(params, job.topology.jobset);
+  StatusFeed feed(options.status, hosts, job.plan.np);
+  JobEvents events(options.events, job.topology.jobset);
   std::vector<std::string> command = build_command(job.plan);
   json fabric;
   // report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
@@ -211,16 +204,16 @@ Status run_job(const Params& params) {
     if (!fabric.is_null()) report["check"] = fabric;
     feed.finish(failure ? failure->code : 0, failure ? failure->reason : "");
     if (failure) events.warn(failure->event, failure->reason);
-    if (auto written = write_atomic(params.str("report"), dump_json(report, 2) + "\n"); !written) {
+    if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written) {
       spdlog::warn("report not written: {}", written.error().message);
     } else {
-      spdlog::debug("report written to {}", params.str("report"));
+      spdlog::debug("report written to {}", options.report);
     }
     // After a success the sidecars are served two more beats, to hear the end and exit 0.
     // After a failure the launcher exits at once: the JobSet's end deletes the node pods
     // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
     // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
-    coordinator.finish(params.str("wait") == "sidecar" && !failure);
+    coordinator.finish(options.wait == "sidecar" && !failure);
     feed.wait();  // the final status was posted above, while the sidecars were told
   };
   feed.phase("WaitingForHosts", 0);
@@ -232,15 +225,15 @@ Status run_job(const Params& params) {
     finish(failure);
     return Error{job_exit(failure.code), failure.reason};
   };
-  if (Status waited = wait_for_hosts(params, job, shared); !waited) {
+  if (Status waited = wait_for_hosts(options, job, shared); !waited) {
     phase_done("wait", since);
     return fail_before_launch(waited.error(), "RendezvousTimeout");
   }
   phase_done("wait", since);
-  if (params.flag("preflight")) {
+  if (options.preflight) {
     feed.phase("Preflight", hosts);
     since = Clock::now();
-    Status checked = preflight(params, job, fabric);
+    Status checked = preflight(options, job, fabric);
     phase_done("preflight", since);
     feed.fabric(fabric);
     if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
@@ -252,7 +245,7 @@ Status run_job(const Params& params) {
   feed.phase("Running", hosts);
   std::optional<Failure> failure;
   std::optional<int> status;
-  const Millis job_timeout = params.duration("timeout");
+  const Millis job_timeout = options.timeout;
   const auto launched = Clock::now();
   std::optional<Clock::time_point> all_exited_at;
   while (!(status = mpi.poll())) {
@@ -277,7 +270,7 @@ Status run_job(const Params& params) {
       if (Clock::now() - *all_exited_at >= kMpirunLinger) {
         spdlog::warn("every rank exited 0, but {} did not exit {} s later; ending it", job.plan.launcher,
                      kMpirunLinger.count() / 1000);
-        mpi.stop(params.duration("grace"));
+        mpi.stop(options.grace);
         status = 0;
         break;
       }
@@ -295,7 +288,7 @@ Status run_job(const Params& params) {
       spdlog::error("{}; stopping {} other ranks", failure->reason, running);
       // A lost host's daemon cannot pass mpirun's SIGTERM on, so the whole grace (10 s by
       // default) would only delay the report: a job with a lost host gets at most 3 s.
-      Millis grace = params.duration("grace");
+      Millis grace = options.grace;
       if (failure->event == "HostLost") grace = std::min(grace, kLostHostGrace);
       status = mpi.stop(grace);
       break;
@@ -313,9 +306,7 @@ Status run_job(const Params& params) {
     std::vector<std::string> names;
     for (const auto& host : job.topology.hosts) names.push_back(host.name);
     auto rows = check_dns(names);
-    if (rows.empty())
-      rows =
-          check_ssh(names, static_cast<int>(params.integer("ssh-port")), job.private_key, 16, Millis(2000));
+    if (rows.empty()) rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(2000));
     if (rows.empty()) return std::nullopt;
     return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
   });

@@ -2,11 +2,14 @@
 // launch and supervise the job (run only). See run.cpp.
 #pragma once
 
-#include "common/params.h"
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
 
 namespace tmpi::launch {
 
-Status run_job(const Params& params);
-Status check_job(const Params& params);
+Status run_job(const LauncherOptions& options, const std::vector<std::string>& user_command);
+Status check_job(const LauncherOptions& options);
 
 }  // namespace tmpi::launch

@@ -11,10 +11,10 @@ constexpr Millis kFinalWait{10000};
 
 }  // namespace
 
-StatusFeed::StatusFeed(const Params& params, int hosts_total, int ranks_total) {
+StatusFeed::StatusFeed(const StatusOptions& options, int hosts_total, int ranks_total) {
   health_.hosts_total = hosts_total;
   health_.ranks_total = ranks_total;
-  const std::string& mode = params.str("status");
+  const std::string& mode = options.mode;
   auto config = status::config_from_environment();
   if (mode == "off" || !config) {
     spdlog::debug("status: not reported ({})",
@@ -22,7 +22,7 @@ StatusFeed::StatusFeed(const Params& params, int hosts_total, int ranks_total) {
     return;
   }
   failures_only_ = mode == "failures";
-  config->interval = params.duration("status-interval");
+  config->interval = options.interval;
   spdlog::info("status: reporting {} to {}", failures_only_ ? "failures" : "the job's phases", config->url);
   reporter_ = std::make_unique<status::StatusReporter>(std::move(*config));
 }

@@ -12,14 +12,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/params.h"
 #include "status/reporter.h"
 
 namespace tmpi::launch {
 
+// --status and --status-interval.
+struct StatusOptions {
+  std::string mode;  // auto | failures | off
+  Millis interval{0};
+};
+
 class StatusFeed {
  public:
-  StatusFeed(const Params& params, int hosts_total, int ranks_total);
+  StatusFeed(const StatusOptions& options, int hosts_total, int ranks_total);
 
   void phase(const std::string& name, int hosts_ready);  // WaitingForHosts, Preflight, Running
   void ranks(int running, int failed, const std::string& first_failure);

@@ -39,30 +39,30 @@ std::uint64_t default_max_bytes(const std::string& backend) {
 
 Expected<Options> options_from(const Params& params) {
   Options options;
-  options.backend = params.str("backend");
+  options.backend = params.str(param::kBackend);
   std::uint64_t max_bytes =
-      params.is_set("max-bytes") ? params.bytes("max-bytes") : default_max_bytes(options.backend);
-  if (max_bytes > kMaxBytes || params.bytes("pair-bytes") > kMaxBytes) {
+      params.is_set(param::kMaxBytes) ? params.bytes(param::kMaxBytes) : default_max_bytes(options.backend);
+  if (max_bytes > kMaxBytes || params.bytes(param::kPairBytes) > kMaxBytes) {
     return make_error(Exit::kUsage, "--max-bytes and --pair-bytes: 4G at most (MPI counts are 32-bit)");
   }
   TMPI_ASSIGN(options.sizes,
-              size_ladder(params.bytes("min-bytes"), max_bytes, params.integer("step-factor")));
-  options.pair_bytes = params.bytes("pair-bytes");
+              size_ladder(params.bytes(param::kMinBytes), max_bytes, params.integer(param::kStepFactor)));
+  options.pair_bytes = params.bytes(param::kPairBytes);
   if (options.pair_bytes < 4)
     return make_error(Exit::kUsage, "--pair-bytes {}: must hold one float", options.pair_bytes);
-  options.iterations = {static_cast<int>(params.integer("warmup")),
-                        static_cast<int>(params.integer("iters"))};
+  options.iterations = {static_cast<int>(params.integer(param::kWarmup)),
+                        static_cast<int>(params.integer(param::kIters))};
   if (options.iterations.timed < 1 || options.iterations.warmup < 0) {
     return make_error(Exit::kUsage,
                       "--iters {} --warmup {}: need 1 or more timed and 0 or more warm-up iterations",
                       options.iterations.timed, options.iterations.warmup);
   }
-  options.threshold = {params.number("min-busbw"), params.number("min-fraction")};
+  options.threshold = {params.number(param::kMinBusbw), params.number(param::kMinFraction)};
   if (options.threshold.min_fraction < 0 || options.threshold.min_fraction > 1) {
     return make_error(Exit::kUsage, "--min-fraction {}: must be between 0 and 1",
                       options.threshold.min_fraction);
   }
-  options.step_timeout = params.duration("step-timeout");
+  options.step_timeout = params.duration(param::kStepTimeout);
   return options;
 }
 
@@ -111,17 +111,17 @@ Status body(const std::vector<std::string>& args) {
   const Report& report = outcome.report;
   if (outcome.abort) {
     std::string why = report.timeout ? fmt::format("{} timed out", report.timeout->step) : report.failure;
-    publish(report, params.str("json"),
+    publish(report, params.str(param::kJson),
             fmt::format("{}; aborting the job with exit {}", why, report.exit_code()));
     MPI_Abort(MPI_COMM_WORLD, report.exit_code());
   }
-  if (rank == 0) publish(report, params.str("json"), verdict(report));
+  if (rank == 0) publish(report, params.str(param::kJson), verdict(report));
   // Rank 0 alone exits with the verdict's code (it said why in publish). Were the others to
   // exit non-zero too, the first of them would make mpirun abort the job while rank 0's
   // report may still be on its way through mpirun's output forwarding (a CI run here lost
   // the report's first half so).
   if (report.exit_code() == 0 || rank != 0) return ok_status();
-  return Error{static_cast<Exit>(report.exit_code()), ""};
+  return Error{job_exit(report.exit_code()), ""};
 }
 
 }  // namespace

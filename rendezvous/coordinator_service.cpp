@@ -56,25 +56,25 @@ void CoordinatorService::schedule_tick() {
 }
 
 CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key,
-                                     const Params& params) {
+                                     const RendezvousTimes& times) {
   CoordinatorConfig config;
   for (const auto& host : topology.hosts) {
     config.hosts.push_back(host.name);
     config.slots[host.name] = host.slots;
   }
   config.key = derive_rendezvous_key(private_key);
-  config.deadline = params.duration("rendezvous-timeout");
-  config.beat_interval = params.duration("beat-interval");
-  config.lost_after = params.duration("lost-after");
+  config.deadline = times.deadline;
+  config.beat_interval = times.beat_interval;
+  config.lost_after = times.lost_after;
   return config;
 }
 
 Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir,
-                                               const Params& params) {
+                                               const RendezvousTimes& times) {
   TMPI_ASSIGN(std::string text, read_file(hosts_file));
   TMPI_ASSIGN(Topology topology, parse_hosts_json(text, hosts_file));
   TMPI_ASSIGN(KeyFile key, find_job_key(ssh_dir));
-  return coordinator_config(topology, key.text, params);
+  return coordinator_config(topology, key.text, times);
 }
 
 }  // namespace tmpi::rdv

@@ -37,13 +37,18 @@ class CoordinatorService {
   bool stopped_ = false;
 };
 
+// The coordinator's clocks, from --rendezvous-timeout, --beat-interval and --lost-after.
+struct RendezvousTimes {
+  Millis deadline{0}, beat_interval{0}, lost_after{0};
+};
+
 // The config for a job: its hosts (those that run ranks, with their slots), the key derived
-// from the job's private key, and the timing parameters (rendezvous-timeout, beat-interval,
-// lost-after). mpi-launcher has the topology in hand; `serve` loads it with the next one.
+// from the job's private key, and its clocks. mpi-launcher has the topology in hand; `serve`
+// loads it with the next one.
 CoordinatorConfig coordinator_config(const Topology& topology, std::string_view private_key,
-                                     const Params& params);
+                                     const RendezvousTimes& times);
 // The same from hosts.json and the key in ssh_dir.
 Expected<CoordinatorConfig> coordinator_config(const std::string& hosts_file, const std::string& ssh_dir,
-                                               const Params& params);
+                                               const RendezvousTimes& times);
 
 }  // namespace tmpi::rdv

@@ -34,8 +34,10 @@ constexpr const char* kSynopsis =
     "       mpi-rendezvous end [options]      tell the coordinator that the job has ended";
 
 Status serve(const Params& params) {
+  RendezvousTimes times{params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
+                        params.duration(param::kLostAfter)};
   TMPI_ASSIGN(CoordinatorConfig config,
-              coordinator_config(params.str("hosts"), params.str("ssh-dir"), params));
+              coordinator_config(params.str(param::kHosts), params.str(param::kSshDir), times));
   boost::asio::io_context io;
   std::optional<Error> failure;
   CoordinatorCallbacks callbacks;
@@ -48,7 +50,7 @@ Status serve(const Params& params) {
   callbacks.deadline = [&](const std::string& summary) {
     failure =
         make_error(Exit::kTempFail, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                   params.duration("rendezvous-timeout").count() / 1000, summary);
+                   params.duration(param::kRendezvousTimeout).count() / 1000, summary);
     io.stop();
   };
   // After the end, serve two more beat intervals so that every sidecar hears of it.
@@ -62,9 +64,10 @@ Status serve(const Params& params) {
   };
   CoordinatorService service(io, config, callbacks);
   TMPI_ASSIGN(unsigned short port,
-              service.listen(params.str("listen-address"),
-                             static_cast<unsigned short>(params.integer("rendezvous-port"))));
-  spdlog::info("coordinator on {}:{} for {} hosts", params.str("listen-address"), port, config.hosts.size());
+              service.listen(params.str(param::kListenAddress),
+                             static_cast<unsigned short>(params.integer(param::kRendezvousPort))));
+  spdlog::info("coordinator on {}:{} for {} hosts", params.str(param::kListenAddress), port,
+               config.hosts.size());
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });
   io.run();
@@ -92,10 +95,10 @@ std::string default_host(const std::string& subdomain) {
 // `mpi-rendezvous end`: tells the coordinator that the job has ended (for debugging; the
 // launcher does it itself).
 Status end_job(const Params& params) {
-  TMPI_ASSIGN(KeyFile key_file, find_job_key(params.str("ssh-dir")));
+  TMPI_ASSIGN(KeyFile key_file, find_job_key(params.str(param::kSshDir)));
   const std::string& key = key_file.text;
-  std::string coordinator = params.str("coordinator");
-  if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer("rendezvous-port"));
+  std::string coordinator = params.str(param::kCoordinator);
+  if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer(param::kRendezvousPort));
   std::string body = signed_body(derive_rendezvous_key(key), EndJob{random_nonce()});
   HttpClient client{TlsConfig{}};
   TMPI_ASSIGN(HttpResponse response,
@@ -117,13 +120,13 @@ Status end_job(const Params& params) {
 // launcher, and the pod's name is its own `hostname -f`.
 Status sidecar(const Params& params) {
   SidecarOptions options;
-  options.coordinator = params.str("coordinator");
+  options.coordinator = params.str(param::kCoordinator);
   Topology topology;
-  if (file_exists(params.str("hosts")) || options.coordinator.empty()) {
-    TMPI_ASSIGN(std::string hosts_text, read_file(params.str("hosts")));
-    TMPI_ASSIGN(topology, parse_hosts_json(hosts_text, params.str("hosts")));
+  if (file_exists(params.str(param::kHosts)) || options.coordinator.empty()) {
+    TMPI_ASSIGN(std::string hosts_text, read_file(params.str(param::kHosts)));
+    TMPI_ASSIGN(topology, parse_hosts_json(hosts_text, params.str(param::kHosts)));
   }
-  options.host = params.is_set("host") ? params.str("host") : default_host(topology.subdomain);
+  options.host = params.is_set(param::kHost) ? params.str(param::kHost) : default_host(topology.subdomain);
   if (!topology.hosts.empty()) {
     const Host* self = nullptr;
     for (const auto& host : topology.hosts) {
@@ -131,7 +134,7 @@ Status sidecar(const Params& params) {
     }
     if (self == nullptr) {
       return make_error(Exit::kUsage, "host {} is not in {}; pass --host NAME as hosts.json names this pod",
-                        options.host, params.str("hosts"));
+                        options.host, params.str(param::kHosts));
     }
     options.slots = self->slots;
     options.gpus = self->gpus;
@@ -139,12 +142,13 @@ Status sidecar(const Params& params) {
   if (options.coordinator.empty()) {
     if (!topology.launcher)
       return make_error(Exit::kUsage, "{} names no launcher; pass --coordinator HOST:PORT",
-                        params.str("hosts"));
-    options.coordinator = fmt::format("{}:{}", topology.launcher->name, params.integer("rendezvous-port"));
+                        params.str(param::kHosts));
+    options.coordinator =
+        fmt::format("{}:{}", topology.launcher->name, params.integer(param::kRendezvousPort));
   }
-  options.ssh_port = static_cast<int>(params.integer("ssh-port"));
-  options.deadline = params.duration("deadline");
-  TMPI_ASSIGN(KeyFile key, find_job_key(params.str("ssh-dir")));
+  options.ssh_port = static_cast<int>(params.integer(param::kSshPort));
+  options.deadline = params.duration(param::kDeadline);
+  TMPI_ASSIGN(KeyFile key, find_job_key(params.str(param::kSshDir)));
   options.private_key = std::move(key.text);
   Sidecar sidecar(options);
   // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
@@ -158,9 +162,9 @@ Status sidecar(const Params& params) {
     respond(call.target == "/healthz" ? Reply{200, "ok\n", "text/plain"}
                                       : Reply{404, "{}", "application/json"});
   });
-  TMPI_ASSIGN(
-      unsigned short probe_port,
-      probe.listen(params.str("listen-address"), static_cast<unsigned short>(params.integer("probe-port"))));
+  TMPI_ASSIGN(unsigned short probe_port,
+              probe.listen(params.str(param::kListenAddress),
+                           static_cast<unsigned short>(params.integer(param::kProbePort))));
   // SIGTERM (the pod is being deleted) or SIGINT: say so to the coordinator, on the probe's
   // thread, and let the loop end; the launcher names the host at once, not after lost-after.
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/options.h"
+
 namespace tmpi::launch {
 namespace {
 
@@ -31,7 +33,9 @@ TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
       Params::parse(kScopeLauncher,
                     {"--max-bytes", "4M", "--min-busbw", "12.5", "--step-timeout", "9s", "--iters", "5"}, {});
   ASSERT_TRUE(params);
-  auto command = fabric_check_command(*params, "/opt/nccl-check", "nccl");
+  FabricOptions options = launcher_options(*params).fabric;
+  options.program = "/opt/nccl-check";
+  auto command = fabric_check_command(options, "nccl");
   std::string joined;
   for (const auto& word : command) joined += word + " ";
   EXPECT_EQ(joined.rfind("/opt/nccl-check --backend nccl --json - ", 0), 0U) << joined;
@@ -44,7 +48,9 @@ TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
   EXPECT_EQ(joined.find("--min-bytes"), std::string::npos) << joined;
   auto from_env = Params::parse(kScopeLauncher, {}, {{"TMPI_PAIR_BYTES", "2M"}});
   ASSERT_TRUE(from_env);
-  auto second = fabric_check_command(*from_env, "/opt/nccl-check", "mpi");
+  options = launcher_options(*from_env).fabric;
+  options.program = "/opt/nccl-check";
+  auto second = fabric_check_command(options, "mpi");
   joined.clear();
   for (const auto& word : second) joined += word + " ";
   EXPECT_NE(joined.find("--pair-bytes 2M "), std::string::npos)

@@ -1,6 +1,7 @@
 // mpi-launcher's pure parts: the command for every MPI (Intel's from its documented hydra
 // flags, since it cannot be installed here), flavour detection, environment forwarding,
-// the rank variables and NODE_RANK, and the placement check.
+// the rank variables and NODE_RANK, the placement check, the options read from the
+// parameters, and report.json's rank record.
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "launcher/failure.h"
 #include "launcher/mpi_command.h"
+#include "launcher/options.h"
 #include "launcher/preflight.h"
 #include "launcher/process.h"
 #include "launcher/rank_agent.h"
@@ -271,6 +273,49 @@ TEST(FailureAttribution, ACleanExitIsNoFailureAndAsksNobody) {
                         [] { return std::optional<std::string>{}; });
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->reason, "rank 0 killed");
+}
+
+TEST(LauncherOptions, EveryPieceGetsItsPartOfTheParameters) {
+  auto defaults = Params::parse(kScopeLauncher, {}, {});
+  ASSERT_TRUE(defaults);
+  LauncherOptions options = launcher_options(*defaults);
+  EXPECT_EQ(options.wait, "sidecar");
+  EXPECT_TRUE(options.preflight);
+  EXPECT_EQ(options.report, "/etc/mpi/report.json");
+  EXPECT_EQ(options.job.np, 0);  // the sum of the slots
+  EXPECT_EQ(options.job.ssh_port, 2222);
+  EXPECT_EQ(options.job.master_port, "29500");
+  EXPECT_FALSE(options.job.ssh_dir_given);
+  EXPECT_EQ(options.rendezvous.lost_after, std::chrono::seconds(15));
+  EXPECT_EQ(options.status.interval, std::chrono::seconds(5));
+  EXPECT_EQ(options.events.api_request_timeout, std::chrono::seconds(10));
+  EXPECT_TRUE(options.fabric.passed_on.empty());  // nccl-check keeps its own defaults
+  EXPECT_EQ(options.timeout.count(), 0);
+
+  auto given =
+      Params::parse(kScopeLauncher, {"--ssh-dir", "/keys", "--np", "3", "--wait", "ssh", "--events", "off"},
+                    {{"TMPI_STATUS", "failures"}, {"TMPI_TIMEOUT", "1h"}});
+  ASSERT_TRUE(given);
+  options = launcher_options(*given);
+  EXPECT_EQ(options.job.ssh_dir, "/keys");
+  EXPECT_TRUE(options.job.ssh_dir_given);  // forwarded to the agents as TMPI_SSH_DIR
+  EXPECT_EQ(options.job.np, 3);
+  EXPECT_EQ(options.wait, "ssh");
+  EXPECT_EQ(options.events.mode, "off");
+  EXPECT_EQ(options.status.mode, "failures");
+  EXPECT_EQ(options.timeout, std::chrono::hours(1));
+}
+
+TEST(RankRecord, OneShapeForReportedAndUnreportedRanks) {
+  auto reported = rank_json({2, "n-1", true, 3, 0, 4.5, true});
+  EXPECT_EQ(reported, nlohmann::json::parse(R"({"rank":2,"host":"n-1","state":"exited","code":3,"signal":0,
+                                                "seconds":4.5,"reported":true})"));
+  auto unreported = rank_json({0, "n-0", true, 0, 0, std::nullopt, false});
+  EXPECT_TRUE(unreported["seconds"].is_null());
+  EXPECT_FALSE(unreported["reported"].get<bool>());
+  EXPECT_EQ(rank_json({1, "n-0", false, 0, 0, 1.0, true})["state"], "running");
+  // Both have the same fields: report.json's readers need no second shape.
+  for (const auto& [key, value] : reported.items()) EXPECT_TRUE(unreported.contains(key)) << key;
 }
 
 }  // namespace

@@ -17,22 +17,22 @@ using Env = std::map<std::string, std::string>;
 TEST(Params, DefaultsThenEnvironmentThenFlag) {
   auto by_default = Params::parse(kScopeInit, {}, {});
   ASSERT_TRUE(by_default);
-  EXPECT_EQ(by_default->str("out"), "/etc/mpi");
-  EXPECT_FALSE(by_default->is_set("out"));
+  EXPECT_EQ(by_default->str(param::kOut), "/etc/mpi");
+  EXPECT_FALSE(by_default->is_set(param::kOut));
 
   auto by_env = Params::parse(kScopeInit, {}, Env{{"TMPI_OUT", "/x"}});
   ASSERT_TRUE(by_env);
-  EXPECT_EQ(by_env->str("out"), "/x");
-  EXPECT_TRUE(by_env->is_set("out"));
+  EXPECT_EQ(by_env->str(param::kOut), "/x");
+  EXPECT_TRUE(by_env->is_set(param::kOut));
   ASSERT_EQ(by_env->env_overrides().size(), 1U);
   EXPECT_EQ(by_env->env_overrides()[0], "out=/x (from TMPI_OUT)");
 
   auto by_flag = Params::parse(kScopeInit, {"--out", "/y"}, Env{{"TMPI_OUT", "/x"}});
   ASSERT_TRUE(by_flag);
-  EXPECT_EQ(by_flag->str("out"), "/y");
+  EXPECT_EQ(by_flag->str(param::kOut), "/y");
   auto with_equals = Params::parse(kScopeInit, {"--out=/z"}, {});
   ASSERT_TRUE(with_equals);
-  EXPECT_EQ(with_equals->str("out"), "/z");
+  EXPECT_EQ(with_equals->str(param::kOut), "/z");
 }
 
 // Sets HOME for one test and puts the old value (or its absence) back, so that no later
@@ -66,7 +66,7 @@ TEST(Params, HomeIsExpandedInDefaults) {
     ScopedHome home("/home/someone");
     auto params = Params::parse(kScopeInit, {}, {});
     ASSERT_TRUE(params);
-    EXPECT_EQ(params->str("ssh-dir"), "/home/someone/.ssh");
+    EXPECT_EQ(params->str(param::kSshDir), "/home/someone/.ssh");
   }
   EXPECT_EQ(getenv("HOME") != nullptr ? getenv("HOME") : "(unset)", before) << "HOME was not put back";
 }
@@ -125,8 +125,8 @@ TEST(Params, BoolsListsAndRest) {
                                "--replicated-jobs=node=2", "--", "echo", "--out"},
                               {});
   ASSERT_TRUE(params) << params.error().message;
-  EXPECT_TRUE(params->flag("launcher-as-node"));
-  EXPECT_EQ(params->list("replicated-jobs"), (std::vector<std::string>{"launcher=1", "node=2"}));
+  EXPECT_TRUE(params->flag(param::kLauncherAsNode));
+  EXPECT_EQ(params->list(param::kReplicatedJobs), (std::vector<std::string>{"launcher=1", "node=2"}));
   EXPECT_EQ(params->rest(), (std::vector<std::string>{"echo", "--out"}));
 }
 
@@ -143,11 +143,11 @@ TEST(Params, SizesAndNumbers) {
       Params::parse(kScopeCheck, {"--max-bytes", "1G", "--min-bytes", "64k", "--min-fraction", "0.25"},
                     Env{{"TMPI_PAIR_BYTES", "4096"}});
   ASSERT_TRUE(params);
-  EXPECT_EQ(params->bytes("max-bytes"), std::uint64_t{1} << 30);
-  EXPECT_EQ(params->bytes("min-bytes"), std::uint64_t{64} << 10);
-  EXPECT_EQ(params->bytes("pair-bytes"), 4096U);
-  EXPECT_DOUBLE_EQ(params->number("min-fraction"), 0.25);
-  EXPECT_DOUBLE_EQ(params->number("min-busbw"), 0.0);
+  EXPECT_EQ(params->bytes(param::kMaxBytes), std::uint64_t{1} << 30);
+  EXPECT_EQ(params->bytes(param::kMinBytes), std::uint64_t{64} << 10);
+  EXPECT_EQ(params->bytes(param::kPairBytes), 4096U);
+  EXPECT_DOUBLE_EQ(params->number(param::kMinFraction), 0.25);
+  EXPECT_DOUBLE_EQ(params->number(param::kMinBusbw), 0.0);
   auto bad_size = Params::parse(kScopeCheck, {"--max-bytes", "12X"}, {});
   ASSERT_FALSE(bad_size);
   EXPECT_NE(bad_size.error().message.find("--max-bytes: '12X' is not a size (use 4096, 64K, 1M or 1G)"),
@@ -176,6 +176,51 @@ TEST(Params, EveryRowIsWellFormed) {
       EXPECT_TRUE(validate_param(spec, spec.default_value, "default")) << spec.name;
     }
   }
+}
+
+// Each reader takes a handle of its own type only: reading a port as a string, or an
+// integer as a duration, does not compile (NCCL_PARAM's typed parameters are the anchor).
+template <typename Handle>
+constexpr bool readable_as_string = requires(const Params& params, Handle handle) {
+  params.str(handle);
+};
+template <typename Handle>
+constexpr bool readable_as_duration = requires(const Params& params, Handle handle) {
+  params.duration(handle);
+};
+static_assert(readable_as_string<decltype(param::kSshDir)> && readable_as_string<decltype(param::kWait)>);
+static_assert(!readable_as_string<decltype(param::kSshPort)> && !readable_as_string<decltype(param::kGrace)>);
+static_assert(readable_as_duration<decltype(param::kGrace)> &&
+              !readable_as_duration<decltype(param::kSshPort)>);
+
+TEST(Params, EveryHandleNamesItsOwnRowWithItsType) {
+  ASSERT_EQ(param_table().size(), kParamCount);
+  for (std::size_t i = 0; i < param_table().size(); ++i) EXPECT_EQ(param_table()[i].index, i);
+  EXPECT_EQ(param_table()[param::kSshPort.index].name, "ssh-port");
+  EXPECT_EQ(param_table()[param::kSshPort.index].type, ParamType::kInt);
+  EXPECT_EQ(param_table()[param::kGrace.index].type, decltype(param::kGrace)::kType);
+}
+
+TEST(Params, AParameterOutsideTheScopeReadsAsItsDefault) {
+  // mpi-init has no --grace: a reader of it gets the row's default, never a hole (before,
+  // a string lookup outside the scope dereferenced end() in a release build).
+  auto params = Params::parse(kScopeInit, {}, {{"TMPI_GRACE", "99s"}});
+  ASSERT_TRUE(params);
+  EXPECT_EQ(params->duration(param::kGrace), std::chrono::seconds(10));
+  EXPECT_FALSE(params->is_set(param::kGrace));
+  EXPECT_EQ(params->text(param::kGrace), "10s");
+  // In the scope, every type is parsed once, when the parameters are.
+  auto launcher =
+      Params::parse(kScopeLauncher, {"--ssh-port", "2200", "--grace", "2m", "--env", "A,B", "--env", "C"},
+                    {{"TMPI_DRY_RUN", "yes"}});
+  ASSERT_TRUE(launcher);
+  EXPECT_EQ(launcher->integer(param::kSshPort), 2200);
+  EXPECT_EQ(launcher->text(param::kSshPort), "2200");
+  EXPECT_EQ(launcher->duration(param::kGrace), std::chrono::minutes(2));
+  EXPECT_TRUE(launcher->flag(param::kDryRun));
+  EXPECT_EQ(launcher->list(param::kEnv), (std::vector<std::string>{"A", "B", "C"}));
+  EXPECT_EQ(launcher->integer(param::kNp), 0);  // no default: unset, zero
+  EXPECT_FALSE(launcher->is_set(param::kNp));
 }
 
 TEST(Params, ReadmeHoldsTheGeneratedTable) {

@@ -1,0 +1,66 @@
+// See options.h. The one place where the launcher's parameters become its options: each
+// value was checked and parsed by Params::parse, so this only copies typed values.
+#include "launcher/options.h"
+
+#include <fmt/format.h>
+
+namespace tmpi::launch {
+
+namespace {
+
+// nccl-check's own settings that the user gave the launcher, passed on as "--name value";
+// what was not set keeps nccl-check's default, which may depend on its backend.
+std::vector<std::string> nccl_check_flags(const Params& params) {
+  std::vector<std::string> flags;
+  const ParamRef passed_on[] = {
+      param::kMinBytes, param::kMaxBytes, param::kStepFactor,  param::kPairBytes,   param::kIters,
+      param::kWarmup,   param::kMinBusbw, param::kMinFraction, param::kStepTimeout, param::kLogLevel};
+  for (const ParamRef& handle : passed_on) {
+    if (!params.is_set(handle)) continue;
+    flags.push_back(fmt::format("--{}", handle.name));
+    flags.push_back(params.text(handle));
+  }
+  return flags;
+}
+
+}  // namespace
+
+LauncherOptions launcher_options(const Params& params) {
+  LauncherOptions options;
+  JobOptions& job = options.job;
+  job.hosts_file = params.str(param::kHosts);
+  job.ssh_dir = params.str(param::kSshDir);
+  job.ssh_dir_given = params.is_set(param::kSshDir);
+  job.mpi = params.str(param::kMpi);
+  job.mpirun = params.str(param::kMpirun);
+  job.np = params.is_set(param::kNp) ? static_cast<int>(params.integer(param::kNp)) : 0;
+  job.ssh_port = static_cast<int>(params.integer(param::kSshPort));
+  job.rendezvous_port = static_cast<int>(params.integer(param::kRendezvousPort));
+  job.iface = params.str(param::kIface);
+  job.master_addr = params.str(param::kMasterAddr);
+  job.master_port = params.text(param::kMasterPort);
+  job.log_level = params.str(param::kLogLevel);
+  job.beat_interval = params.duration(param::kBeatInterval);
+  job.env = params.list(param::kEnv);
+  job.env_prefixes = params.list(param::kEnvPrefix);
+
+  options.rendezvous = {params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
+                        params.duration(param::kLostAfter)};
+  options.status = {params.str(param::kStatus), params.duration(param::kStatusInterval)};
+  options.events = {params.str(param::kEvents), params.str(param::kTrainjob),
+                    params.str(param::kServiceAccountDir), params.str(param::kNamespace),
+                    params.duration(param::kApiRequestTimeout)};
+  options.fabric = {params.str(param::kCheck), params.str(param::kNcclCheck), nccl_check_flags(params),
+                    params.duration(param::kStepTimeout)};
+  options.wait = params.str(param::kWait);
+  options.listen_address = params.str(param::kListenAddress);
+  options.coordinator = params.str(param::kCoordinator);
+  options.report = params.str(param::kReport);
+  options.preflight = params.flag(param::kPreflight);
+  options.dry_run = params.flag(param::kDryRun);
+  options.grace = params.duration(param::kGrace);
+  options.timeout = params.duration(param::kTimeout);
+  return options;
+}
+
+}  // namespace tmpi::launch

@@ -1,0 +1,38 @@
+// Every setting of `mpi-launcher run`, `check`, `shell` and `hosts`, typed and grouped by the
+// piece that uses it. launcher_options() reads them from the parameters once, at the edge;
+// below it, no code sees Params (prepare_job, the coordinator, the status feed, the Events
+// and the fabric check each take their own part), so a unit test builds exactly the options
+// it needs, and a piece cannot read a setting that its caller did not mean to give it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/params.h"
+#include "launcher/fabric_check.h"
+#include "launcher/job.h"
+#include "launcher/job_events.h"
+#include "launcher/status_feed.h"
+#include "rendezvous/coordinator_service.h"
+
+namespace tmpi::launch {
+
+struct LauncherOptions {
+  JobOptions job;
+  rdv::RendezvousTimes rendezvous;  // --rendezvous-timeout, --beat-interval, --lost-after
+  StatusOptions status;
+  EventsOptions events;
+  FabricOptions fabric;
+  std::string wait;            // sidecar | ssh | none
+  std::string listen_address;  // the embedded coordinator's
+  std::string coordinator;     // `hosts`: where to ask; "" = this pod's
+  std::string report;          // report.json
+  bool preflight = true;
+  bool dry_run = false;
+  Millis grace{0};
+  Millis timeout{0};  // 0 = none
+};
+
+LauncherOptions launcher_options(const Params& params);
+
+}  // namespace tmpi::launch
