@@ -46,6 +46,48 @@ std::string truncate_utf8(std::string_view text, std::size_t max_bytes, std::str
   return out;
 }
 
+namespace {
+
+// The JSON bytes of the unit at text[at] (a whole character, or one invalid byte), and its length.
+std::pair<std::size_t, std::size_t> json_unit_at(std::string_view text, std::size_t at) {
+  std::size_t length = utf8_sequence_at(text, at);
+  if (length == 0) return {3, 1};  // U+FFFD in place of the byte
+  if (length > 1) return {length, length};
+  auto byte = static_cast<unsigned char>(text[at]);
+  if (byte == '"' || byte == '\\' || byte == '\b' || byte == '\f' || byte == '\n' || byte == '\r' ||
+      byte == '\t')
+    return {2, 1};
+  return {byte < 0x20 ? 6 : 1, 1};
+}
+
+}  // namespace
+
+std::size_t json_string_bytes(std::string_view text) {
+  std::size_t bytes = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    auto [cost, length] = json_unit_at(text, at);
+    bytes += cost;
+    at += length;
+  }
+  return bytes;
+}
+
+std::string truncate_json(std::string_view text, std::size_t max_bytes, std::string_view ellipsis) {
+  if (json_string_bytes(text) <= max_bytes) return std::string(text);
+  std::size_t ellipsis_bytes = json_string_bytes(ellipsis);
+  std::size_t room = max_bytes > ellipsis_bytes ? max_bytes - ellipsis_bytes : 0;
+  std::size_t cut = 0, used = 0;
+  while (cut < text.size()) {
+    auto [cost, length] = json_unit_at(text, cut);
+    if (used + cost > room) break;
+    used += cost;
+    cut += length;
+  }
+  std::string out(text.substr(0, cut));
+  if (max_bytes >= ellipsis_bytes) out += ellipsis;
+  return out;
+}
+
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -23,6 +23,15 @@ std::size_t utf8_sequence_at(std::string_view text, std::size_t at);
 // with `ellipsis` ("..."), a cut prefix ends with it, within the same `max_bytes`.
 std::string truncate_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis = {});
 
+// The bytes `text` takes inside a JSON string as dump_json writes it: `"` `\` and the
+// control characters escaped (\n is 2 bytes, \u001b is 6), an invalid byte as U+FFFD (3).
+std::size_t json_string_bytes(std::string_view text);
+
+// truncate_utf8 by that measure: the longest prefix whose JSON form fits in `max_bytes`,
+// with the ellipsis within the bound. A byte bound on the raw text is not one on the body
+// that carries it: 1 KiB of escape bytes is 6 KiB of JSON.
+std::string truncate_json(std::string_view text, std::size_t max_bytes, std::string_view ellipsis = {});
+
 // `text` with every byte that is not part of a well-formed sequence replaced by U+FFFD.
 std::string valid_utf8(std::string_view text);
 

@@ -94,8 +94,10 @@ void beat(const RankAgentOptions& options, const RankIdentity& id, long long seq
 }
 
 // The rank's stderr passes through the agent, which keeps its last lines for the exit report,
-// bounded in bytes whatever the rank writes: each line to kLineBytes (a cut line ends with
-// "..."), so the report stays far below the coordinator's 64 KiB body limit. A carriage
+// bounded in bytes whatever the rank writes: each line to kLineBytes of the rank's bytes as
+// they are read, then to kLineBytes of JSON, the form in which the report carries it (a cut
+// line ends with "..."), so the report stays far below the coordinator's 64 KiB body limit
+// (bounding the raw bytes alone was not enough: 20 lines of escape bytes were 120 KiB). A carriage
 // return starts the line again, as on a terminal: a progress bar that redraws itself with
 // '\r' for hours keeps one line's worth, not every frame (16 MB of frames were 19 MB of RSS).
 class StderrTail {
@@ -133,7 +135,8 @@ class StderrTail {
 
  private:
   void end_line() {
-    tail_.push_back(cut_ ? truncate_utf8(partial_, kLineBytes - 3) + "..." : partial_);
+    tail_.push_back(cut_ ? truncate_json(partial_, kLineBytes - 3) + "..."
+                         : truncate_json(partial_, kLineBytes, "..."));
     if (tail_.size() > lines_) tail_.pop_front();
     partial_.clear();
     cut_ = false;

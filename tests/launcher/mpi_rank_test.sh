@@ -58,6 +58,36 @@ mkdir -p "$home/.ssh" && chmod 700 "$home/.ssh"
 ssh-keygen -q -t ed25519 -N '' -f "$home/.ssh/id_ed25519"
 rc=0; err=$(TMPI_COORDINATOR=127.0.0.1:9 TMPI_SSH_DIR="$home/no-such-dir" "$A" -- sh -c 'exit 4' 2>&1) || rc=$?
 [[ $rc == 4 && $err != *"cannot report"* ]] || fail "the key in ~/.ssh was not found after TMPI_SSH_DIR: $rc: $err"
+# The failure report carries the stderr tail within the coordinator's 64 KiB body limit,
+# however the lines escape in JSON: 20 lines of 1 KiB of escape bytes (6 JSON bytes each)
+# were 120 KiB, and the coordinator refused the report. A stand-in coordinator takes it.
+python3 - "$home/body" "$home/port" <<'PY' &
+import http.server, sys
+class Take(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/rank" and b'"exit"' in body:
+            open(sys.argv[1], "wb").write(body)
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *args): pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Take)
+open(sys.argv[2], "w").write(str(server.server_port))
+server.timeout = 20
+server.handle_request(); server.handle_request()
+PY
+taker=$!
+for _ in $(seq 100); do [[ -s $home/port ]] && break; sleep 0.1; done
+rc=0; TMPI_COORDINATOR="127.0.0.1:$(cat "$home/port")" "$A" -- python3 -c '
+import sys
+for _ in range(20): sys.stderr.buffer.write(b"\x1b" * 1024 + b"\n")
+sys.exit(3)' 2>/dev/null || rc=$?
+for _ in $(seq 100); do [[ -s $home/body ]] && break; sleep 0.1; done
+kill "$taker" 2>/dev/null || true; wait "$taker" 2>/dev/null || true
+[[ $rc == 3 && -s $home/body ]] || fail "no exit report from a rank that exited 3 (rc $rc)"
+size=$(stat -c %s "$home/body")
+((size < 65536)) || fail "the exit report is $size bytes, over the coordinator's 64 KiB body limit"
+jq -e '(.tail | split("\n") | map(select(length > 0)) | length) == 20 and (.tail | contains("..."))' "$home/body" >/dev/null ||
+  fail "the report's tail is not the 20 lines, each cut: $(head -c 300 "$home/body")"
 rm -rf "$home/.ssh"
 # A rank that cannot be started (fork fails: the process limit) is a failure, never exit 0.
 # RLIMIT_NPROC binds a non-root uid; with a limit of 1, the agent itself is that one process.
@@ -67,4 +97,4 @@ if [[ $(id -u) == 0 ]]; then
                 prlimit --nproc=1 setpriv --reuid 4343 --regid 4343 --clear-groups "$A" -- true 2>&1) || rc=$?
   [[ $rc == 126 && $out == *"cannot start the rank: fork:"* ]] || fail "a fork that fails: expected exit 126 and why, got $rc: $out"
 fi
-echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, and fails (126) when it cannot fork"
+echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, reports a tail within the body limit, and fails (126) when it cannot fork"
