@@ -8,9 +8,11 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/ssh_probe.h"
 
@@ -44,18 +46,30 @@ std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency, Millis timeout) {
   std::vector<CheckRow> rows(hosts.size());
   std::atomic<std::size_t> next{0};
-  std::vector<std::thread> workers;
-  int count = std::max(1, std::min<int>(concurrency, static_cast<int>(hosts.size())));
-  workers.reserve(count);
-  for (int w = 0; w < count; ++w) {
-    workers.emplace_back([&] {
-      for (std::size_t i; (i = next++) < hosts.size();) {
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < hosts.size();) {
+      try {
         SshVerdict verdict = probe_ssh(SshTarget{hosts[i], port, "", timeout}, private_key);
         if (!verdict.ok) rows[i] = {hosts[i], "ssh", verdict.problem};
+      } catch (const std::exception& e) {  // on a worker, a throw would be std::terminate
+        rows[i] = {hosts[i], "ssh", fmt::format("the check failed: {}", e.what())};
       }
-    });
+    }
+  };
+  {
+    // jthreads join on every way out, a failed start of the next one too: a thread still
+    // joinable at unwind is std::terminate. Threads that cannot start (the process limit)
+    // leave their share to the others, or to this thread.
+    std::vector<std::jthread> workers;
+    int count = std::max(1, std::min<int>(concurrency, static_cast<int>(hosts.size())));
+    workers.reserve(count);
+    try {
+      for (int w = 0; w < count; ++w) workers.emplace_back(work);
+    } catch (const std::system_error& e) {
+      spdlog::debug("ssh check: {} of {} workers started ({})", workers.size(), count, e.what());
+    }
+    if (workers.empty()) work();
   }
-  for (auto& worker : workers) worker.join();
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const CheckRow& row) { return row.host.empty(); }),
              rows.end());
   return rows;

@@ -171,13 +171,17 @@ Status sidecar(const Params& params) {
   signals.async_wait([&sidecar](const boost::system::error_code& ec, int) {
     if (!ec) sidecar.leave();
   });
-  std::thread probe_thread([&io] { io.run(); });
+  // The probe's loop is stopped, and its thread joined, on every way out of this scope (an
+  // exception's too: a thread still joinable at unwind is std::terminate). The guard is
+  // declared after the thread, so it runs first.
+  std::jthread probe_thread([&io] { io.run(); });
+  struct StopOnExit {
+    boost::asio::io_context& io;
+    ~StopOnExit() { io.stop(); }
+  } stop_probe{io};
   spdlog::info("sidecar for {}: coordinator {}, /readyz on port {}", options.host, options.coordinator,
                probe_port);
-  Status result = sidecar.run();
-  io.stop();
-  probe_thread.join();
-  return result;
+  return sidecar.run();
 }
 
 Status run(const std::vector<std::string>& args) {

@@ -2,6 +2,8 @@
 // flags, since it cannot be installed here), flavour detection, environment forwarding,
 // the rank variables and NODE_RANK, the placement check, the options read from the
 // parameters, and report.json's rank record.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -193,6 +195,49 @@ TEST(Preflight, PlacementCheckReadsBothTagFormats) {
 // A command that has done its work but does not exit (prterun after its ranks, under load)
 // is ended `linger` after `done` held, with status 0 and its output; one that exits by itself
 // is waited for as ever.
+// A fork that fails is an error that names it, and run_capture never goes on to waitpid(-1)
+// or kill(-(-1)), which would reach every process of the user (issue 15, item 2). The limit
+// on processes binds only a uid that is not root, so a child of the test takes uid 4343
+// and a limit of 1 process, itself; it says by its exit status what run_capture gave.
+TEST(Process, AForkThatFailsIsAnErrorAndSignalsNobody) {
+  ASSERT_EQ(getuid(), 0U) << "the unit tests run as root (as the README says): this one takes another uid";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit one{1, 1};
+    if (setgid(4343) != 0 || setuid(4343) != 0 || setrlimit(RLIMIT_NPROC, &one) != 0) _exit(10);
+    auto ran = run_capture({"true"}, {}, Millis(5000));
+    if (ran) _exit(11);  // "true" ran: no limit, nothing proved
+    bool named = ran.error().exit == Exit::kOsErr && ran.error().message.find("fork") != std::string::npos;
+    _exit(named ? 0 : 12);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: the fork worked; 12: not named";
+}
+
+// The ssh check's workers are joined on every path: when the process limit lets only some
+// of them start, the others' share is done by those that did (before, the failed start of
+// the third thread unwound past two joinable ones: std::terminate). Port 9 on loopback
+// refuses at once, so every host gets its row.
+TEST(Preflight, TheSshCheckSurvivesWorkersThatCannotStart) {
+  ASSERT_EQ(getuid(), 0U) << "the unit tests run as root (as the README says): this one takes another uid";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit three{3, 3};  // this process and two threads
+    if (setgid(4343) != 0 || setuid(4343) != 0 || setrlimit(RLIMIT_NPROC, &three) != 0) _exit(10);
+    std::vector<std::string> hosts(8, "127.0.0.1");
+    auto rows = check_ssh(hosts, 9, "not a key", 8, Millis(2000));
+    _exit(rows.size() == hosts.size() ? 0 : 11);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the check was killed: signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: a host had no row";
+}
+
 TEST(Process, ACommandDoneButNotExitingIsEndedAfterItsLinger) {
   DoneWhen said_done{[](const std::string& output) { return output.find("done") != std::string::npos; },
                      Millis(200)};
