@@ -2,28 +2,30 @@
 // registration), after PyTorch's TCPStore: one overall deadline for the whole operation,
 // and exponential backoff with "equal jitter" between attempts (each wait uniform in
 // [cap/2, cap]: never at once, never in step), so that a thousand pods that failed together
-// do not retry together.
+// do not retry together. A Deadline reads the time from a TimeSource (clock.h): the real
+// one unless a test passes its manual clock.
 #pragma once
 
-#include <chrono>
+#include <algorithm>
 #include <random>
+
+#include "common/clock.h"
 
 namespace tmpi {
 
-using Clock = std::chrono::steady_clock;
-using Millis = std::chrono::milliseconds;
-
 class Deadline {
  public:
-  explicit Deadline(Millis budget) : end_(Clock::now() + budget), budget_(budget) {}
-  bool expired() const { return Clock::now() >= end_; }
+  explicit Deadline(Millis budget, const TimeSource& clock = real_time())
+      : clock_(&clock), end_(clock.now() + budget), budget_(budget) {}
+  bool expired() const { return clock_->now() >= end_; }
   Millis remaining() const {
-    auto left = std::chrono::duration_cast<Millis>(end_ - Clock::now());
+    auto left = std::chrono::duration_cast<Millis>(end_ - clock_->now());
     return left.count() > 0 ? left : Millis(0);
   }
   Millis budget() const { return budget_; }
 
  private:
+  const TimeSource* clock_;  // a pointer, not a reference: a Deadline stays a value, assignable
   Clock::time_point end_;
   Millis budget_;
 };

@@ -4,7 +4,6 @@
 #include "rendezvous/sidecar.h"
 
 #include <algorithm>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -44,8 +43,8 @@ struct Sidecar::Answer {
   }
 };
 
-Sidecar::Sidecar(SidecarOptions options)
-    : options_(std::move(options)), key_(derive_rendezvous_key(options_.private_key)) {}
+Sidecar::Sidecar(SidecarOptions options, TimeSource& clock)
+    : options_(std::move(options)), clock_(clock), key_(derive_rendezvous_key(options_.private_key)) {}
 
 Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::string& body, Millis timeout) {
   static thread_local HttpClient client{TlsConfig{}};
@@ -78,10 +77,15 @@ void Sidecar::probe_ssh_now() {
   ssh_problem_ = verdict.problem;
 }
 
-void Sidecar::nap_until(Clock::time_point until) const {
-  while (!stop_.load() && Clock::now() < until) {
-    std::this_thread::sleep_for(std::min<Clock::duration>(Millis(100), until - Clock::now()));
-  }
+void Sidecar::nap_until(Clock::time_point until) {
+  std::unique_lock lock(nap_mutex_);
+  clock_.wait_until(nap_cv_, lock, until, [this] { return stop_.load(); });
+}
+
+void Sidecar::stop() {
+  stop_.store(true);
+  { std::lock_guard lock(nap_mutex_); }  // a nap that saw stop_ false is waiting by now
+  clock_.notify_all(nap_cv_);
 }
 
 Status Sidecar::run() {
@@ -89,19 +93,19 @@ Status Sidecar::run() {
   Millis beat_every(5000);
   bool registered = false;
   long long seq = 0;
-  auto last_contact = Clock::now();
-  auto last_probe = Clock::now() - options_.probe_every;
+  auto last_contact = clock_.now();
+  auto last_probe = clock_.now() - options_.probe_every;
   bool last_reported_ssh = false;
   std::string last_problem = "the coordinator never answered";
   while (!stop_.load()) {
-    if (Clock::now() - last_contact >= options_.deadline) {
+    if (clock_.now() - last_contact >= options_.deadline) {
       return make_error(Exit::kTempFail,
                         "gave up after {} s without the coordinator at {}: {}; raise TMPI_DEADLINE",
                         options_.deadline.count() / 1000, options_.coordinator, last_problem);
     }
-    if (Clock::now() - last_probe >= probe_interval()) {
+    if (clock_.now() - last_probe >= probe_interval()) {
       probe_ssh_now();
-      last_probe = Clock::now();
+      last_probe = clock_.now();
       if (registered && ssh_ready_.load() != last_reported_ssh) registered = false;  // tell the coordinator
     }
     Millis request_timeout = std::min(Millis(10000), std::max(Millis(500), options_.deadline / 4));
@@ -112,7 +116,7 @@ Status Sidecar::run() {
                            ssh_problem_,  kVersion,       nonce};
       auto answer = post(kRegisterPath, signed_body(key_, message), request_timeout);
       if (answer && answer->from_coordinator()) {
-        last_contact = Clock::now();
+        last_contact = clock_.now();
         registered = true;
         last_reported_ssh = ready;
         beat_every = Millis(std::clamp<std::int64_t>(int_at(answer->body, "/beatMillis", 5000), 100, 60000));
@@ -122,23 +126,23 @@ Status Sidecar::run() {
       }
       last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("register: {}; retrying", last_problem);  // a refusal too: DNS may lag a new pod
-      nap_until(Clock::now() + backoff.next());
+      nap_until(clock_.now() + backoff.next());
       continue;
     }
     // Until the next beat; while sshd does not accept the key yet, ask it again often and
     // tell the coordinator at once when it does (the launcher is waiting for exactly that:
     // a native sidecar starts before sshd).
     bool ssh_came_up = false;
-    auto next_beat = Clock::now() + beat_every;
-    while (!ssh_came_up && !stop_.load() && Clock::now() < next_beat) {
+    auto next_beat = clock_.now() + beat_every;
+    while (!ssh_came_up && !stop_.load() && clock_.now() < next_beat) {
       if (ssh_ready_.load()) {
         nap_until(next_beat);
         break;
       }
       nap_until(std::min(next_beat, last_probe + probe_interval()));
-      if (Clock::now() - last_probe < probe_interval()) continue;  // woke for the beat
+      if (clock_.now() - last_probe < probe_interval()) continue;  // woke for the beat
       probe_ssh_now();
-      last_probe = Clock::now();
+      last_probe = clock_.now();
       ssh_came_up = ssh_ready_.load();
     }
     if (ssh_came_up) {
@@ -151,10 +155,10 @@ Status Sidecar::run() {
     if (!answer || (answer->status != 409 && !answer->from_coordinator())) {
       last_problem = answer ? answer->problem() : answer.error().message;
       spdlog::info("beat: {}; retrying", last_problem);
-      nap_until(Clock::now() + backoff.next());
+      nap_until(clock_.now() + backoff.next());
       continue;
     }
-    last_contact = Clock::now();
+    last_contact = clock_.now();
     backoff = Backoff(Millis(200), Millis(5000));
     if (answer->status == 409) {
       spdlog::info("the coordinator does not know us (it restarted?); registering again");
@@ -170,7 +174,7 @@ Status Sidecar::run() {
 
 void Sidecar::leave() {
   left_.store(true);
-  stop_.store(true);
+  stop();
   auto answer = post(kLeavePath, signed_body(key_, Leave{options_.host, random_nonce()}), Millis(1000));
   if (answer && answer->from_coordinator()) {
     spdlog::info("told {} that this pod is leaving", options_.coordinator);

@@ -3,9 +3,13 @@
 // ended. It serves /readyz for the pod's readiness probe: ready only while sshd accepts
 // the key. Every wait is under one deadline, with backoff and jitter between tries. On
 // SIGTERM (its pod is being deleted) it tells the coordinator at once that it is leaving.
+// It reads the time and naps through a TimeSource (common/clock.h): the real clock in the
+// program, a manual one in tests, so that beats, backoffs and the deadline take no real time.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 #include "common/backoff.h"
@@ -26,12 +30,12 @@ struct SidecarOptions {
 
 class Sidecar {
  public:
-  explicit Sidecar(SidecarOptions options);
+  explicit Sidecar(SidecarOptions options, TimeSource& clock = real_time());
   // Runs until the job ends (Ok) or the deadline passes (Exit::kTempFail).
   Status run();
   // For /readyz: true while the last probe found sshd accepting the job key.
   bool ssh_ready() const { return ssh_ready_.load(); }
-  void stop() { stop_.store(true); }
+  void stop();  // wakes run() from its nap
   // SIGTERM: tells the coordinator that this pod is going (signed, one try of at most 1 s),
   // then stops run(), which returns Ok. Called from another thread than run().
   void leave();
@@ -40,10 +44,13 @@ class Sidecar {
   struct Answer;
   Expected<Answer> post(const std::string& target, const std::string& body, Millis timeout);
   void probe_ssh_now();
-  Millis probe_interval() const;                  // often until sshd accepts the key, then probe_every
-  void nap_until(Clock::time_point until) const;  // wakes early once stopped
+  Millis probe_interval() const;            // often until sshd accepts the key, then probe_every
+  void nap_until(Clock::time_point until);  // wakes early once stopped
 
   SidecarOptions options_;
+  TimeSource& clock_;
+  std::mutex nap_mutex_;  // with nap_cv_: stop() ends a nap at once
+  std::condition_variable nap_cv_;
   std::string key_;
   std::atomic<bool> ssh_ready_{false}, stop_{false}, left_{false};
   std::string ssh_problem_ = "not probed yet";

@@ -47,8 +47,11 @@ std::optional<ReporterConfig> config_from_environment() {
   return config;
 }
 
-StatusReporter::StatusReporter(ReporterConfig config, SendFn send)
-    : config_(std::move(config)), send_(std::move(send)), backoff_(config_.retry_initial, config_.retry_max) {
+StatusReporter::StatusReporter(ReporterConfig config, SendFn send, TimeSource& clock)
+    : config_(std::move(config)),
+      send_(std::move(send)),
+      clock_(clock),
+      backoff_(config_.retry_initial, config_.retry_max) {
   if (!send_) {
     TlsConfig tls;
     tls.ca_file = config_.ca_file;
@@ -63,7 +66,7 @@ StatusReporter::~StatusReporter() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  wake_.notify_all();
+  clock_.notify_all(wake_);
   worker_.join();
 }
 
@@ -74,7 +77,7 @@ void StatusReporter::update(const JobHealth& health) {
     if (pending_ ? *pending_ == health : last_accepted_ == health) return;  // nothing new to say
     pending_ = health;
   }
-  wake_.notify_all();
+  clock_.notify_all(wake_);
 }
 
 void StatusReporter::post_final(const JobHealth& health, Millis within) {
@@ -82,15 +85,15 @@ void StatusReporter::post_final(const JobHealth& health, Millis within) {
     std::lock_guard lock(mutex_);
     if (counts_.gave_up || final_deadline_) return;
     pending_ = health;
-    final_deadline_ = Clock::now() + within;
+    final_deadline_ = clock_.now() + within;
   }
-  wake_.notify_all();
+  clock_.notify_all(wake_);
 }
 
 bool StatusReporter::wait_final() {
   std::unique_lock lock(mutex_);
   if (!final_deadline_) return false;
-  wake_.wait_until(lock, *final_deadline_, [this] { return final_accepted_ || counts_.gave_up; });
+  clock_.wait_until(wake_, lock, *final_deadline_, [this] { return final_accepted_ || counts_.gave_up; });
   return final_accepted_;
 }
 
@@ -103,20 +106,20 @@ void StatusReporter::run() {
   std::unique_lock lock(mutex_);
   while (!stop_) {
     if (!pending_ || counts_.gave_up || final_accepted_) {
-      wake_.wait(lock);
+      clock_.wait(wake_, lock);
       continue;
     }
-    if (final_deadline_ && Clock::now() >= *final_deadline_) {  // too late: finish() has returned
-      wake_.wait(lock);
+    if (final_deadline_ && clock_.now() >= *final_deadline_) {  // too late: finish() has returned
+      clock_.wait(wake_, lock);
       continue;
     }
     // The final state skips the interval; a backoff only as far as one try before the deadline.
     auto due = next_allowed_;
     if (final_deadline_)
       due = in_backoff_ ? std::min(next_allowed_, *final_deadline_ - config_.request_timeout / 2)
-                        : Clock::now();
-    if (Clock::now() < due) {
-      wake_.wait_until(lock, due);
+                        : clock_.now();
+    if (clock_.now() < due) {
+      clock_.wait_once(wake_, lock, due);
       continue;
     }
     JobHealth sending = *pending_;
@@ -125,14 +128,14 @@ void StatusReporter::run() {
     Millis timeout = config_.request_timeout;
     if (final)
       timeout = std::max(
-          Millis(1), std::min(timeout, std::chrono::duration_cast<Millis>(*final_deadline_ - Clock::now())));
+          Millis(1), std::min(timeout, std::chrono::duration_cast<Millis>(*final_deadline_ - clock_.now())));
     ++counts_.posted;
     lock.unlock();
     auto answer = post(sending, timeout);
     lock.lock();
     settle(sending, answer);
     if (final && final_accepted_) spdlog::debug("status: the final state was accepted");
-    wake_.notify_all();
+    clock_.notify_all(wake_);
   }
 }
 
@@ -164,7 +167,7 @@ void StatusReporter::settle(const JobHealth& sent, const Expected<HttpResponse>&
     last_accepted_ = sent;
     in_backoff_ = false;
     backoff_ = Backoff(config_.retry_initial, config_.retry_max);
-    next_allowed_ = Clock::now() + config_.interval;
+    next_allowed_ = clock_.now() + config_.interval;
     if (final) final_accepted_ = true;
     return;
   }
@@ -189,7 +192,7 @@ void StatusReporter::settle(const JobHealth& sent, const Expected<HttpResponse>&
   }
   if (!pending_) pending_ = sent;  // a newer state, if one came meanwhile, wins
   in_backoff_ = true;
-  next_allowed_ = Clock::now() + wait;
+  next_allowed_ = clock_.now() + wait;
 }
 
 }  // namespace tmpi::status

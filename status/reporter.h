@@ -7,6 +7,10 @@
 //
 // The bearer token is the file KUBEFLOW_TRAINER_SERVER_TOKEN names, read again for every
 // request (the kubelet rotates the projected token); it is never logged.
+//
+// Every wait and every reading of the time goes through a TimeSource (common/clock.h): the
+// real clock in the programs, a manual one in tests, which then pass intervals, backoffs
+// and deadlines in no real time.
 #pragma once
 
 #include <condition_variable>
@@ -39,7 +43,7 @@ using SendFn = std::function<Expected<HttpResponse>(const HttpRequest&)>;
 
 class StatusReporter {
  public:
-  explicit StatusReporter(ReporterConfig config, SendFn send = {});
+  explicit StatusReporter(ReporterConfig config, SendFn send = {}, TimeSource& clock = real_time());
   StatusReporter(const StatusReporter&) = delete;
   StatusReporter& operator=(const StatusReporter&) = delete;
   ~StatusReporter();  // stops the worker; an update still waiting is dropped
@@ -69,6 +73,7 @@ class StatusReporter {
 
   ReporterConfig config_;
   SendFn send_;
+  TimeSource& clock_;
   Backoff backoff_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

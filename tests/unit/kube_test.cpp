@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/backoff.h"
+#include "common/clock.h"
 #include "common/files.h"
 #include "common/http_client.h"
 #include "common/kube_client.h"
@@ -67,6 +68,21 @@ TEST(Backoff, DeadlineCountsDown) {
   Deadline past(Millis(0));
   EXPECT_TRUE(past.expired());
   EXPECT_EQ(past.remaining().count(), 0);
+}
+
+TEST(Backoff, DeadlineCountsDownOnAnInjectedClock) {
+  ManualClock clock;
+  Deadline deadline(Millis(50), clock);
+  EXPECT_FALSE(deadline.expired());
+  EXPECT_EQ(deadline.remaining().count(), 50);  // exactly: the manual time has not moved
+  clock.advance(Millis(20));
+  EXPECT_EQ(deadline.remaining().count(), 30);
+  Deadline copy = deadline;  // a copy reads the same clock
+  clock.advance(Millis(30));
+  EXPECT_TRUE(deadline.expired());
+  EXPECT_TRUE(copy.expired());
+  EXPECT_EQ(deadline.remaining().count(), 0);
+  EXPECT_EQ(deadline.budget().count(), 50);
 }
 
 class KubeConfigTest : public ::testing::Test {

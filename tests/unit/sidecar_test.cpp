@@ -2,6 +2,11 @@
 // that is not up yet, registers (here with no sshd, so sshReady=false and the reason),
 // registers again when the coordinator restarts and forgets it, exits 0 when the job
 // ends, and gives up with exit 3 and the reason at its deadline.
+//
+// The requests go over real sockets, in real time; the sidecar's backoffs, beats, probe
+// intervals and deadline pass on a manual clock (common/clock.h), whose autopilot moves it
+// to the next deadline whenever the sidecar and the test's thread (when it waits on the
+// clock too) are asleep on it: no test sleeps for them.
 #include "rendezvous/sidecar.h"
 
 #include <future>
@@ -9,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
 #include "common/proof.h"
 #include "initcontainer/ssh_identity.h"
 #include "rendezvous/coordinator_service.h"
@@ -71,24 +77,46 @@ SidecarOptions options_for(unsigned short port) {
   return options;
 }
 
+// Polls pred between pauses on the manual clock, for `within` of its time.
 template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds within = 5s) {
-  auto end = Clock::now() + within;
-  while (Clock::now() < end) {
+bool eventually(ManualClock& clock, Pred pred, std::chrono::milliseconds within = 5s) {
+  auto end = clock.now() + within;
+  while (clock.now() < end) {
     if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
+    clock.sleep_for(20ms);
   }
   return pred();
 }
 
+// run() on a thread of its own, which leaves the clock's autopilot when it ends; stopped
+// when the test ends, even by a failed assertion, since on a manual clock that nobody moves
+// its deadline would never come.
+struct Running {
+  Running(Sidecar& which, ManualClock& clock)
+      : sidecar(which), result(std::async(std::launch::async, [&which, &clock] {
+          Status status = which.run();
+          clock.depart();
+          return status;
+        })) {}
+  ~Running() {
+    sidecar.stop();
+    if (result.valid()) result.wait();
+  }
+  bool ended() const { return result.wait_for(0s) == std::future_status::ready; }
+  Sidecar& sidecar;
+  std::future<Status> result;
+};
+
 TEST(Sidecar, WaitsRegistersReRegistersAfterARestartAndExitsOnTheEnd) {
+  ManualClock clock;
+  clock.autopilot(2);  // the sidecar's thread and this one
   unsigned short port = free_port();
-  Sidecar sidecar(options_for(port));
-  auto result = std::async(std::launch::async, [&] { return sidecar.run(); });
-  std::this_thread::sleep_for(300ms);  // the coordinator is not up yet
+  Sidecar sidecar(options_for(port), clock);
+  Running running(sidecar, clock);
+  clock.sleep_for(300ms);  // the coordinator is not up yet
   {
     Coordinator1 first(port);
-    ASSERT_TRUE(eventually([&] {
+    ASSERT_TRUE(eventually(clock, [&] {
       return first.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) == "127.0.0.1";
     }));
     std::string reason = first.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").reason; });
@@ -96,33 +124,36 @@ TEST(Sidecar, WaitsRegistersReRegistersAfterARestartAndExitsOnTheEnd) {
     EXPECT_FALSE(sidecar.ssh_ready());
   }
   Coordinator1 second(port);  // a restarted launcher knows nobody
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(eventually(clock, [&] {
     return second.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) == "127.0.0.1";
   })) << "the sidecar did not register again after the restart";
   second.on_loop([](Coordinator& c) {
     c.end_job();
     return 0;
   });
-  ASSERT_EQ(result.wait_for(5s), std::future_status::ready) << "the sidecar did not exit after the end";
-  Status status = result.get();
+  ASSERT_TRUE(eventually(clock, [&] { return running.ended(); })) << "the sidecar did not exit after the end";
+  Status status = running.result.get();
   EXPECT_TRUE(status) << status.error().message;
 }
 
+// leave() itself is timed on the real clock: it must end a nap at once, whatever the clock.
 TEST(Sidecar, LeavingIsToldAtOnceAndEndsTheLoop) {
+  ManualClock clock;
+  clock.autopilot(2);
   unsigned short port = free_port();
   Coordinator1 coordinator(port);
   SidecarOptions options = options_for(port);
-  Sidecar sidecar(options);
-  auto result = std::async(std::launch::async, [&] { return sidecar.run(); });
-  ASSERT_TRUE(eventually([&] {
+  Sidecar sidecar(options, clock);
+  Running running(sidecar, clock);
+  ASSERT_TRUE(eventually(clock, [&] {
     return coordinator.on_loop([](Coordinator& c) { return c.hosts().at("127.0.0.1").address; }) ==
            "127.0.0.1";
   }));
   auto since = Clock::now();
   sidecar.leave();  // what SIGTERM calls, from the probe server's thread
-  ASSERT_EQ(result.wait_for(2s), std::future_status::ready) << "the loop did not end after leaving";
+  ASSERT_EQ(running.result.wait_for(2s), std::future_status::ready) << "the loop did not end after leaving";
   EXPECT_LT(Clock::now() - since, 1500ms);
-  Status status = result.get();
+  Status status = running.result.get();
   EXPECT_TRUE(status) << status.error().message;
   // Before the barrier the host waits again, free for a new pod, with the reason.
   auto [address, reason] = coordinator.on_loop([](Coordinator& c) {
@@ -139,14 +170,16 @@ TEST(Sidecar, LeavingIsToldAtOnceAndEndsTheLoop) {
 TEST(Sidecar, GivesUpAtItsDeadlineWithTheReason) {
   auto options = options_for(free_port());
   options.deadline = 1s;
-  Sidecar sidecar(options);
-  auto start = Clock::now();
+  ManualClock clock;
+  clock.autopilot(1);  // the sidecar's thread, this one
+  Sidecar sidecar(options, clock);
+  auto start = clock.now();
   Status status = sidecar.run();
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().exit, Exit::kTempFail);
   EXPECT_NE(status.error().message.find("gave up after 1 s without the coordinator"), std::string::npos)
       << status.error().message;
-  EXPECT_LT(Clock::now() - start, 4s);
+  EXPECT_LT(clock.now() - start, 4s);
 }
 
 // Whatever answers at the coordinator's address (a proxy's 503 page before the launcher
@@ -154,6 +187,8 @@ TEST(Sidecar, GivesUpAtItsDeadlineWithTheReason) {
 // trying and ends by its deadline with a reason that shows what came; it never throws or
 // aborts (an uncaught type_error on its thread was std::terminate).
 TEST(Sidecar, ReplyThatIsNotAJsonObjectIsRetriedAndNamed) {
+  ManualClock clock;
+  clock.autopilot(1);  // the sidecar's thread, this one
   boost::asio::io_context io;
   int calls = 0;
   HttpServer impostor(io, [&](const Call&, const Respond& respond) {
@@ -169,7 +204,7 @@ TEST(Sidecar, ReplyThatIsNotAJsonObjectIsRetriedAndNamed) {
   std::thread loop([&] { io.run(); });
   auto options = options_for(*port);
   options.deadline = 1500ms;
-  Sidecar sidecar(options);
+  Sidecar sidecar(options, clock);
   Status status = sidecar.run();
   io.stop();
   loop.join();

@@ -4,6 +4,10 @@
 // retried; a 403 stops the updates and says why without the token; a server whose
 // certificate the CA did not sign is never trusted; the fake refuses what the real CRD
 // refuses, with the same metav1.Status bodies.
+//
+// The requests go over real sockets, in real time; the reporter's intervals and backoffs
+// pass on a manual clock (common/clock.h) whose autopilot moves it whenever the reporter's
+// worker and the test's thread both wait on it, so no test sleeps for them.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/files.h"
 #include "status/reporter.h"
 
@@ -37,6 +42,7 @@ class FakeStatusServer : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   void SetUp() override {
+    clock_.autopilot(2);  // the reporter's worker and the test's thread
     ++run_;
     token_file_ = path("token");
     ASSERT_TRUE(write_atomic(token_file_, "projected-sa-token-" + std::to_string(run_) + "\n"));
@@ -102,6 +108,7 @@ class FakeStatusServer : public ::testing::Test {
 
   static inline fs::path dir_;
   static inline int run_ = 0;
+  ManualClock clock_;  // a member: it outlives the reporters of the tests' bodies
   std::string token_file_;
   pid_t pid_ = -1;
 };
@@ -124,9 +131,9 @@ std::string metric(const nlohmann::json& status, const std::string& name) {
 
 TEST_F(FakeStatusServer, TheTrainJobGetsTheStateAndTheFinalOne) {
   std::string url = start();
-  StatusReporter reporter(config(url));
+  StatusReporter reporter(config(url), {}, clock_);
   reporter.update(health("Running", 4));
-  for (int i = 0; i < 500 && reporter.counts().accepted == 0; ++i) std::this_thread::sleep_for(20ms);  // 10 s
+  for (int i = 0; i < 500 && reporter.counts().accepted == 0; ++i) clock_.sleep_for(20ms);  // 10 s
   EXPECT_EQ(metric(trainer_status(), "mpi_phase"), "Running");
   EXPECT_TRUE(reporter.finish(health("Succeeded", 0), 5s));
   auto status = trainer_status();
@@ -137,7 +144,7 @@ TEST_F(FakeStatusServer, TheTrainJobGetsTheStateAndTheFinalOne) {
 
 TEST_F(FakeStatusServer, ServerErrorsAreRetried) {
   std::string url = start({"--fail-500", "2"});
-  StatusReporter reporter(config(url));
+  StatusReporter reporter(config(url), {}, clock_);
   EXPECT_TRUE(reporter.finish(health("Failed", 0), 5s));
   auto counts = reporter.counts();
   EXPECT_EQ(counts.failed, 2);
@@ -152,7 +159,7 @@ TEST_F(FakeStatusServer, AForbiddenTokenStopsTheUpdatesAndNeverReachesTheLog) {
     testing::internal::CaptureStderr();
     testing::internal::CaptureStdout();
     {
-      StatusReporter reporter(config(url));
+      StatusReporter reporter(config(url), {}, clock_);
       reporter.update(health("Running", 4));
       EXPECT_FALSE(reporter.finish(health("Failed", 0), 2s));
       EXPECT_TRUE(reporter.counts().gave_up);
@@ -166,6 +173,9 @@ TEST_F(FakeStatusServer, AForbiddenTokenStopsTheUpdatesAndNeverReachesTheLog) {
   EXPECT_EQ(logged.find("projected-sa-token"), std::string::npos) << "the token reached the log: " << logged;
 }
 
+// On the real clock: a final deadline nearer than half a request timeout (1 s here, 2 s)
+// leaves the reporter no backoff to wait, so it tries again at once until the deadline,
+// and on a manual clock, which moves only while the worker waits, that time never comes.
 TEST_F(FakeStatusServer, AServerThatTheCaDidNotSignIsNotTrusted) {
   std::string url = start();
   StatusReporter reporter(config(url, "other"));

@@ -2,12 +2,18 @@
 // recording transport: the interval, unchanged states, retries with backoff, giving up on
 // refusals no retry can fix, and a final update that is bounded by its deadline. The same
 // reporter against the faithful fake server, over HTTPS, is status_server_test.cpp.
+//
+// The reporter runs on a manual clock (common/clock.h) whose autopilot jumps to the next
+// deadline once both the worker and the test's thread sleep on it: the intervals, backoffs
+// and deadlines below are the reporter's own, checked to the millisecond, in no real time.
+// The test waits on that clock too, and its pauses are the clock's, never real sleeps.
 #include <atomic>
 #include <deque>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
 #include "common/files.h"
 #include "status/reporter.h"
 
@@ -78,13 +84,14 @@ TEST(StatusBody, DescribesTheServersAnswer) {
 }
 
 // A transport that records every request and answers from a script (200 when it runs out).
+// A delay stalls each request on the manual clock, as a server that does not answer would.
 class Recorder {
  public:
-  explicit Recorder(std::deque<long> answers = {}, Millis delay = 0ms)
-      : answers_(std::move(answers)), delay_(delay) {}
+  explicit Recorder(ManualClock& clock, std::deque<long> answers = {}, Millis delay = 0ms)
+      : clock_(clock), answers_(std::move(answers)), delay_(delay) {}
   SendFn fn() {
     return [this](const HttpRequest& request) -> Expected<HttpResponse> {
-      std::this_thread::sleep_for(std::min(delay_, request.timeout));
+      if (delay_ > 0ms) clock_.sleep_for(std::min(delay_, request.timeout));
       std::lock_guard lock(mutex_);
       requests_.push_back(request);
       if (delay_ > request.timeout) return make_error(Exit::kTempFail, "Timeout was reached");
@@ -108,6 +115,7 @@ class Recorder {
   }
 
  private:
+  ManualClock& clock_;
   std::mutex mutex_;
   std::deque<long> answers_;
   Millis delay_;
@@ -125,26 +133,32 @@ ReporterConfig test_config(Millis interval) {
 }
 
 template <typename F>
-bool eventually(F done, Millis within = 3s) {
-  auto end = Clock::now() + within;
-  while (Clock::now() < end) {
+bool eventually(ManualClock& clock, F done, Millis within = 3s) {
+  auto end = clock.now() + within;
+  while (clock.now() < end) {
     if (done()) return true;
-    std::this_thread::sleep_for(5ms);
+    clock.sleep_for(5ms);
   }
   return done();
 }
 
+// Each test's clock is declared first, so that it outlives the reporter that waits on it;
+// autopilot(2): the reporter's worker and the test's own thread.
 TEST(StatusReporter, PostsAtMostOncePerIntervalAndOnlyWhatChanged) {
-  Recorder recorder;
-  StatusReporter reporter(test_config(1s), recorder.fn());
+  ManualClock clock;
+  clock.autopilot(2);
+  Recorder recorder(clock);
+  StatusReporter reporter(test_config(1s), recorder.fn(), clock);
   reporter.update(running(1));
-  ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 1; }));
+  ASSERT_TRUE(eventually(clock, [&] { return recorder.requests().size() == 1; }));
+  auto first_post = clock.now();
   for (int i = 2; i <= 4; ++i) reporter.update(running(i));  // within the interval: only the newest goes
   reporter.update(running(4));                               // unchanged: nothing new
-  std::this_thread::sleep_for(300ms);
+  clock.sleep_for(300ms);
   EXPECT_EQ(recorder.requests().size(), 1U) << "posted inside the interval";
-  ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 2; }));
-  std::this_thread::sleep_for(1500ms);
+  ASSERT_TRUE(eventually(clock, [&] { return recorder.requests().size() == 2; }));
+  EXPECT_GE(clock.now() - first_post, 1s - 5ms) << "the second post came before the interval";
+  clock.sleep_for(1500ms);
   auto bodies = recorder.bodies();
   ASSERT_EQ(bodies.size(), 2U) << "an unchanged state was posted again";
   EXPECT_EQ(metric(bodies[0], "mpi_ranks_running"), "1");
@@ -156,27 +170,34 @@ TEST(StatusReporter, PostsAtMostOncePerIntervalAndOnlyWhatChanged) {
 }
 
 TEST(StatusReporter, TheFinalStateSkipsTheIntervalAndLaterUpdatesAreIgnored) {
-  Recorder recorder;
-  StatusReporter reporter(test_config(10s), recorder.fn());
+  ManualClock clock;
+  clock.autopilot(2);
+  Recorder recorder(clock);
+  StatusReporter reporter(test_config(10s), recorder.fn(), clock);
   reporter.update(running(4));
-  ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 1; }));
+  ASSERT_TRUE(eventually(clock, [&] { return recorder.requests().size() == 1; }));
   JobHealth done = running(0);
   done.phase = "Succeeded";
-  auto start = Clock::now();
+  auto start = clock.now();
   EXPECT_TRUE(reporter.finish(done, 5s));
-  EXPECT_LT(Clock::now() - start, 2s) << "the final state waited for the 10 s interval";
+  EXPECT_LT(clock.now() - start, 2s) << "the final state waited for the 10 s interval";
   reporter.update(running(2));
-  std::this_thread::sleep_for(100ms);
+  clock.sleep_for(100ms);
   auto bodies = recorder.bodies();
   ASSERT_EQ(bodies.size(), 2U);
   EXPECT_EQ(metric(bodies[1], "mpi_phase"), "Succeeded");
 }
 
 TEST(StatusReporter, RetriesServerErrorsWithBackoffThenGoesOn) {
-  Recorder recorder({500, 429, 503});
-  StatusReporter reporter(test_config(50ms), recorder.fn());
+  ManualClock clock;
+  clock.autopilot(2);
+  Recorder recorder(clock, {500, 429, 503});
+  StatusReporter reporter(test_config(50ms), recorder.fn(), clock);
+  auto start = clock.now();
   reporter.update(running(4));
-  ASSERT_TRUE(eventually([&] { return reporter.counts().accepted == 1; }));
+  ASSERT_TRUE(eventually(clock, [&] { return reporter.counts().accepted == 1; }));
+  // Three waits of [25, 50], [50, 100] and [100, 200] ms (the cap doubles up to 200 ms).
+  EXPECT_GE(clock.now() - start, 175ms) << "retried without backing off";
   auto requests = recorder.requests();
   ASSERT_EQ(requests.size(), 4U);
   EXPECT_EQ(requests[3].body.find("\"Running\"") != std::string::npos, true);  // the same state, retried
@@ -186,17 +207,19 @@ TEST(StatusReporter, RetriesServerErrorsWithBackoffThenGoesOn) {
 }
 
 TEST(StatusReporter, TheFinalStateIsTriedBeforeItsDeadlineEvenInALongBackoff) {
-  Recorder recorder({503});
+  ManualClock clock;
+  clock.autopilot(2);
+  Recorder recorder(clock, {503});
   ReporterConfig config = test_config(10ms);
   config.retry_initial = config.retry_max = 8s;  // the next try would be 4-8 s away
-  StatusReporter reporter(config, recorder.fn());
+  StatusReporter reporter(config, recorder.fn(), clock);
   reporter.update(running(4));
-  ASSERT_TRUE(eventually([&] { return reporter.counts().failed == 1; }));
+  ASSERT_TRUE(eventually(clock, [&] { return reporter.counts().failed == 1; }));
   JobHealth failed = running(0);
   failed.phase = "Failed";
-  auto start = Clock::now();
+  auto start = clock.now();
   EXPECT_TRUE(reporter.finish(failed, 3s));
-  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_LT(clock.now() - start, 3s);
   auto bodies = recorder.bodies();
   ASSERT_EQ(bodies.size(), 2U);
   EXPECT_EQ(metric(bodies[1], "mpi_phase"), "Failed");
@@ -204,10 +227,12 @@ TEST(StatusReporter, TheFinalStateIsTriedBeforeItsDeadlineEvenInALongBackoff) {
 
 TEST(StatusReporter, GivesUpOnRefusalsThatNoRetryCanFix) {
   for (long code : {403L, 404L, 422L}) {
-    Recorder recorder({code});
-    StatusReporter reporter(test_config(10ms), recorder.fn());
+    ManualClock clock;
+    clock.autopilot(2);
+    Recorder recorder(clock, {code});
+    StatusReporter reporter(test_config(10ms), recorder.fn(), clock);
     reporter.update(running(1));
-    ASSERT_TRUE(eventually([&] { return reporter.counts().gave_up; })) << code;
+    ASSERT_TRUE(eventually(clock, [&] { return reporter.counts().gave_up; })) << code;
     reporter.update(running(2));
     JobHealth failed = running(0);
     failed.phase = "Failed";
@@ -217,17 +242,19 @@ TEST(StatusReporter, GivesUpOnRefusalsThatNoRetryCanFix) {
 }
 
 TEST(StatusReporter, AStalledServerCannotHoldTheJobPastTheFinalDeadline) {
-  Recorder recorder({}, 5s);  // every request hangs until its timeout
-  auto start = Clock::now();
+  ManualClock clock;
+  clock.autopilot(2);
+  Recorder recorder(clock, {}, 5s);  // every request hangs until its timeout
+  auto start = clock.now();
   {
-    StatusReporter reporter(test_config(10ms), recorder.fn());
+    StatusReporter reporter(test_config(10ms), recorder.fn(), clock);
     reporter.update(running(1));  // in flight, stalled, when the job ends
-    std::this_thread::sleep_for(50ms);
+    clock.sleep_for(50ms);
     JobHealth failed = running(0);
     failed.phase = "Failed";
     EXPECT_FALSE(reporter.finish(failed, 500ms));
-    EXPECT_LT(Clock::now() - start, 1500ms) << "finish() waited past its deadline";
-    std::this_thread::sleep_for(2500ms);  // the request in flight ends (2 s timeout); then?
+    EXPECT_LT(clock.now() - start, 1500ms) << "finish() waited past its deadline";
+    clock.sleep_for(2500ms);  // the request in flight ends (2 s timeout); then?
     EXPECT_LE(recorder.requests().size(), 2U) << "posts went on after the final deadline";
   }
   // The destructor waits at most for a request in flight, which its own timeout ends.
@@ -238,15 +265,17 @@ TEST(StatusReporter, ReadsTheTokenFileForEveryRequest) {
   std::filesystem::create_directories(dir);
   std::string token_file = (dir / "token").string();
   ASSERT_TRUE(write_atomic(token_file, "first-token\n"));
-  Recorder recorder;
+  ManualClock clock;
+  clock.autopilot(2);
+  Recorder recorder(clock);
   ReporterConfig config = test_config(10ms);
   config.token_file = token_file;
-  StatusReporter reporter(config, recorder.fn());
+  StatusReporter reporter(config, recorder.fn(), clock);
   reporter.update(running(1));
-  ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 1; }));
+  ASSERT_TRUE(eventually(clock, [&] { return recorder.requests().size() == 1; }));
   ASSERT_TRUE(write_atomic(token_file, "rotated-token"));  // the kubelet's rotation
   reporter.update(running(2));
-  ASSERT_TRUE(eventually([&] { return recorder.requests().size() == 2; }));
+  ASSERT_TRUE(eventually(clock, [&] { return recorder.requests().size() == 2; }));
   auto has = [](const HttpRequest& r, const std::string& header) {
     return std::find(r.headers.begin(), r.headers.end(), header) != r.headers.end();
   };
