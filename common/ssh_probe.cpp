@@ -5,7 +5,9 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include <libssh/libssh.h>
 
@@ -24,9 +26,25 @@ struct KeyDeleter {
 };
 using KeyPtr = std::unique_ptr<std::remove_pointer_t<ssh_key>, KeyDeleter>;
 
-std::string running_user() {
-  const passwd* pw = getpwuid(getuid());
-  return pw != nullptr ? pw->pw_name : "root";
+// The user sshd is asked for, looked up once per process. The preflight probes many hosts
+// at once, one thread each, and no passwd lookup may run on two threads together:
+// nss_wrapper (which the non-root pods preload) keeps one cache that each lookup, getpwuid_r
+// too, may reload, and two at once corrupted the heap (malloc aborts in
+// cluster.examples.mpi-hello, one run in three). A function-local static is initialised by
+// exactly one thread; the others wait for it.
+const std::string& running_user() {
+  static const std::string user = [] {
+    passwd record{};
+    passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    if (getpwuid_r(getuid(), &record, buffer.data(), buffer.size(), &found) == 0 && found != nullptr &&
+        found->pw_name != nullptr && *found->pw_name != '\0') {
+      return std::string(found->pw_name);
+    }
+    const char* name = std::getenv("USER");  // no passwd entry (an arbitrary uid): the shell's word
+    return std::string(name != nullptr && *name != '\0' ? name : "root");
+  }();
+  return user;
 }
 
 }  // namespace
@@ -52,6 +70,9 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
   ssh_options_set(session.get(), SSH_OPTIONS_TIMEOUT, &timeout_s);
   ssh_options_set(session.get(), SSH_OPTIONS_KEY_EXCHANGE,
                   "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256");
+  // Every path libssh would otherwise find from the home folder is given, so that it never
+  // looks the user up itself (the same passwd race as above, inside libssh).
+  ssh_options_set(session.get(), SSH_OPTIONS_SSH_DIR, "/dev/null");
   ssh_options_set(session.get(), SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
   ssh_options_set(session.get(), SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
   int no_config = 0;
