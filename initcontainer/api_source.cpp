@@ -56,8 +56,15 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
   const json* found = node_at(jobset, "/spec/replicatedJobs");
   json jobs = found != nullptr && found->is_array() ? *found : json::array();
   if (jobs.empty() || info.uid.empty()) {
-    return make_error(Exit::kData, "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer",
-                      name);
+    // Say what came back: a proxy's page, or a 200 that is not the JobSet, is found at once.
+    return make_error(
+        Exit::kData,
+        "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer ({}); is --namespace "
+        "or the API server's address right, and is nothing in between?",
+        name,
+        jobset.is_object() && !jobset.empty()
+            ? "a JSON object without them"
+            : "not a JSON object: " + truncate_utf8(response.body, 200, "..."));
   }
   for (const auto& job : jobs) {
     std::string group = string_at(job, "/name");

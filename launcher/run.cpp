@@ -155,6 +155,20 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
                     rows.size());
 }
 
+// report.json when the job cannot even be set up (no hosts.json or job key, the
+// coordinator's port taken): the exit alone, so that every way out of `run` leaves a report.
+Error report_setup_failure(const LauncherOptions& options, const std::vector<std::string>& command,
+                           Error error) {
+  json report = {{"hosts", json::array()},
+                 {"ranks", json::array()},
+                 {"phases", json::array()},
+                 {"exit", exit_record(Failure{static_cast<int>(error.exit), error.message, "JobFailed"})},
+                 {"command", command}};
+  if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written)
+    spdlog::warn("report not written: {}", written.error().message);
+  return error;
+}
+
 }  // namespace
 
 Status check_job(const LauncherOptions& options) {
@@ -176,7 +190,10 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   auto phase_done = [&](const char* name, Clock::time_point since) {
     phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
   };
-  TMPI_ASSIGN(Job job, prepare_job(options.job, user_command));
+  auto prepared = prepare_job(options.job, user_command);
+  if (!prepared && options.dry_run) return prepared.take_error();
+  if (!prepared) return report_setup_failure(options, user_command, prepared.take_error());
+  Job job = std::move(*prepared);
   if (options.dry_run) {
     std::cout << shell_join(build_command(job.plan)) << "\n";
     return ok_status();
@@ -185,7 +202,8 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   std::signal(SIGINT, on_stop_signal);
   Shared shared;
   JobRendezvous coordinator(options, job, shared);
-  TMPI_CHECK(coordinator.start(options));
+  if (Status started = coordinator.start(options); !started)
+    return report_setup_failure(options, build_command(job.plan), started.error());
   const int hosts = static_cast<int>(job.topology.hosts.size());
   StatusFeed feed(options.status, hosts, job.plan.np);
   JobEvents events(options.events, job.topology.jobset);
@@ -241,7 +259,9 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
                shell_join(command));
   since = Clock::now();
-  TMPI_ASSIGN(ProcessGroup mpi, ProcessGroup::spawn(command, job.env));
+  auto spawned = ProcessGroup::spawn(command, job.env);
+  if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
+  ProcessGroup mpi = std::move(*spawned);
   feed.phase("Running", hosts);
   std::optional<Failure> failure;
   std::optional<int> status;

@@ -15,7 +15,9 @@ Failure switches: --throttle N (the first N requests get 429 with Retry-After), 
 --forbid RESOURCE (403 for pods, secrets, jobsets, trainjobs or events), --stall N (the first N requests hang),
 --late-pods FILE --late-after N (pods that appear after N pod lists), --no-ip-until N
 (pods have no IP until N pod lists), --race-secret (the first Secret create finds that
-another launcher made it: it is stored with another key and the answer is 409).
+another launcher made it: it is stored with another key and the answer is 409),
+--not-json RESOURCE (a GET of it answers 200 with an HTML page, as a proxy or a captive
+portal in front of the API would).
 Every request is logged as a JSON line to --log.
 
 usage: fake_kube_api.py --cert C --key K --token T --state STATE.json --port-file F --log L
@@ -125,6 +127,14 @@ class Handler(FakeHandler):
                 return self.reply(*status(403, "Forbidden",
                     f'{resource} is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} resource '
                     f'"{resource}" in API group "{group}" in the namespace "{ns}"', kind=resource))
+            if resource in st.args.not_json and self.command == "GET":
+                page = b"<html><body><h1>Welcome</h1>Please sign in to the proxy.</body></html>\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return self.write_log({"method": self.command, "path": self.path, "code": 200, "auth": True})
             if resource == "pods" and name is None and self.command == "GET":
                 return self.list_pods(ns, query)
             if resource in STORED and self.command == "GET" and name:
@@ -273,6 +283,7 @@ def main():
     parser.add_argument("--stall", type=int, default=0)
     parser.add_argument("--stall-seconds", type=float, default=30)
     parser.add_argument("--forbid", action="append", default=[])
+    parser.add_argument("--not-json", action="append", default=[], help="a resource whose GET answers 200 with HTML")
     parser.add_argument("--race-secret", default="", help="a Secret JSON whose data the racing launcher stored")
     args = parser.parse_args()
     Handler.state = State(args)

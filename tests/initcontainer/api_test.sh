@@ -27,7 +27,7 @@ jq '{jobsets: [{apiVersion: "jobset.x-k8s.io/v1alpha2", kind: "JobSet",
 run=0
 start_fake() {  # start_fake [switches...]: a fresh fake; sets port and log
   run=$((run + 1)); log="$work/requests.$run.log"; : > "$log"
-  python3 "$here/../fakes/fake_kube_api.py" --cert "$work/server.crt" --key "$work/server.key" --token "$token" \
+  python3 "$here/../fakes/fake_kube_api.py" --cert "${cert_dir:-$work}/server.crt" --key "${cert_dir:-$work}/server.key" --token "$token" \
     --port-file "$work/port.$run" --log "$log" "$@" &
   pids+=($!)
   for _ in $(seq 100); do [[ -s $work/port.$run ]] && break; sleep 0.05; done
@@ -125,4 +125,44 @@ KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$port "$init" --jobset
   --out "$work/out.sa" --ssh-dir "$work/ssh.sa" --log-level warn
 [[ $(wc -l < "$work/out.sa/hostfile") == 4 ]] || fail "in-cluster config"
 echo "ok: in-cluster service account"
+# 9. A 200 that is not JSON (a proxy's page) for the JobSet, then for the pods: a clear error
+# that names what came back, the documented code, and nothing written (before, a 200 that
+# was not JSON threw inside the API source).
+for resource in jobsets pods; do
+  start_fake --state "$work/state.json" --not-json "$resource"
+  rc=0; err=$(mpi_init --wait-timeout 3s 2>&1) || rc=$?
+  [[ $rc == 65 || $rc == 69 || $rc == 75 ]] || fail "a 200 of HTML for $resource: exit $rc: $err"
+  [[ $err == *"Welcome"* || $err == *"not a JSON object"* || $err == *"not valid JSON"* ]] ||
+    fail "a 200 of HTML for $resource: the error does not say what came back: $err"
+  [[ ! -e $work/out.$run/hostfile ]] || fail "a 200 of HTML for $resource: a hostfile was written"
+  echo "ok: a 200 of HTML for $resource: exit $rc, named"
+done
+
+# 10. Only the pinned CA is trusted. A server whose certificate another CA signed is refused
+# even where that CA is in the system's CA folder (/etc/ssl/certs, which libcurl reads by
+# default beside a pinned CA unless told not to), here in a mount namespace of this test.
+# Its own CA, of another name than the pinned one (a CA of the same name would be found, and
+# refused, in the pinned file first, and the system's folder never asked).
+mkdir -p "$work/other-ca"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/other-ca/ca.key" \
+  -out "$work/other-ca/ca.crt" -days 1 -subj "/CN=fake-system-ca" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/other-ca/server.key" \
+  -out "$work/other-ca/server.csr" -subj /CN=127.0.0.1 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$work/other-ca/san"
+openssl x509 -req -in "$work/other-ca/server.csr" -CA "$work/other-ca/ca.crt" -CAkey "$work/other-ca/ca.key" \
+  -CAcreateserial -out "$work/other-ca/server.crt" -days 1 -extfile "$work/other-ca/san" 2>/dev/null
+mkdir -p "$work/system-certs"; cp "$work/other-ca/ca.crt" "$work/system-certs/other.pem"
+openssl rehash "$work/system-certs" 2>/dev/null || c_rehash "$work/system-certs" >/dev/null
+cert_dir="$work/other-ca" start_fake --state "$work/state.json"
+# The pinned CA as a file this time (certificate-authority): libcurl then reads its default
+# CA folder beside it unless told not to.
+sed -i "s|certificate-authority-data: \"[^\"]*\"|certificate-authority: \"$work/ca.crt\"|" "$work/kubeconfig"
+grep -q "certificate-authority: " "$work/kubeconfig" || fail "the kubeconfig does not pin a CA file"
+rc=0; err=$(unshare --mount sh -c 'mount --bind "$1" /etc/ssl/certs && shift && exec "$@"' _ "$work/system-certs" \
+              env KUBECONFIG="$work/kubeconfig" "$init" --jobset train --out "$work/out.$run" --ssh-dir "$work/ssh.$run" \
+              --wait-timeout 3s 2>&1) || rc=$?
+[[ $rc != 0 && $err == *"SSL"* || $rc != 0 && $err == *"certificate"* ]] ||
+  fail "a server that only the system's CA folder trusts was trusted beside the pinned CA: exit $rc: $err"
+[[ ! -e $work/out.$run/hostfile ]] || fail "a hostfile was written from an untrusted server"
+echo "ok: only the pinned CA is trusted, not the system's CA folder (exit $rc)"
 echo "mpi-init api: all passed"
