@@ -261,7 +261,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   since = Clock::now();
   auto spawned = ProcessGroup::spawn(command, job.env);
   if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
-  ProcessGroup mpi = std::move(*spawned);
+  ProcessGroup mpi = *spawned;
   feed.phase("Running", hosts);
   std::optional<Failure> failure;
   std::optional<int> status;
