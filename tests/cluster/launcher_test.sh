@@ -20,6 +20,7 @@
 #   sigterm                   SIGTERM to the launcher mid-run: no process left in any pod
 #   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
 #                             timeout writes report.json too
+#   stop-preflight            SIGTERM during the fabric check, and during the --wait ssh poll
 #   ssh-refused               a node's sshd rejects the key: exit 69 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
@@ -279,6 +280,45 @@ case $case_name in
     jq -e '.exit.code == 75 and .exit.side == "launcher" and .exit.retry and (.exit.reason | test("rendezvous timed out"))' "$report" >/dev/null ||
       fail "a rendezvous timeout left no report.json: $(cat "$report" 2>&1)"
     pass "SIGTERM while waiting: stopped in $((SECONDS - t0)) s with report.json; a rendezvous timeout: exit 75, report.json" ;;
+  stop-preflight)
+    # SIGTERM in the other phases before any rank: the fabric check (nccl-check running on
+    # every host) and the --wait ssh poll (a node's sshd refuses the key, so the wait goes on).
+    # Each ends at once with 143 and report.json saying where, and no nccl-check is left.
+    with_sidecars
+    launch --check mpi --nccl-check "$TMPI_BUILD_DIR/bin/nccl-check" --min-bytes 16M --max-bytes 64M --iters 50 \
+      -- true > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 300); do
+      ip netns pids "$("$CIB" ns "${nodes[1]}")" | xargs -r -I{} cat /proc/{}/cmdline 2>/dev/null | tr '\0' ' ' |
+        grep -q "nccl-check --backend" && break
+      sleep 0.1
+    done
+    sleep 1
+    t0=$SECONDS
+    kill -TERM "$(launcher_pid)"
+    timeout 10 tail --pid="$pid" -f /dev/null || fail "SIGTERM during the fabric check was ignored: $(cat "$CIB_DIR/launcher.log")"
+    rc=0; wait "$pid" || rc=$?
+    [[ $rc == 143 ]] || fail "SIGTERM during the fabric check: expected exit 143, got $rc: $(cat "$CIB_DIR/launcher.log")"
+    jq -e '.exit.code == 143 and (.exit.reason | test("stopped by signal 15 during the (fabric check|preflight)"))' "$report" >/dev/null ||
+      fail "report.json after a stop in the fabric check: $(jq -c .exit "$report" 2>&1)"
+    sleep 1
+    for pod in $(pods); do
+      ! ip netns pids "$("$CIB" ns "$pod")" | xargs -r -I{} cat /proc/{}/cmdline 2>/dev/null | tr '\0' ' ' | grep -q "nccl-check --backend" ||
+        fail "nccl-check left running in $pod after the stop"
+    done
+    took=$((SECONDS - t0))
+    rm -f "$report"
+    : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
+    launch --wait ssh --rendezvous-timeout 600s -- true > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    sleep 3
+    kill -TERM "$(launcher_pid)"
+    timeout 10 tail --pid="$pid" -f /dev/null || fail "SIGTERM during the ssh wait was ignored"
+    rc=0; wait "$pid" || rc=$?
+    [[ $rc == 143 ]] || fail "SIGTERM during the ssh wait: expected exit 143, got $rc: $(cat "$CIB_DIR/launcher.log")"
+    jq -e '.exit.reason | test("stopped by signal 15 while waiting for the hosts")' "$report" >/dev/null ||
+      fail "report.json after a stop in the ssh wait: $(jq -c .exit "$report" 2>&1)"
+    pass "SIGTERM during the fabric check (ended in $took s, nothing left) and during the ssh wait: exit 143, report.json" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands
