@@ -21,6 +21,7 @@
 #   stop-waiting              SIGTERM while waiting for hosts ends it at once; a rendezvous
 #                             timeout writes report.json too
 #   stop-preflight            SIGTERM during the fabric check, and during the --wait ssh poll
+#                             (which names the sshd it waits for, every 5 s)
 #   ssh-refused               a node's sshd rejects the key: exit 69 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
@@ -311,7 +312,9 @@ case $case_name in
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     launch --wait ssh --rendezvous-timeout 600s -- true > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
-    sleep 3
+    # Without sidecars the wait says what it waits for: the sshd that refuses, not registrations.
+    wait_for "ssh wait: 1/2 hosts ready; waiting for ${nodes[1]}.$sub (sshd refused the job key" "$CIB_DIR/launcher.log" 15
+    ! grep -q "rendezvous: " "$CIB_DIR/launcher.log" || fail "the ssh wait speaks of a rendezvous: $(cat "$CIB_DIR/launcher.log")"
     kill -TERM "$(launcher_pid)"
     timeout 10 tail --pid="$pid" -f /dev/null || fail "SIGTERM during the ssh wait was ignored"
     rc=0; wait "$pid" || rc=$?
