@@ -98,8 +98,9 @@ void beat(const RankAgentOptions& options, const RankIdentity& id, long long seq
 // they are read, then to kLineBytes of JSON, the form in which the report carries it (a cut
 // line ends with "..."), so the report stays far below the coordinator's 64 KiB body limit
 // (bounding the raw bytes alone was not enough: 20 lines of escape bytes were 120 KiB). A carriage
-// return starts the line again, as on a terminal: a progress bar that redraws itself with
-// '\r' for hours keeps one line's worth, not every frame (16 MB of frames were 19 MB of RSS).
+// return followed by more text starts the line again, as on a terminal: a progress bar that
+// redraws itself with '\r' for hours keeps one line's worth, not every frame (16 MB of frames
+// were 19 MB of RSS); "\r\n" ends the line as it is.
 class StderrTail {
  public:
   static constexpr std::size_t kLineBytes = 1024;
@@ -116,10 +117,18 @@ class StderrTail {
     for (char c : std::string_view(buffer, static_cast<std::size_t>(n))) {
       if (c == '\n') {
         end_line();
-      } else if (c == '\r') {
+        continue;
+      }
+      if (c == '\r') {  // the line starts again only if more follows: "\r\n" ends it as it is
+        carriage_return_ = true;
+        continue;
+      }
+      if (carriage_return_) {
         partial_.clear();
         cut_ = false;
-      } else if (partial_.size() < kLineBytes) {
+        carriage_return_ = false;
+      }
+      if (partial_.size() < kLineBytes) {
         partial_ += c;
       } else {
         cut_ = true;
@@ -140,12 +149,14 @@ class StderrTail {
     if (tail_.size() > lines_) tail_.pop_front();
     partial_.clear();
     cut_ = false;
+    carriage_return_ = false;
   }
 
   std::size_t lines_;
   std::deque<std::string> tail_;
-  std::string partial_;  // the line being read: kLineBytes at most
-  bool cut_ = false;     // the line being read was longer
+  std::string partial_;           // the line being read: kLineBytes at most
+  bool cut_ = false;              // the line being read was longer
+  bool carriage_return_ = false;  // a '\r' was read: the next character starts the line again
 };
 
 }  // namespace

@@ -158,12 +158,13 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
 // report.json when the job cannot even be set up (no hosts.json or job key, the
 // coordinator's port taken): the exit alone, so that every way out of `run` leaves a report.
 Error report_setup_failure(const LauncherOptions& options, const std::vector<std::string>& command,
-                           Error error) {
+                           Clock::time_point t0, Error error) {
   json report = {{"hosts", json::array()},
                  {"ranks", json::array()},
                  {"phases", json::array()},
                  {"exit", exit_record(Failure{static_cast<int>(error.exit), error.message, "JobFailed"})},
                  {"command", command}};
+  report["exit"]["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
   if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written)
     spdlog::warn("report not written: {}", written.error().message);
   return error;
@@ -192,7 +193,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   };
   auto prepared = prepare_job(options.job, user_command);
   if (!prepared && options.dry_run) return prepared.take_error();
-  if (!prepared) return report_setup_failure(options, user_command, prepared.take_error());
+  if (!prepared) return report_setup_failure(options, user_command, t0, prepared.take_error());
   Job job = std::move(*prepared);
   if (options.dry_run) {
     std::cout << shell_join(build_command(job.plan)) << "\n";
@@ -203,7 +204,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   Shared shared;
   JobRendezvous coordinator(options, job, shared);
   if (Status started = coordinator.start(options); !started)
-    return report_setup_failure(options, build_command(job.plan), started.error());
+    return report_setup_failure(options, build_command(job.plan), t0, started.error());
   const int hosts = static_cast<int>(job.topology.hosts.size());
   StatusFeed feed(options.status, hosts, job.plan.np);
   JobEvents events(options.events, job.topology.jobset);

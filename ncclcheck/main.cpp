@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include <spdlog/spdlog.h>
+
 #include "common/cli.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -80,7 +82,8 @@ void publish(const Report& report, const std::string& json_path, const std::stri
   if (on_stdout) out += "nccl-check report: " + json + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
-  if (!on_stdout && !last_word.empty()) std::cerr << "nccl-check: " << last_word << "\n";
+  if (!on_stdout && !last_word.empty())
+    spdlog::error("{}", last_word);  // redacted, and JSON with --log-format json
   if (!json_path.empty() && !on_stdout) {
     if (auto written = write_atomic(json_path, json + "\n"); !written) {
       std::cerr << "nccl-check: the report was not written: " << written.error().message << "\n";

@@ -79,7 +79,8 @@ taker=$!
 for _ in $(seq 100); do [[ -s $home/port ]] && break; sleep 0.1; done
 rc=0; TMPI_COORDINATOR="127.0.0.1:$(cat "$home/port")" "$A" -- python3 -c '
 import sys
-for _ in range(20): sys.stderr.buffer.write(b"\x1b" * 1024 + b"\n")
+for _ in range(19): sys.stderr.buffer.write(b"\x1b" * 1024 + b"\n")
+sys.stderr.buffer.write(b"crlf last line\r\n")
 sys.exit(3)' 2>/dev/null || rc=$?
 for _ in $(seq 100); do [[ -s $home/body ]] && break; sleep 0.1; done
 kill "$taker" 2>/dev/null || true; wait "$taker" 2>/dev/null || true
@@ -88,6 +89,9 @@ size=$(stat -c %s "$home/body")
 ((size < 65536)) || fail "the exit report is $size bytes, over the coordinator's 64 KiB body limit"
 jq -e '(.tail | split("\n") | map(select(length > 0)) | length) == 20 and (.tail | contains("..."))' "$home/body" >/dev/null ||
   fail "the report's tail is not the 20 lines, each cut: $(head -c 300 "$home/body")"
+# A line ended by "\r\n" is kept as it is; before, its '\r' emptied it.
+jq -e '.tail | endswith("crlf last line\n")' "$home/body" >/dev/null ||
+  fail "a line ended by CRLF was lost from the tail: $(jq -c '.tail[-80:]' "$home/body")"
 rm -rf "$home/.ssh"
 # A rank that cannot be started (fork fails: the process limit) is a failure, never exit 0.
 # RLIMIT_NPROC binds a non-root uid; with a limit of 1, the agent itself is that one process.

@@ -14,7 +14,8 @@ trap '[[ -n $holder ]] && kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
 check_report() {  # check_report FILE RC WORDS
   [[ -s $1 ]] || fail "no report.json after exit $2"
   jq -e --argjson rc "$2" --arg words "$3" \
-    '.exit.code == $rc and .exit.side == "launcher" and (.exit.reason | contains($words)) and (.ranks == [])' \
+    '.exit.code == $rc and .exit.side == "launcher" and (.exit.reason | contains($words)) and (.ranks == [])
+     and (.exit.seconds >= 0)' \
     "$1" >/dev/null || fail "report.json after exit $2 does not say it ($3): $(jq -c .exit "$1")"
 }
 

@@ -2,7 +2,10 @@
 // flags, since it cannot be installed here), flavour detection, environment forwarding,
 // the rank variables and NODE_RANK, the placement check, the options read from the
 // parameters, and report.json's rank record.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "initcontainer/ssh_identity.h"
 #include "launcher/failure.h"
 #include "launcher/mpi_command.h"
 #include "launcher/options.h"
@@ -219,21 +223,36 @@ TEST(Process, AForkThatFailsIsAnErrorAndSignalsNobody) {
 
 // The ssh check's workers are joined on every path: when the process limit lets only some
 // of them start, the others' share is done by those that did (before, the failed start of
-// the third thread unwound past two joinable ones: std::terminate). Port 9 on loopback
-// refuses at once, so every host gets its row.
+// the third thread unwound past two joinable ones: std::terminate). The workers must still
+// be busy when the third start fails, or the two would have ended and freed their places:
+// so the hosts are a listener that takes connections and never speaks, and each probe, with
+// a real job key, waits its 1 s for a banner.
 TEST(Preflight, TheSshCheckSurvivesWorkersThatCannotStart) {
   ASSERT_EQ(getuid(), 0U) << "the unit tests run as root (as the README says): this one takes another uid";
+  auto key = init::generate_ed25519();
+  ASSERT_TRUE(key) << key.error().message;
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(listen(listener, 64), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  int port = ntohs(address.sin_port);
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     rlimit three{3, 3};  // this process and two threads
     if (setgid(4343) != 0 || setuid(4343) != 0 || setrlimit(RLIMIT_NPROC, &three) != 0) _exit(10);
     std::vector<std::string> hosts(8, "127.0.0.1");
-    auto rows = check_ssh(hosts, 9, "not a key", 8, Millis(2000));
+    auto rows = check_ssh(hosts, port, key->private_key, 8, Millis(1000));
     _exit(rows.size() == hosts.size() ? 0 : 11);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(listener);
   ASSERT_TRUE(WIFEXITED(status)) << "the check was killed: signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: a host had no row";
 }
