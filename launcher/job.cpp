@@ -102,7 +102,9 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
              {"TMPI_MASTER_PORT", options.master_port},
              {"TMPI_LOG_LEVEL", options.log_level},
              // The agents beat as often as the coordinator expects (--lost-after counts them).
-             {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", options.beat_interval.count())}};
+             {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", options.beat_interval.count())},
+             // ... and give up on it as late as it gives up on them (an agent cut off ends its rank).
+             {"TMPI_LOST_AFTER", fmt::format("{}ms", options.lost_after.count())}};
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);

@@ -38,8 +38,8 @@ struct JobOptions {
   int np = 0;                  // 0 = the sum of the slots
   int ssh_port = 0, rendezvous_port = 0;
   std::string iface, master_addr, master_port, log_level;
-  std::chrono::milliseconds beat_interval{0};
-  std::vector<std::string> env, env_prefixes;  // --env, --env-prefix
+  std::chrono::milliseconds beat_interval{0}, lost_after{0};  // forwarded to the agents
+  std::vector<std::string> env, env_prefixes;                 // --env, --env-prefix
 };
 
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.

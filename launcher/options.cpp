@@ -41,6 +41,7 @@ LauncherOptions launcher_options(const Params& params) {
   job.master_port = params.text(param::kMasterPort);
   job.log_level = params.str(param::kLogLevel);
   job.beat_interval = params.duration(param::kBeatInterval);
+  job.lost_after = params.duration(param::kLostAfter);
   job.env = params.list(param::kEnv);
   job.env_prefixes = params.list(param::kEnvPrefix);
 

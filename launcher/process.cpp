@@ -3,13 +3,17 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace tmpi::launch {
 
@@ -38,6 +42,28 @@ void exec_command(const std::vector<std::string>& argv) {
   execvp(words[0], words.data());
   fprintf(stderr, "mpi-launcher: cannot run %s: %s\n", words[0], std::strerror(errno));
   _exit(127);
+}
+
+void adopt_orphans() {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+int end_strays() {
+  // An orphan is listed as a child of one of this process's threads (Linux 3.5+; the file
+  // needs CONFIG_PROC_CHILDREN, which Debian's and the cloud kernels have). Without it, no
+  // stray is seen, as before.
+  std::vector<pid_t> strays;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream children(task.path() / "children");
+    for (pid_t pid = 0; children >> pid;) strays.push_back(pid);
+  }
+  for (pid_t pid : strays) {
+    if (getpgid(pid) == pid) kill(-pid, SIGKILL);  // its own group, with whatever it started
+    kill(pid, SIGKILL);
+  }
+  for (pid_t pid : strays) waitpid(pid, nullptr, 0);
+  return static_cast<int>(strays.size());
 }
 
 Expected<ProcessGroup> ProcessGroup::spawn(const std::vector<std::string>& argv,

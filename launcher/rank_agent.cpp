@@ -16,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -40,7 +41,7 @@ using rdv::signed_body;
 namespace {
 
 constexpr Millis kStartReportAfter(2000);
-constexpr int kCannotStart = 126;  // the rank could not be started: what a shell says of such a command
+constexpr Millis kOrphanGrace(5000);  // an orphaned rank's time to end after SIGTERM, then SIGKILL
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
@@ -67,30 +68,58 @@ std::string hostname() {
 
 // Tells the coordinator of this rank's start or exit; `message` holds the event's fields,
 // and this adds the rank, the host and a fresh nonce, and signs it all (rendezvous/protocol.h).
-void report(const RankAgentOptions& options, const RankIdentity& id, RankReport message) {
-  if (options.coordinator.empty()) return;
+bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport message) {
+  if (options.coordinator.empty()) return false;
   message.rank = id.rank;
   message.host = hostname();
   message.nonce = random_nonce();
   auto since = Clock::now();
   auto sent = plain_http("POST", options.coordinator, kRankPath,
                          signed_body(derive_rendezvous_key(options.private_key), message), Millis(3000));
-  if (!sent || sent->status != 200)
-    spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
+  bool taken = sent && sent->status == 200;
+  if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
   spdlog::debug("rank {}: reported {} in {} ms", id.rank, message.event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
+  return taken;
 }
 
 // Tells the coordinator that this rank still runs, so that its host counts as alive without a
 // sidecar. One short try (1 s): a beat that does not get through is made good by the next,
 // and the loop that forwards signals and stderr waits at most that long.
-void beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
-  if (options.coordinator.empty()) return;
+bool beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
+  if (options.coordinator.empty()) return false;
   auto sent =
       plain_http("POST", options.coordinator, kRankBeatPath,
                  signed_body(derive_rendezvous_key(options.private_key), RankBeat{id.rank, hostname(), seq}),
                  Millis(1000));
-  if (!sent || sent->status != 200) spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
+  bool taken = sent && sent->status == 200;
+  if (!taken) spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
+  return taken;
+}
+
+// The coordinator has not answered for lost_after and one beat more, after it had answered
+// once: it has counted this host lost and ended the job, or the launcher is gone. Nobody can
+// stop this rank any more (the MPI daemon's link may be cut too, with no FIN to tell it), and
+// a rank left running on the far side of a partition keeps its GPUs and may still write the
+// job's checkpoints. An agent that never reached the coordinator (a NetworkPolicy in the way)
+// is not orphaned: the coordinator never counted it either, so its rank runs on, unreported.
+bool orphaned(const RankAgentOptions& options, std::optional<Clock::time_point> last_contact) {
+  return last_contact && Clock::now() - *last_contact >= options.lost_after + options.beat_interval;
+}
+
+// The MPI daemon that started this agent (orted, prted, hydra_pmi_proxy) waits for a word from
+// mpirun that cannot come across the cut: once the rank is ended, it is told to go too, so
+// that nothing of the job is left in the pod. Any other parent (a shell) is left alone.
+void stop_mpi_daemon() {
+  pid_t parent = getppid();
+  std::FILE* file = std::fopen(fmt::format("/proc/{}/comm", parent).c_str(), "r");
+  if (file == nullptr) return;
+  char name[32] = {0};
+  bool read = std::fgets(name, sizeof name, file) != nullptr;
+  std::fclose(file);
+  std::string_view comm(name);
+  if (!comm.empty() && comm.back() == '\n') comm.remove_suffix(1);
+  if (read && (comm == "orted" || comm == "prted" || comm == "hydra_pmi_proxy")) kill(parent, SIGTERM);
 }
 
 // The rank's stderr passes through the agent, which keeps its last lines for the exit report,
@@ -253,10 +282,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     std::fprintf(stderr, "%s\n", why.c_str());
     RankReport exit;
     exit.event = "exit";
-    exit.code = kCannotStart;
+    exit.code = static_cast<int>(Exit::kOsErr);
     exit.tail = why;
     report(options, *id, exit);
-    return kCannotStart;
+    return static_cast<int>(Exit::kOsErr);
   }
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -284,6 +313,8 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   bool start_reported = false;
   long long beats = 0;
   Clock::time_point next_beat{};
+  std::optional<Clock::time_point> last_contact;  // the coordinator's last answer
+  std::optional<Clock::time_point> orphaned_at;   // when this agent gave the job up (SIGTERM)
   StderrTail tail(options.tail_lines);
   int status = 0;
   bool exited = false, pipe_open = true;
@@ -293,14 +324,28 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     if (!start_reported && !exited && Clock::now() - start >= kStartReportAfter) {
       RankReport started;
       started.event = "start";
-      report(options, *id, started);
+      if (report(options, *id, started)) last_contact = Clock::now();
       start_reported = true;
       next_beat = Clock::now() + options.beat_interval;
     }
     if (start_reported && !exited && Clock::now() >= next_beat) {
-      beat(options, *id, ++beats);
+      if (beat(options, *id, ++beats)) last_contact = Clock::now();
       next_beat = Clock::now() + options.beat_interval;
     }
+    if (!exited && !orphaned_at && orphaned(options, last_contact)) {
+      std::fprintf(
+          stderr,
+          "mpi-rank: rank %d: the launcher at %s has not answered for %lld s (lost-after %lld s): "
+          "the job is over; ending this rank\n",
+          id->rank, options.coordinator.c_str(),
+          static_cast<long long>(
+              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *last_contact).count()),
+          static_cast<long long>(
+              std::chrono::duration_cast<std::chrono::seconds>(options.lost_after).count()));
+      kill(child, SIGTERM);
+      orphaned_at = Clock::now();
+    }
+    if (!exited && orphaned_at && Clock::now() - *orphaned_at >= kOrphanGrace) kill(child, SIGKILL);
     if (g_signal != 0) {
       kill(child, g_signal);
       g_signal = 0;
@@ -310,6 +355,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     auto until = exited
                      ? exited_at + Millis(1000)
                      : (start_reported ? std::min(now + Millis(1000), next_beat) : start + kStartReportAfter);
+    if (orphaned_at && !exited) until = std::min(until, *orphaned_at + kOrphanGrace);
     auto wait = std::chrono::ceil<Millis>(until - now);
     if (!exited && exit_fd < 0) wait = std::min(wait, Millis(20));
     auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Millis(0))).count();
@@ -325,6 +371,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   if (exit_fd >= 0) close(exit_fd);
   close(err_pipe[0]);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (orphaned_at) {  // nobody to report to: the daemon goes too, and the outcome is a lost host's
+    stop_mpi_daemon();
+    return static_cast<int>(Exit::kTempFail);
+  }
   // A rank that exits 0 before its start was due to be reported sends nothing: mpirun's own
   // exit status says it, and the launcher records it so. On 2 shared cores, 16 short ranks'
   // reports cost the job 2% (bench row 1); a failure, or the end of a rank that has run

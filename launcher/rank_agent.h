@@ -39,6 +39,11 @@ struct RankAgentOptions {
   std::string master_addr, master_port;
   std::size_t tail_lines = 20;
   Millis beat_interval{5000};  // a running rank's beat: its pod lives (rendezvous/protocol.h)
+  // The coordinator counts a host lost after this long without a beat, and ends the job. An
+  // agent that reached the coordinator once, then hears nothing for this long and one beat
+  // more, is on the far side of a partition (or the launcher is gone): it ends its rank,
+  // which nobody can stop any more, and exits 75 (rank_agent.cpp, orphaned()).
+  Millis lost_after{15000};
 };
 
 // Runs command as this rank; returns the exit status to pass on (128+signal for a signal).

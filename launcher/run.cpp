@@ -187,6 +187,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   if (user_command.empty())
     return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
   auto t0 = Clock::now();
+  adopt_orphans();  // what mpirun leaves behind is ours to end (process.h)
   std::vector<Phase> phases;
   auto phase_done = [&](const char* name, Clock::time_point since) {
     phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
@@ -253,6 +254,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     feed.phase("Preflight", hosts);
     since = Clock::now();
     Status checked = preflight(options, job, fabric);
+    end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
     phase_done("preflight", since);
     feed.fabric(fabric);
     if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
@@ -317,6 +319,10 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
   }
   phase_done("job", since);
+  if (int strays = end_strays(); strays > 0)
+    spdlog::info(
+        "ended {} process(es) that {} left behind (its ssh sessions, in process groups of their own)", strays,
+        job.plan.launcher);
   JobOutcome outcome{failure, std::nullopt, *status, job.plan.launcher};
   {
     std::lock_guard lock(shared.mutex);

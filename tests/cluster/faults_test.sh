@@ -22,17 +22,6 @@
 #                      written (said in the log) and no partial file is left; mpi-init's
 #                      output folder full: exit 74, nothing half-written
 source "$(dirname "$0")/launcher_lib.sh"
-ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-# Job processes still alive in the node pods (the launcher pod may be gone).
-node_leftovers() {
-  for pod in "${nodes[@]}"; do
-    ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
-      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
-      case $cmd in *"sleep 60"*|*mpi-rank*|*orted*|*prted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
-    done
-  done
-}
-
 case $case_name in
   pod-never-comes)
     start_sidecar "${nodes[0]}" --deadline 60s
@@ -48,12 +37,13 @@ case $case_name in
     launch -- true > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
     sleep 6  # past the first progress line (every 5 s)
+    t0=$(date +%s%N)
     start_sidecar "${nodes[1]}" --deadline 60s
     rc=0; wait "$pid" || rc=$?
     log=$(cat "$CIB_DIR/launcher.log")
     [[ $rc == 0 ]] || fail "a late pod: expected exit 0, got $rc: $log"
     expect_contains "$log" "waiting for ${nodes[1]}.$sub (no registration)" "the wait names the late pod"
-    row "a late pod (6 s)" "exit 0: the job waited for it, then ran" "-"
+    row "a late pod (6 s)" "exit 0: the job waited for it, then ran" "$(ms_since "$t0") ms from its coming to the job's end"
     pass "a late pod: waited for, then the job ran" ;;
   unresolvable)
     "$CIB" stop "${nodes[1]}"  # its pod and its name gone
@@ -72,7 +62,7 @@ case $case_name in
     [[ $rc == 137 ]] || fail "expected exit 137 (128+9), got $rc: $out"
     expect_contains "$out" "rank 1 on ${nodes[0]} was killed by signal 9" "the killed rank is named"
     [[ $(jq -r '[.exit.code, .exit.side] | join(" ")' "$report") == "137 job" ]] || fail "report exit: $(jq .exit "$report")"
-    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    sleep 1; left=$(job_leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     row "a rank killed by a signal" "exit 137 (128+9), the rank named, the job's side" "$((SECONDS - t0 - 3)) s"
     pass "a rank killed by SIGKILL: exit 137, named" ;;
   launcher-killed)
@@ -80,13 +70,31 @@ case $case_name in
     launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
     sleep 3
-    [[ -n $(node_leftovers) ]] || fail "no rank runs on the nodes before the kill"
+    [[ -n $(job_leftovers "${nodes[@]}") ]] || fail "no rank runs on the nodes before the kill"
     t0=$(date +%s%N)
     "$CIB" stop "$launcher"  # an OOM kill or a crash of the whole pod: SIGKILL, no goodbye
-    for _ in $(seq 100); do [[ -z $(node_leftovers) ]] && break; sleep 0.1; done
-    left=$(node_leftovers); [[ -z $left ]] || fail "10 s after the launcher died, still running: $left"
-    row "the launcher killed" "the ranks and MPI daemons on the nodes end; the node pods wait for JobSet's deletion" "$(ms_since "$t0") ms"
-    pass "a killed launcher: nothing of the job left on the nodes after $(ms_since "$t0") ms" ;;
+    for _ in $(seq 100); do [[ -z $(job_leftovers "${nodes[@]}") ]] && break; sleep 0.1; done
+    left=$(job_leftovers "${nodes[@]}"); [[ -z $left ]] || fail "10 s after the launcher died, still running: $left"
+    ended_ms=$(ms_since "$t0")
+    # The node pods hold sshd and the sidecar, which would serve forever: JobSet ends them.
+    # The launcher's container exited 137, which the runtime's podFailurePolicy does not match
+    # (69, 75 or a disrupted pod restart the JobSet), so its Job fails (backoffLimit 0), the
+    # ProgramFailed rule fails the JobSet, and the finished JobSet deletes its still-active
+    # Jobs (jobset pkg/controllers/jobset_controller.go, reconcile: jobSetFinished, then
+    # deleteJobs; docs/trainer-rules.md). A restart deletes them too. Their pods then get the
+    # kubelet's graceful delete: SIGTERM, SIGKILL after terminationGracePeriodSeconds (30).
+    # Every node pod must end on the SIGTERM, well within the grace.
+    t1=$(date +%s%N)
+    for node in "${nodes[@]}"; do "$CIB" delete "$node" 30 & done
+    wait
+    deleted_ms=$(ms_since "$t1")
+    ((deleted_ms < 10000)) || fail "the node pods took $deleted_ms ms to end on SIGTERM (the grace is 30 s)"
+    for node in "${nodes[@]}"; do
+      grep -q "leaving" "$CIB_DIR/pods/$node/sidecar.log" || fail "the sidecar of $node did not end on SIGTERM: $(cat "$CIB_DIR/pods/$node/sidecar.log")"
+    done
+    row "the launcher killed" "the ranks and MPI daemons on the nodes end; the node pods end at once when the failed JobSet deletes them" \
+      "ranks ended in $ended_ms ms; pods gone $deleted_ms ms after the delete"
+    pass "a killed launcher: nothing of the job left on the nodes after $ended_ms ms, the pods gone $deleted_ms ms after their delete" ;;
   launcher-restarted)
     with_sidecars
     launch -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
@@ -94,7 +102,7 @@ case $case_name in
     # The container dies (every process of the pod but its pause process); the pod stays.
     pause=$(cat "$CIB_DIR/pods/$launcher/pid")
     for pid in $(ip netns pids "$("$CIB" ns "$launcher")"); do [[ $pid == "$pause" ]] || kill -KILL "$pid" 2>/dev/null || true; done
-    for _ in $(seq 100); do [[ -z $(node_leftovers) ]] && break; sleep 0.1; done
+    for _ in $(seq 100); do [[ -z $(job_leftovers "${nodes[@]}") ]] && break; sleep 0.1; done
     t0=$(date +%s%N); rc=0
     out=$(launch -- true 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "the restarted launcher: expected exit 0, got $rc: $out"
@@ -120,17 +128,18 @@ case $case_name in
     full="$CIB_DIR/full"; mkdir -p "$full"
     in_pod "$launcher" sh -c "mount -t tmpfs -o size=16k tmpfs '$full' && { dd if=/dev/zero of='$full/fill' bs=4k count=8 2>/dev/null || true; }"
     with_sidecars
-    rc=0; out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$full/report.json" \
+    t0=$(date +%s%N); rc=0
+    out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$full/report.json" \
       --beat-interval 1s -- true 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "a full disk under report.json: the job's exit 0 must stand, got $rc: $out"
     expect_contains "$out" "report not written" "the log says the report was not written"
     [[ $(in_pod "$launcher" ls -A "$full") == fill ]] || fail "a partial file was left: $(in_pod "$launcher" ls -A "$full")"
-    rc=0; out=$(in_pod "$launcher" "$TMPI_BUILD_DIR/bin/mpi-init" --pods "$CIB_DIR/pods.json" --out "$full/out" \
+    job_ms=$(ms_since "$t0"); t0=$(date +%s%N); rc=0; out=$(in_pod "$launcher" "$TMPI_BUILD_DIR/bin/mpi-init" --pods "$CIB_DIR/pods.json" --out "$full/out" \
       --ssh-dir "$full/ssh" 2>&1) || rc=$?
     [[ $rc == 74 ]] || fail "mpi-init on a full disk: expected exit 74, got $rc: $out"
     left=$(in_pod "$launcher" find "$full" -mindepth 1 -type f -not -name fill)
     [[ -z $left ]] || fail "mpi-init left files: $left"
-    row "the disk full (report.json, mpi-init's output)" "the job's exit stands, the report said unwritten; mpi-init exit 74; no partial file" "-"
+    row "the disk full (report.json, mpi-init's output)" "the job's exit stands, the report said unwritten; mpi-init exit 74; no partial file" "the job $job_ms ms, mpi-init's refusal $(ms_since "$t0") ms"
     pass "a full disk: no partial file, the codes as documented" ;;
   impostor)
     # From a node pod, without the job key: a registration that claims another host (its name
@@ -202,7 +211,7 @@ case $case_name in
     # Names that would run a command, match every host, split a line or break UTF-8, as a
     # hostfile brings them: each refused with the line named, nothing written, nothing run.
     rm -f /tmp/tmpi-hostile-ran
-    i=0
+    i=0 t0=$(date +%s%N)
     for line in '$(touch /tmp/tmpi-hostile-ran) slots=1' 'a;touch${IFS}/tmp/tmpi-hostile-ran slots=1' '* slots=1' \
                 "$(printf 'bad\xff\xfename slots=1')" "$(head -c 300 /dev/zero | tr '\0' a) slots=1" '-oProxyCommand=id slots=1'; do
       i=$((i + 1)); printf '%s\n' "$line" > "$CIB_DIR/hostile$i"
@@ -213,7 +222,7 @@ case $case_name in
       [[ ! -e $CIB_DIR/hostile-out$i && ! -e $CIB_DIR/hostile-ssh$i ]] || fail "hostile line $i left files"
     done
     [[ ! -e /tmp/tmpi-hostile-ran ]] || fail "a hostile name ran a command"
-    row "hostile names in a hostfile (\$(...), ;, *, invalid UTF-8, 300 bytes, an ssh option)" "exit 65 on one line naming the line; nothing written, nothing run" "-"
+    row "hostile names in a hostfile (\$(...), ;, *, invalid UTF-8, 300 bytes, an ssh option)" "exit 65 on one line naming the line; nothing written, nothing run" "$(( $(ms_since "$t0") / 6 )) ms a name"
     pass "hostile names: refused, nothing written or run" ;;
   status-slow)
     # Every answer of Trainer's status server comes 30 s late: the job's own end is not held.

@@ -21,15 +21,6 @@ launcher_pid() {
     [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"mpi-launcher run"* ]] && echo "$pid"
   done | head -n 1
 }
-# Processes of the job still alive in any pod (the pause process excluded).
-leftovers() {
-  for pod in $(pods); do
-    ip netns pids "$("$CIB" ns "$pod")" | while read -r pid; do
-      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
-      case $cmd in *"sleep 60"*|*mpi-rank*|*"mpi-launcher rank"*|*orted*|*hydra_pmi_proxy*) echo "$pod: $cmd" ;; esac
-    done
-  done
-}
 # start_status_server [fake options]: Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
 # loopback, with a CA made for this run. Sets status_env: the variables Trainer injects.
 start_status_server() {

@@ -107,11 +107,11 @@ case $case_name in
   placement)
     with_sidecars
     printf '%s slots=4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile"   # disagrees with hosts.json
-    rc=0; out=$(launch -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    t0=$(date +%s%N); rc=0; out=$(launch -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" "rank 2 ran on ${nodes[0]}" "placement table"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started after a failed preflight"
-    row "a rank placed on another host than the hostfile's" "exit 69 before any rank, the rank and both hosts named" "-"
+    row "a rank placed on another host than the hostfile's" "exit 69 before any rank, the rank and both hosts named" "$(ms_since "$t0") ms to the launcher's exit"
     pass "a wrong placement is caught: exit 69" ;;
   rank-fails)
     with_sidecars
@@ -124,7 +124,7 @@ case $case_name in
     expect_contains "$out" "stopping 3 other ranks" "the others are stopped"
     expect_contains "$out" "bad input on rank 1" "the rank's stderr tail"
     (( SECONDS - t0 < 20 )) || fail "the teardown took $((SECONDS - t0)) s"
-    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    sleep 1; left=$(job_leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     # The rank's own code, passed through, and report.json says it is the job's.
     [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "3 job job false" ]] ||
       fail "report exit: $(jq .exit "$report")"
@@ -179,14 +179,22 @@ case $case_name in
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
     (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
+    ended=""
     if [[ $case_name == node-partitioned* ]]; then
       (( $(bc <<<"$detect <= 17") )) || fail "named $detect s after the partition (goal: --lost-after, 15 s): $log"
       fault="a node pod cut off by a partition"
+      # Nobody can reach the cut-off pod: its agents, which hear no answer for --lost-after
+      # and a beat more, end their ranks and the MPI daemon themselves (mpi-rank, orphaned()).
+      [[ -n $(job_leftovers "${nodes[1]}") ]] || fail "nothing of the job ran in the cut-off pod"
+      for _ in $(seq 150); do [[ -z $(job_leftovers "${nodes[1]}") ]] && break; sleep 0.1; done
+      left=$(job_leftovers "${nodes[1]}")
+      [[ -z $left ]] || fail "the cut-off pod still runs the job 15 s after the launcher's exit: $left"
+      ended="; its ranks ended themselves $(printf '%.2f' "$(bc <<<"$(date +%s.%N) - $t0")") s after the cut"
     else
       fault="a node pod killed hard"
     fi
     row "$fault (${wait_mode[*]:-sidecars}; $settings)" "exit 75, the host named" \
-      "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
+      "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later$ended"
     pass "a killed node (${wait_mode[*]:-sidecars}; $settings): named after $detect s, torn down $teardown s later" ;;
   node-deleted|node-deleted-ssh)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
@@ -229,7 +237,7 @@ case $case_name in
     [[ $out != *"rank 0 on"*"still running"* && $(grep -c "still running: rank 1 on ${nodes[0]}\$" <<<"$out") -ge 1 ]] ||
       fail "only rank 1 is still running: $out"
     (( SECONDS - t0 < 15 )) || fail "the timeout took $((SECONDS - t0)) s"
-    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    sleep 1; left=$(job_leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     [[ $(jq -r '[.exit.code, .exit.name, .exit.retry] | join(" ")' "$report") == "75 temporary true" ]] ||
       fail "report exit: $(jq .exit "$report")"
     row "a rank hangs (--timeout 6s)" "exit 75, the ranks still running named" "$((SECONDS - t0)) s to the launcher's exit"
@@ -247,7 +255,7 @@ case $case_name in
     expect_contains "$out" "did not exit 5 s after every rank had reported; ended it" "the probe ended"
     expect_contains "$out" "every rank exited 0, but" "the job ended"
     (( SECONDS - t0 < 40 )) || fail "a lingering mpirun held the launcher $((SECONDS - t0)) s"
-    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    sleep 1; left=$(job_leftovers); [[ -z $left ]] || fail "processes left behind: $left"
     row "mpirun does not exit after its ranks" "the probe ended 5 s, the job 10 s after every rank reported; exit 0" "$((SECONDS - t0)) s for the whole job"
     pass "a lingering mpirun: ended, exit 0 in $((SECONDS - t0)) s" ;;
   sigterm)
@@ -256,11 +264,13 @@ case $case_name in
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
     sleep 2
-    [[ -n $(leftovers) ]] || fail "no rank is running before the SIGTERM"
+    [[ -n $(job_leftovers) ]] || fail "no rank is running before the SIGTERM"
+    t0=$(date +%s%N)
     kill -TERM "$(launcher_pid)"
     timeout 10 tail --pid="$pid" -f /dev/null || fail "the launcher ignored SIGTERM"
-    sleep 1; left=$(leftovers); [[ -z $left ]] || fail "processes left behind: $left"
-    row "the launcher stopped by SIGTERM mid-run" "exit 143 (128+15); nothing left in any pod" "-"
+    stopped_ms=$(ms_since "$t0")
+    sleep 1; left=$(job_leftovers); [[ -z $left ]] || fail "processes left behind: $left"
+    row "the launcher stopped by SIGTERM mid-run" "exit 143 (128+15); nothing left in any pod" "$stopped_ms ms to the launcher's exit"
     pass "SIGTERM: the job stopped, nothing left in any pod" ;;
   stop-waiting)
     # No sidecar ever comes. SIGTERM while the launcher waits for its hosts ends it at once
@@ -327,24 +337,24 @@ case $case_name in
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands
-    rc=0; out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    t0=$(date +%s%N); rc=0; out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" 'PreflightFailed was not recorded on TrainJob train' "the refused Event"
     expect_contains "$out" 'resources: ["events"], verbs: ["create"]' "the missing RBAC rule"
     expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
     expect_contains "$out" "sshd refused the job key" "the reason"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
-    row "the job key rejected by a node's sshd" "exit 69 before any rank, the host and the reason named" "-"
+    row "the job key rejected by a node's sshd" "exit 69 before any rank, the host and the reason named" "$(ms_since "$t0") ms to the launcher's exit"
     pass "an sshd that refuses the key: exit 69 before any rank starts" ;;
   invalid-utf8)
     # A command line that is not UTF-8 (a Latin-1 file name, say): the job succeeds, so the
     # report must be written, with the bad bytes replaced, and the exit must be the job's.
     with_sidecars
-    rc=0; out=$(launch -- /bin/echo $'caf\xe9 \xff\xfe' 2>&1) || rc=$?
+    t0=$(date +%s%N); rc=0; out=$(launch -- /bin/echo $'caf\xe9 \xff\xfe' 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "a job whose command holds invalid UTF-8 exited $rc: $out"
     jq -e '.exit.code == 0' "$report" >/dev/null || fail "no report.json, or not a success: $(cat "$report" 2>&1)"
     grep -qF $'\xef\xbf\xbd' "$report" || fail "the invalid bytes were not replaced by U+FFFD: $(cat "$report")"
-    row "invalid UTF-8 in the command line" "exit 0; report.json written, U+FFFD in place" "-"
+    row "invalid UTF-8 in the command line" "exit 0; report.json written, U+FFFD in place" "$(ms_since "$t0") ms for the whole job"
     pass "invalid UTF-8 in the command: exit 0, report.json written with U+FFFD" ;;
   subcommands)
     out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --mpi mpich --dry-run -- python train.py) ||

@@ -6,10 +6,36 @@ CIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cib"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
-# row FAULT OUTCOME DETECTED: one row of the fault matrix (tests/faults/run.sh collects them).
-row() { printf 'fault-row\t%s\t%s\t%s\n' "$1" "$2" "$3"; }
 in_pod() { local pod=$1; shift; "$CIB" exec "$pod" -- "$@"; }
 pods() { "$CIB" pods | awk '{ print $1 }'; }
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }  # ms_since T0 (T0 from date +%s%N)
+# job_leftovers [POD...]: processes of the job still alive in these pods (default: every pod
+# still up): ranks (the tests' `sleep 60`), agents, MPI daemons and launchers, nccl-check.
+# sshd, the sidecars and the tests' own servers are the pods' and are not counted.
+job_leftovers() {
+  local pod ns pid cmd list=("$@")
+  ((${#list[@]})) || list=($(pods))
+  for pod in "${list[@]}"; do
+    ns=$("$CIB" ns "$pod" 2>/dev/null) || continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
+      case $cmd in
+        *"sleep 60"*|*mpi-rank*|*"mpi-launcher rank"*|*"mpi-launcher run"*|*orted*|*prted*|*prterun*|*mpirun*|\
+        *hydra_pmi_proxy*|*mpiexec*|*nccl-check*) echo "$pod: ${cmd:0:120}" ;;
+      esac
+    done
+  done
+}
+# row FAULT OUTCOME DETECTED: one row of the fault matrix (tests/faults/run.sh collects them),
+# once nothing of the job is left in any pod: it is checked here, before cib tears the pods
+# down, since the teardown would hide a rank left running. Its 5th field is what was left
+# (empty: nothing), and a leftover fails the case.
+row() {
+  local left="" _
+  for _ in $(seq 50); do left=$(job_leftovers); [[ -z $left ]] && break; sleep 0.1; done
+  printf 'fault-row\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(paste -sd ';' <<<"$left")"
+  [[ -z $left ]] || fail "$1: left in the pods 5 s after the case: $left"
+}
 node_pods() { pods | grep -- '-node-'; }
 launcher_pod() { pods | grep -- '-launcher-' | head -n 1; }
 subdomain() { cat "$CIB_DIR/subdomain"; }

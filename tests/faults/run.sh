@@ -2,9 +2,10 @@
 # The fault matrix: every fault the project promises to handle, run on the cluster in a box,
 # one after another, as one table. Each row is a case of tests/cluster/launcher_test.sh,
 # faults_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
-# case prints its own row (fault, outcome, time to detect), and this script adds what was
-# left behind: any namespace, process or file of the run that outlived it, which must be
-# none.
+# case prints its own row (fault, outcome, time to detect, and what of the job was still
+# running in any pod before the pods were torn down: tests/cluster/lib.sh, row), and this
+# script adds what outlived the cluster: any namespace, process or file of the run. Both
+# must be none.
 #
 #   tests/faults/run.sh [BUILD_DIR]                 run every row, print the table (markdown)
 #   tests/faults/run.sh --check-readme [BUILD_DIR]  also fail unless README.md lists the same
@@ -84,7 +85,11 @@ for entry in "${cases[@]}"; do
     row=$'fault-row\t'"${case_name:-$script}"$'\tFAILED\t-'
   fi
   [[ -z $left ]] || { echo "faults: ${case_name:-$script} left behind: $left" >&2; failed=1; }
-  IFS=$'\t' read -r _ fault outcome detect <<<"$row"
+  IFS=$'\t' read -r _ fault outcome detect in_pods <<<"$row"
+  if [[ -n ${in_pods:-} ]]; then
+    echo "faults: ${case_name:-$script} left in its pods: $in_pods" >&2; failed=1
+    left="in the pods: ${in_pods:0:200}${left:+; $left}"
+  fi
   rows+=("| $fault | $outcome | $detect | ${left:-nothing} |")
   echo "faults: done: ${case_name:-$script}" >&2
 done

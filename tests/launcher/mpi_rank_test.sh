@@ -30,6 +30,7 @@ rc=0; out=$(env -u OMPI_COMM_WORLD_RANK "$A" -- true 2>&1) || rc=$?
 # The tail of stderr kept for the report is bounded in bytes: 16 MB of progress frames
 # redrawn with '\r' (no newline) must not grow the agent (it held them all: 19 MB of RSS).
 if [[ ${TMPI_SANITIZED:-OFF} != ON ]]; then  # a sanitizer's shadow memory would blur the measure
+  t0=$(date +%s%N)
   "$A" -- python3 -c '
 import sys, time
 frame = ("\r" + "#" * 1000).encode()
@@ -40,13 +41,14 @@ time.sleep(3)
 sys.exit(3)' "$home/written" 2>/dev/null &
   agent=$!
   for _ in $(seq 200); do [[ -e $home/written ]] && break; sleep 0.1; done
+  drained_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   sleep 0.5  # the agent drains what is still in the pipe
   peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$agent/status")
   rc=0; wait "$agent" || rc=$?
   [[ $rc == 3 ]] || fail "the rank's exit 3 after 16 MB of stderr: got $rc"
   [[ $peak =~ ^[0-9]+$ && $peak -lt 8000 ]] || fail "16 MB of '\r' frames on stderr: the agent's peak RSS was ${peak} KB"
   printf 'fault-row\t%s\t%s\t%s\n' "a log bomb (16 MB of stderr frames from a rank)" \
-    "the rank's own exit passes; the agent's memory stays bounded (peak ${peak} KB)" "-"
+    "the rank's own exit passes; the agent's memory stays bounded (peak ${peak} KB)" "16 MB through the agent in $drained_ms ms"
 fi
 # Under the launcher (TMPI_COORDINATOR set) but with no job key where it looks, an agent
 # says that its rank cannot be reported, and how to fix it, instead of dropping it silently.
@@ -92,13 +94,44 @@ jq -e '(.tail | split("\n") | map(select(length > 0)) | length) == 20 and (.tail
 # A line ended by "\r\n" is kept as it is; before, its '\r' emptied it.
 jq -e '.tail | endswith("crlf last line\n")' "$home/body" >/dev/null ||
   fail "a line ended by CRLF was lost from the tail: $(jq -c '.tail[-80:]' "$home/body")"
+# An agent cut off from the coordinator that had answered it (a partition, or the launcher
+# gone) ends its rank after --lost-after and one beat more, and exits 75: nobody else can stop
+# it. A stand-in coordinator takes the start report, then is gone.
+rm -f "$home/port"
+python3 - "$home/port" <<'PY' &
+import http.server, sys
+class Take(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *args): pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Take)
+open(sys.argv[1], "w").write(str(server.server_port))
+server.timeout = 20
+server.handle_request()
+PY
+taker=$!
+for _ in $(seq 100); do [[ -s $home/port ]] && break; sleep 0.1; done
+t0=$(date +%s.%N)
+rc=0; err=$(TMPI_COORDINATOR="127.0.0.1:$(cat "$home/port")" TMPI_LOST_AFTER=2s TMPI_BEAT_INTERVAL=500ms \
+              timeout 40 "$A" -- sleep 30 2>&1) || rc=$?
+took=$(bc <<<"$(date +%s.%N) - $t0")
+wait "$taker" 2>/dev/null || true
+[[ $rc == 75 && $err == *"has not answered for 2 s (lost-after 2 s)"*"ending this rank"* ]] ||
+  fail "an agent cut off from its coordinator: expected exit 75 and why, got $rc after $took s: $err"
+(( $(bc <<<"$took < 10") )) || fail "the cut-off agent ended its rank only after $took s (start 2 s + lost-after 2 s + a beat)"
+# One that never reached it is not cut off (the coordinator never counted it): its rank runs.
+rc=0; err=$(TMPI_COORDINATOR=127.0.0.1:9 TMPI_LOST_AFTER=1s TMPI_BEAT_INTERVAL=200ms "$A" -- sleep 4 2>&1) || rc=$?
+[[ $rc == 0 && $err != *"ending this rank"* ]] || fail "an agent that never reached its coordinator ended its rank: $rc: $err"
 rm -rf "$home/.ssh"
 # A rank that cannot be started (fork fails: the process limit) is a failure, never exit 0.
 # RLIMIT_NPROC binds a non-root uid; with a limit of 1, the agent itself is that one process.
+# The limit counts the uid's processes everywhere: 4377 is this test's alone (the unit test
+# Process.AForkThatFailsIsAnErrorAndSignalsNobody takes 4343, and ctest -j runs them at once).
 if [[ $(id -u) == 0 ]]; then
   # (LeakSanitizer's check at exit needs a thread of its own, which the same limit forbids.)
   rc=0; out=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-                prlimit --nproc=1 setpriv --reuid 4343 --regid 4343 --clear-groups "$A" -- true 2>&1) || rc=$?
-  [[ $rc == 126 && $out == *"cannot start the rank: fork:"* ]] || fail "a fork that fails: expected exit 126 and why, got $rc: $out"
+                prlimit --nproc=1 setpriv --reuid 4377 --regid 4377 --clear-groups "$A" -- true 2>&1) || rc=$?
+  [[ $rc == 71 && $out == *"cannot start the rank: fork:"* ]] || fail "a fork that fails: expected exit 71 (system) and why, got $rc: $out"
 fi
-echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, reports a tail within the body limit, and fails (126) when it cannot fork"
+echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, reports a tail within the body limit, ends its rank when cut off from the coordinator (75), and fails (71) when it cannot fork"

@@ -4,6 +4,7 @@
 // parameters, and report.json's rank record.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -219,6 +220,41 @@ TEST(Process, AForkThatFailsIsAnErrorAndSignalsNobody) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: the fork worked; 12: not named";
+}
+
+// Open MPI starts each ssh in a process group of its own, so ending mpirun's group leaves
+// the ssh to a host cut off by a partition (cluster.launcher.node-partitioned found one): the
+// launcher adopts such an orphan and ends it. Here a stray in its own group holds a pipe's
+// only writer; its end is seen as the pipe's EOF. (In a child: the subreaper is for life.)
+TEST(Process, AnOrphanInAGroupOfItsOwnIsAdoptedAndEnded) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    adopt_orphans();
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) _exit(9);
+    pid_t middle = fork();
+    if (middle == 0) {
+      if (fork() == 0) {  // the stray: mpirun's ssh
+        setpgid(0, 0);
+        close(pipe_fds[0]);
+        sleep(60);
+        _exit(0);
+      }
+      _exit(0);  // mpirun ends: the stray is an orphan
+    }
+    close(pipe_fds[1]);
+    waitpid(middle, nullptr, 0);
+    int ended = end_strays();
+    pollfd readable{pipe_fds[0], POLLIN, 0};
+    char byte = 0;
+    ssize_t got = poll(&readable, 1, 5000) > 0 ? read(pipe_fds[0], &byte, 1) : -1;
+    _exit(ended == 1 && got == 0 ? 0 : 10 + ended);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "9: no pipe; 10+N: N strays ended (1 expected), or the stray lives on";
 }
 
 // The ssh check's workers are joined on every path: when the process limit lets only some
