@@ -105,8 +105,9 @@ std::vector<std::string> build_command(const LaunchPlan& plan) {
 std::vector<std::string> forwarded_env(const std::vector<std::string>& environment_names,
                                        const std::vector<std::string>& names,
                                        const std::vector<std::string>& prefixes) {
-  static const std::vector<std::string> kDefaultPrefixes = {"NCCL_", "UCX_",   "PYTHON", "CUDA_",
-                                                            "HF_",   "TORCH_", "MASTER_"};
+  // GLOO_: torch.distributed's CPU backend (GLOO_SOCKET_IFNAME picks its interface).
+  static const std::vector<std::string> kDefaultPrefixes = {"NCCL_", "UCX_",   "PYTHON",  "CUDA_",
+                                                            "HF_",   "TORCH_", "MASTER_", "GLOO_"};
   // The image's own search paths: sshd starts the ranks with its default PATH, not the one
   // the image's ENV set (a venv's python, /opt/...); launcher and nodes run one image.
   static const std::vector<std::string> kDefaultNames = {"PATH", "LD_LIBRARY_PATH"};

@@ -9,6 +9,7 @@ packages=(
   libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev openssl libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev libpmix-dev
   openssh-server openssh-client libnss-wrapper iproute2 util-linux procps psmisc curl bc jq time python3 python3-yaml debootstrap
+  python3-torch  # torch.distributed (gloo) under mpi-launcher: what DeepSpeed and Megatron-LM build on
 )
 missing=()
 for p in "${packages[@]}"; do

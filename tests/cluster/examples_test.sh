@@ -15,7 +15,7 @@
 # nss_wrapper's) and no other variable but HOME, HOSTNAME and the image's PATH (this build's
 # programs where the image has its own). The pods start in the rendered order.
 #
-# Usage (under cib run): examples_test.sh [runtime|root|arbitrary-uid|sdk]
+# Usage (under cib run): examples_test.sh [runtime|root|arbitrary-uid|sdk|deepspeed|megatron]
 #   runtime        the rendered pods' securityContext (uid 1000, gid 1000, fsGroup 1000), every
 #                  process under setpriv with no new privileges and no capabilities, as Pod
 #                  Security "restricted" has them
@@ -31,6 +31,12 @@
 #                  under mpi-rank (the function reads RANK, which only the agent sets),
 #                  report.json. Each pod's MPI user home is a folder of its own (a tmpfs in
 #                  the pod's mount namespace), as /home/mpiuser is in a real pod.
+#   deepspeed, megatron  as runtime, examples/trainjob-{deepspeed,megatron}.yaml on
+#                  runtime-pytorch.yaml, cut down by tests/examples/cpu_smoke.py to 2 hosts
+#                  of 2 CPU ranks with a torch.distributed (gloo) all-reduce as the script
+#                  (DeepSpeed and Megatron-LM cannot be installed here); the runtime's pods and
+#                  mpi-launcher's flags are the example's. Debian's torch stands in for the
+#                  image's venv.
 # Checked: the TrainJob's command exits 0; nccl-check passes over numProcPerNode ranks on each
 # of numNodes hosts, the launcher included, and report.json agrees; each mpi-rendezvous exits
 # 0 by itself after the job's end, and the launcher's other sidecars exit 0 when the kubelet
@@ -45,14 +51,21 @@ mode=${1:-runtime}
 here=$(cd "$(dirname "$0")" && pwd)
 trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-if [[ $mode == sdk ]]; then
-  # The SDK's TrainJob, and the image's first PATH folder: the hand-off as mpirun, the
-  # launcher beside it, and `python` (the PyTorch image has one; Debian's is python3).
-  user_home="$CIB_DIR/mpiuser-home" trainjob="$CIB_DIR/sdk-trainjob.yaml"
-  python3 "$here/../examples/sdk_trainjob.py" "$(subdomain)" 2 "$user_home" > "$trainjob" || fail "sdk_trainjob.py"
-  mkdir -p "$CIB_DIR/image-bin" "$user_home"
-  install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
-  ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
+case $mode in
+  sdk)
+    # The SDK's TrainJob, and the image's first PATH folder: the hand-off as mpirun and the
+    # launcher beside it.
+    user_home="$CIB_DIR/mpiuser-home" trainjob="$CIB_DIR/sdk-trainjob.yaml"
+    python3 "$here/../examples/sdk_trainjob.py" "$(subdomain)" 2 "$user_home" > "$trainjob" || fail "sdk_trainjob.py"
+    mkdir -p "$CIB_DIR/image-bin" "$user_home"
+    install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
+    ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher" ;;
+  deepspeed | megatron)
+    trainjob="$CIB_DIR/smoke-trainjob.yaml"
+    python3 "$here/../examples/cpu_smoke.py" "$here/../../examples/trainjob-$mode.yaml" > "$trainjob" || fail "cpu_smoke.py"
+    mkdir -p "$CIB_DIR/image-bin" ;;
+esac
+if [[ -d $CIB_DIR/image-bin ]]; then  # `python`, as the PyTorch image has it (Debian's is python3)
   ln -s /usr/bin/python3 "$CIB_DIR/image-bin/python"
   image_path="$CIB_DIR/image-bin:$image_path"
 fi
@@ -78,9 +91,10 @@ case $mode in
   arbitrary-uid) uid=1000870000 gid=0 fs_group=1000870000 ;;
   sdk) uid=$yaml_uid gid=$yaml_gid
        for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done ;;
-  *) fail "unknown mode '$mode' (runtime, root, arbitrary-uid or sdk)" ;;
+  deepspeed | megatron) uid=$yaml_uid gid=$yaml_gid ;;
+  *) fail "unknown mode '$mode' (runtime, root, arbitrary-uid, sdk, deepspeed or megatron)" ;;
 esac
-[[ $mode != runtime && $mode != sdk || $uid != 0 ]] || fail "the runtime runs its pods as root"
+[[ $mode == root || $mode == arbitrary-uid || $uid != 0 ]] || fail "the runtime runs its pods as root"
 as_pod_user=()
 [[ $uid == 0 ]] || as_pod_user=(setpriv --reuid "$uid" --regid "$gid" --groups "$fs_group" --no-new-privs --bounding-set -all --inh-caps -all)
 for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec bound the inode
@@ -168,6 +182,11 @@ if [[ $mode == sdk ]]; then
   expect_contains "$out" "launching $ranks ranks" "mpi-launcher took the SDK's mpirun"
   for ((r = 0; r < ranks; r++)); do
     grep -qE "^sdk hello from rank $r of $ranks on " <<<"$out" || fail "sdk: rank $r did not run the function under mpi-rank: $out"
+  done
+elif [[ $mode == deepspeed || $mode == megatron ]]; then
+  expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: the example's --check mpi"
+  for ((r = 0; r < ranks; r++)); do
+    expect_contains "$out" "torch gloo: rank $r of $ranks, local rank $((r % slots)), sum $((ranks * (ranks + 1) / 2))" "$mode: rank $r's all-reduce"
   done
 else
   expect_contains "$out" "result: pass" "nccl-check's verdict"

@@ -25,6 +25,9 @@
 #   ssh-refused               a node's sshd rejects the key: exit 69 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
+#   torch-gloo                torch.distributed (Debian's torch, gloo) initialised from the
+#                             agents' variables alone (env://), an all-reduce over every rank:
+#                             what DeepSpeed and Megatron-LM do first, with no torchrun
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 source "$(dirname "$0")/launcher_lib.sh"
 # The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
@@ -346,6 +349,26 @@ case $case_name in
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
     row "the job key rejected by a node's sshd" "exit 69 before any rank, the host and the reason named" "$(ms_since "$t0") ms to the launcher's exit"
     pass "an sshd that refuses the key: exit 69 before any rank starts" ;;
+  torch-gloo)
+    # RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from mpi-rank; GLOO_SOCKET_IFNAME
+    # reaches the ranks by the default GLOO_ prefix. /usr/bin/python3: Debian's, with torch.
+    with_sidecars
+    rc=0; out=$(in_pod "$launcher" env GLOO_SOCKET_IFNAME=eth0 "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
+      --report "$report" -- /usr/bin/python3 -c '
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")  # env://, as deepspeed.init_distributed and Megatron-LM call it
+rank, size = dist.get_rank(), dist.get_world_size()
+total = torch.tensor([float(rank + 1)])
+dist.all_reduce(total)
+assert total.item() == size * (size + 1) / 2, total
+local_rank = os.environ["LOCAL_RANK"]
+print(f"torch gloo: rank {rank} of {size}, local rank {local_rank}, sum {total.item():.0f}", flush=True)
+dist.destroy_process_group()' 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "torch.distributed under mpi-launcher exited $rc: $out"
+    for r in 0 1 2 3; do
+      expect_contains "$out" "torch gloo: rank $r of 4, local rank $((r % 2)), sum 10" "rank $r's all-reduce"
+    done
+    pass "torch.distributed (gloo) from the agents' variables: 4 ranks on 2 hosts, all-reduced" ;;
   invalid-utf8)
     # A command line that is not UTF-8 (a Latin-1 file name, say): the job succeeds, so the
     # report must be written, with the bad bytes replaced, and the exit must be the job's.

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""cpu_smoke.py: an example TrainJob of the PyTorch runtime (DeepSpeed, Megatron-LM) cut down
+to what this machine can run: no GPU, and neither DeepSpeed nor Megatron-LM (their packages
+come from PyPI, which cannot be reached here). tests/cluster/examples_test.sh runs the result
+from its rendered pods, so the runtime's own pods, files, users and mpi-launcher flags are the
+real ones; only the training script is a stand-in.
+
+Design: the TrainJob is the example's, with four changes, each named in the output's
+annotation so a reader of a failure knows what ran:
+  - numNodes 2, numProcPerNode 2 (the example asks for 4 or 8 hosts of 8 GPUs);
+  - no resourcesPerNode (no GPU to ask for);
+  - after mpi-launcher's `--`, the training script becomes a torch.distributed all-reduce
+    over gloo, initialised from the environment alone (env://), which is how
+    deepspeed.init_distributed and Megatron-LM's initialize start when RANK, WORLD_SIZE,
+    MASTER_ADDR and MASTER_PORT are set, as mpi-rank sets them; mpi-launcher's own flags
+    (--check mpi, --env-prefix, --grace) stay;
+  - GLOO_SOCKET_IFNAME=eth0 in trainer.env (gloo's interface, as NCCL_SOCKET_IFNAME would be).
+usage: cpu_smoke.py EXAMPLE_TRAINJOB.yaml > trainjob.yaml
+"""
+import sys
+
+import yaml
+
+SMOKE = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, size = dist.get_rank(), dist.get_world_size()
+total = torch.tensor([float(rank + 1)])
+dist.all_reduce(total)
+assert total.item() == size * (size + 1) / 2, total
+local_rank = os.environ["LOCAL_RANK"]
+print(f"torch gloo: rank {rank} of {size}, local rank {local_rank}, sum {total.item():.0f}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def cut_down(trainjob):
+    trainer = trainjob["spec"]["trainer"]
+    command = trainer["command"]
+    if command[:2] != ["mpi-launcher", "run"] or "--" not in command:
+        sys.exit(f"cpu_smoke.py: {trainjob['metadata']['name']}: the command is not `mpi-launcher run ... -- CMD`")
+    trainer["command"] = command[: command.index("--") + 1] + ["python", "-c", SMOKE]
+    trainer["numNodes"], trainer["numProcPerNode"] = 2, 2
+    trainer.pop("resourcesPerNode", None)
+    trainer["env"] = [e for e in trainer.get("env", []) if e["name"] != "GLOO_SOCKET_IFNAME"]
+    trainer["env"].append({"name": "GLOO_SOCKET_IFNAME", "value": "eth0"})
+    trainjob["metadata"].setdefault("annotations", {})["trainer-mpi/cpu-smoke"] = (
+        "numNodes 2, numProcPerNode 2, no resourcesPerNode, the script a gloo all-reduce, GLOO_SOCKET_IFNAME=eth0")
+    return trainjob
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: cpu_smoke.py EXAMPLE_TRAINJOB.yaml > trainjob.yaml")
+    with open(sys.argv[1]) as stream:
+        docs = [d for d in yaml.safe_load_all(stream) if d and d.get("kind") == "TrainJob"]
+    if len(docs) != 1:
+        sys.exit(f"cpu_smoke.py: {sys.argv[1]} holds {len(docs)} TrainJobs; expected 1")
+    yaml.safe_dump(cut_down(docs[0]), sys.stdout, sort_keys=False)
