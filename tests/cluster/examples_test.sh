@@ -15,7 +15,8 @@
 # nss_wrapper's) and no other variable but HOME, HOSTNAME and the image's PATH (this build's
 # programs where the image has its own). The pods start in the rendered order.
 #
-# Usage (under cib run): examples_test.sh [runtime|root|arbitrary-uid|sdk|deepspeed|megatron]
+# Usage (under cib run): examples_test.sh [KIND] [WHO]
+# WHO, the uid that runs every pod (default runtime):
 #   runtime        the rendered pods' securityContext (uid 1000, gid 1000, fsGroup 1000), every
 #                  process under setpriv with no new privileges and no capabilities, as Pod
 #                  Security "restricted" has them
@@ -23,7 +24,8 @@
 #                  runAsUser 0 and no capability drop: sshd as root needs CAP_SYS_CHROOT)
 #   arbitrary-uid  OpenShift's restricted SCC: uid 1000870000 that no passwd lists, gid 0,
 #                  fsGroup 1000870000 (setpriv as in runtime)
-#   sdk            as runtime, but the TrainJob is the one Kubeflow's Python SDK makes from a
+# KIND, which TrainJob (default hello: examples/trainjob-mpi-hello.yaml):
+#   sdk            the TrainJob is the one Kubeflow's Python SDK makes from a
 #                  CustomTrainer (tests/examples/sdk_trainjob.py): its command is the SDK's
 #                  `mpirun --hostfile /etc/mpi/hostfile bash -c ...`, and the image's mpirun
 #                  hand-off (launcher/mpirun_handoff.sh, first on the image's PATH as in
@@ -31,7 +33,7 @@
 #                  under mpi-rank (the function reads RANK, which only the agent sets),
 #                  report.json. Each pod's MPI user home is a folder of its own (a tmpfs in
 #                  the pod's mount namespace), as /home/mpiuser is in a real pod.
-#   deepspeed, megatron  as runtime, examples/trainjob-{deepspeed,megatron}.yaml on
+#   deepspeed, megatron  examples/trainjob-{deepspeed,megatron}.yaml on
 #                  runtime-pytorch.yaml, cut down by tests/examples/cpu_smoke.py to 2 hosts
 #                  of 2 CPU ranks with a torch.distributed (gloo) all-reduce as the script
 #                  (DeepSpeed and Megatron-LM cannot be installed here); the runtime's pods and
@@ -47,11 +49,13 @@
 # and sshd logged the job in by the uid's name (user<uid> from nss_wrapper where no passwd
 # lists it).
 source "$(dirname "$0")/lib.sh"
-mode=${1:-runtime}
+kind=${1:-hello} who=${2:-runtime}
+mode="$kind as $who"  # for the messages
 here=$(cd "$(dirname "$0")" && pwd)
 trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-case $mode in
+case $kind in
+  hello) ;;
   sdk)
     # The SDK's TrainJob, and the image's first PATH folder: the hand-off as mpirun and the
     # launcher beside it.
@@ -62,8 +66,9 @@ case $mode in
     ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher" ;;
   deepspeed | megatron)
     trainjob="$CIB_DIR/smoke-trainjob.yaml"
-    python3 "$here/../examples/cpu_smoke.py" "$here/../../examples/trainjob-$mode.yaml" > "$trainjob" || fail "cpu_smoke.py"
+    python3 "$here/../examples/cpu_smoke.py" "$here/../../examples/trainjob-$kind.yaml" > "$trainjob" || fail "cpu_smoke.py"
     mkdir -p "$CIB_DIR/image-bin" ;;
+  *) fail "unknown kind '$kind' (hello, sdk, deepspeed or megatron)" ;;
 esac
 if [[ -d $CIB_DIR/image-bin ]]; then  # `python`, as the PyTorch image has it (Debian's is python3)
   ln -s /usr/bin/python3 "$CIB_DIR/image-bin/python"
@@ -85,16 +90,16 @@ read -r yaml_uid yaml_gid fs_group < <(rq '[.pods[].spec.securityContext | "\(.r
 [[ $yaml_uid != mixed: ]] || fail "the pods' securityContexts differ: $yaml_gid $fs_group"
 expect_eq "$(rq '[.pods[].spec | (.initContainers[]?, .containers[]) | .securityContext | (.runAsUser, .runAsGroup)? // empty] | length')" 0 \
   "the containers' own runAsUser and runAsGroup"
-case $mode in
+case $who in
   runtime) uid=$yaml_uid gid=$yaml_gid ;;
   root) uid=0 gid=0 ;;
   arbitrary-uid) uid=1000870000 gid=0 fs_group=1000870000 ;;
-  sdk) uid=$yaml_uid gid=$yaml_gid
-       for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done ;;
-  deepspeed | megatron) uid=$yaml_uid gid=$yaml_gid ;;
-  *) fail "unknown mode '$mode' (runtime, root, arbitrary-uid, sdk, deepspeed or megatron)" ;;
+  *) fail "unknown uid choice '$who' (runtime, root or arbitrary-uid)" ;;
 esac
-[[ $mode == root || $mode == arbitrary-uid || $uid != 0 ]] || fail "the runtime runs its pods as root"
+[[ $who != runtime || $uid != 0 ]] || fail "the runtime runs its pods as root"
+if [[ $kind == sdk ]]; then
+  for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done
+fi
 as_pod_user=()
 [[ $uid == 0 ]] || as_pod_user=(setpriv --reuid "$uid" --regid "$gid" --groups "$fs_group" --no-new-privs --bounding-set -all --inh-caps -all)
 for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec bound the inode
@@ -103,7 +108,7 @@ for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec b
   cat "$f.new" > "$f"; rm "$f.new"
 done
 login=$(in_pod "$launcher" getent passwd "$uid" | cut -d: -f1) || login=""
-[[ $mode != arbitrary-uid || -z $login ]] || fail "uid $uid has a passwd entry in the pods: $login"
+[[ $who != arbitrary-uid || -z $login ]] || fail "uid $uid has a passwd entry in the pods: $login"
 
 # Trainer's MPI plugin: the Secret (a real key where the model has its kind) and the ConfigMap.
 objects="$CIB_DIR/objects"; secret="$objects/$(rq .secret.metadata.name)" cm="$objects/$(rq .configmap.metadata.name)"
@@ -178,12 +183,12 @@ users=$(for pod in "${all[@]}"; do ip netns pids "$("$CIB" ns "$pod")"; done | x
         awk '$5 != "sleep" && $5 != "unshare" { print $1, $2, $3, $4 }' | sort -u)
 expect_eq "$users" "$uid $uid $gid $gid" "$mode: the real and effective uid and gid of the pods' processes"
 ranks=$((hosts * slots))
-if [[ $mode == sdk ]]; then
+if [[ $kind == sdk ]]; then
   expect_contains "$out" "launching $ranks ranks" "mpi-launcher took the SDK's mpirun"
   for ((r = 0; r < ranks; r++)); do
     grep -qE "^sdk hello from rank $r of $ranks on " <<<"$out" || fail "sdk: rank $r did not run the function under mpi-rank: $out"
   done
-elif [[ $mode == deepspeed || $mode == megatron ]]; then
+elif [[ $kind == deepspeed || $kind == megatron ]]; then
   expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: the example's --check mpi"
   for ((r = 0; r < ranks; r++)); do
     expect_contains "$out" "torch gloo: rank $r of $ranks, local rank $((r % slots)), sum $((ranks * (ranks + 1) / 2))" "$mode: rank $r's all-reduce"
@@ -194,7 +199,7 @@ else
 fi
 report=$(spec "$launcher" "$main" | jq -r .env.TMPI_REPORT)
 expect_eq "$(jq -r .exit.code "$report")" 0 "report.json's exit code"
-[[ $mode != sdk ]] || expect_eq "$(jq -r '[.phases[].name] | join(" ")' "$report")" "wait preflight job" "sdk: mpi-launcher's phases"
+[[ $kind != sdk ]] || expect_eq "$(jq -r '[.phases[].name] | join(" ")' "$report")" "wait preflight job" "sdk: mpi-launcher's phases"
 expect_eq "$(jq -r '[.ranks[].host] | group_by(.) | map("\(.[0])x\(length)") | join(" ")' "$report")" \
   "$(printf "%s\n" "${all[@]}" | sort | sed "s/\$/x$slots/" | xargs)" "report.json's ranks, per host"
 
