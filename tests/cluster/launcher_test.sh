@@ -351,19 +351,13 @@ case $case_name in
     pass "an sshd that refuses the key: exit 69 before any rank starts" ;;
   torch-gloo)
     # RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from mpi-rank; GLOO_SOCKET_IFNAME
-    # reaches the ranks by the default GLOO_ prefix. /usr/bin/python3: Debian's, with torch.
+    # reaches the ranks by the default GLOO_ prefix. The script is the one that stands in for
+    # DeepSpeed's and Megatron-LM's in cluster.examples (tests/examples/cpu_smoke.py).
+    # /usr/bin/python3: Debian's, with torch.
     with_sidecars
+    smoke=$(PYTHONPATH="$(dirname "$0")/../examples" python3 -c 'import cpu_smoke; print(cpu_smoke.SMOKE)')
     rc=0; out=$(in_pod "$launcher" env GLOO_SOCKET_IFNAME=eth0 "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
-      --report "$report" -- /usr/bin/python3 -c '
-import os, torch, torch.distributed as dist
-dist.init_process_group("gloo")  # env://, as deepspeed.init_distributed and Megatron-LM call it
-rank, size = dist.get_rank(), dist.get_world_size()
-total = torch.tensor([float(rank + 1)])
-dist.all_reduce(total)
-assert total.item() == size * (size + 1) / 2, total
-local_rank = os.environ["LOCAL_RANK"]
-print(f"torch gloo: rank {rank} of {size}, local rank {local_rank}, sum {total.item():.0f}", flush=True)
-dist.destroy_process_group()' 2>&1) || rc=$?
+      --report "$report" -- /usr/bin/python3 -c "$smoke" 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "torch.distributed under mpi-launcher exited $rc: $out"
     for r in 0 1 2 3; do
       expect_contains "$out" "torch gloo: rank $r of 4, local rank $((r % 2)), sum 10" "rank $r's all-reduce"
