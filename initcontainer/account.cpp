@@ -155,7 +155,10 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
         "NSS_WRAPPER_PASSWD is set but LD_PRELOAD ({}) does not load libnss_wrapper.so: nothing will read {}",
         preload.empty() ? "unset" : preload, passwd_path));
   }
-  for (const char* name : {"LD_PRELOAD", "NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP"}) {
+  // nss_wrapper's own switches too, when set: NSS_WRAPPER_DISABLE_DEEPBIND is what a
+  // sanitized build needs (ASan refuses the RTLD_DEEPBIND with which nss_wrapper loads libc).
+  for (const char* name :
+       {"LD_PRELOAD", "NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP", "NSS_WRAPPER_DISABLE_DEEPBIND"}) {
     std::string value = env_or(env, name);
     if (value.empty()) continue;
     if (value.find_first_of("\"\n\r") != std::string::npos) {

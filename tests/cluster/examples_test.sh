@@ -140,6 +140,11 @@ make_volumes() {
                                else . as $v | .files[] | [$v.name, $v.dir, $v.source, .key, .path, .mode] end | @tsv')
 }
 
+# A sanitized build's programs under nss_wrapper: it dlopens libc with RTLD_DEEPBIND, which
+# ASan refuses at once ("incompatible with sanitizer runtime"), unless told not to. Only the
+# test build needs this; the image's programs are not sanitized.
+sanitizer_env=()
+[[ ${TMPI_SANITIZED:-OFF} != ON ]] || sanitizer_env=(NSS_WRAPPER_DISABLE_DEEPBIND=1)
 # start_pod POD: as the kubelet: its init containers in order, a native sidecar left running,
 # then its main container; their pids in pid[POD/CONTAINER], their output in the pod's folder.
 declare -A pid
@@ -152,6 +157,7 @@ start_pod() {
     mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' <<<"$json")
     mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' <<<"$json")
     local -a cmd=("$CIB" exec "$1" -- "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
+                  "${sanitizer_env[@]}"
                   "${env_pairs[@]}" "${argv[@]}")
     if [[ $kind == init ]]; then
       "${cmd[@]}" > "$log" 2>&1 </dev/null || fail "$1: init container $name exited $?: $(cat "$log")"

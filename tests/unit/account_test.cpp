@@ -74,12 +74,17 @@ TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
   auto account = prepare_account({{"HOME", home},
                                   {"LD_PRELOAD", "libnss_wrapper.so"},
                                   {"NSS_WRAPPER_PASSWD", home + "/.nss_wrapper/passwd"},
-                                  {"NSS_WRAPPER_GROUP", home + "/.nss_wrapper/group"}},
+                                  {"NSS_WRAPPER_GROUP", home + "/.nss_wrapper/group"},
+                                  {"NSS_WRAPPER_DISABLE_DEEPBIND", "1"},
+                                  {"NSS_WRAPPER_OTHER", "x"}},
                                  1000870000, 0, etc);
   ASSERT_TRUE(account) << account.error().message;
   EXPECT_EQ(account->home, home);
   EXPECT_TRUE(account->warnings.empty());
   EXPECT_EQ(account->session_env.at("LD_PRELOAD"), "libnss_wrapper.so");
+  // nss_wrapper's switch for sanitized builds reaches the sessions; nothing unknown does.
+  EXPECT_EQ(account->session_env.at("NSS_WRAPPER_DISABLE_DEEPBIND"), "1");
+  EXPECT_EQ(account->session_env.count("NSS_WRAPPER_OTHER"), 0U);
   EXPECT_FALSE(file_exists(home)) << "prepare writes nothing";
   ASSERT_TRUE(install_account(*account));
   EXPECT_NE(read_file(home + "/.nss_wrapper/passwd")->find("user1000870000:x:1000870000:0:"),
