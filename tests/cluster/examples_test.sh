@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# examples/trainjob-mpi-hello.yaml on examples/runtime-openmpi.yaml, run on the cluster in a
-# box as Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of
+# An example TrainJob (MPI hello on runtime-openmpi.yaml by default; KIND below), run on the
+# cluster in a box as Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of
 # their transformation) renders the TrainJob, and the facts come from that rendering: cib's
 # pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
 # node pods); Trainer's objects are made from it (the hostfile ConfigMap as rendered, the SSH
