@@ -52,6 +52,7 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kProbePort, "probe-port", kInt)                       \
   X(kWait, "wait", kChoice)                               \
   X(kPreflight, "preflight", kBool)                       \
+  X(kPlacement, "placement", kChoice)                     \
   X(kCheck, "check", kChoice)                             \
   X(kMpi, "mpi", kChoice)                                 \
   X(kMpirun, "mpirun", kPath)                             \

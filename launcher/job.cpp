@@ -14,6 +14,7 @@
 #include "common/params.h"
 #include "launcher/process.h"
 #include "launcher/rank_agent.h"
+#include "launcher/rank_placement.h"
 
 namespace tmpi::launch {
 
@@ -108,6 +109,21 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
+  // Each agent checks its own host before it starts its rank (rank_placement.h).
+  job.probe_placement = options.placement == "probe";
+  if (options.placement != "none") {
+    std::vector<std::string> order;
+    for (const auto& host : job.topology.hosts) order.push_back(host.name);
+    if (std::string joined = join_hosts(order); joined.size() <= kMaxRankHostsBytes) {
+      job.env[kRankHostsVariable] = std::move(joined);
+    } else {
+      spdlog::info(
+          "placement: the names of {} hosts are {} bytes, too many to pass to every rank; the "
+          "preflight's probe job checks the placement instead",
+          order.size(), joined.size());
+      job.probe_placement = true;
+    }
+  }
   // The agents find the job key where the launcher was told it is (launcher and nodes run one
   // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
   // there, could not report which rank failed.

@@ -21,6 +21,9 @@ struct Job {
   LaunchPlan plan;                         // with the agent-wrapped user command
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
   std::shared_ptr<ScratchDir> scratch;     // hydra's ssh wrapper lives here; removed with the job
+  // The preflight runs the placement probe job: --placement probe, or too many hosts to pass
+  // their names to the agents (rank_placement.h).
+  bool probe_placement = false;
 };
 
 // This mpi-launcher's own path, and the path of a program installed beside it ("" when
@@ -40,6 +43,7 @@ struct JobOptions {
   std::string iface, master_addr, master_port, log_level;
   std::chrono::milliseconds beat_interval{0}, lost_after{0};  // forwarded to the agents
   std::vector<std::string> env, env_prefixes;                 // --env, --env-prefix
+  std::string placement = "agents";                           // agents | probe | none
 };
 
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.

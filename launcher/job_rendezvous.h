@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -20,6 +21,7 @@
 #include "launcher/failure.h"
 #include "launcher/job.h"
 #include "launcher/options.h"
+#include "launcher/preflight.h"
 #include "rendezvous/coordinator_service.h"
 
 namespace tmpi::launch {
@@ -35,7 +37,12 @@ struct Shared {
   std::optional<Failure> failure;    // the first rank that failed on its own, or a lost host
   std::optional<Failure> secondary;  // the first rank that was killed by a signal
   int started = 0, exited = 0, failed = 0;
+  // Ranks whose agents found them on another host than the hostfile's (rank_placement.h):
+  // the preflight's table, printed once the job is stopped; kMaxMisplacedRows of them, and a count.
+  std::vector<CheckRow> misplaced;
+  int misplaced_count = 0;
 };
+inline constexpr std::size_t kMaxMisplacedRows = 64;
 
 class JobRendezvous {
  public:
@@ -67,6 +74,18 @@ class JobRendezvous {
     callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
       std::lock_guard lock(shared.mutex);
       if (event.event == "start") ++shared.started;
+      if (event.event == "misplaced") {
+        ++shared.exited;
+        ++shared.failed;
+        if (shared.misplaced.size() < kMaxMisplacedRows)
+          shared.misplaced.push_back(misplaced_row(event.rank, event.host, event.expected));
+        if (++shared.misplaced_count == 1 && !shared.failure)
+          shared.failure = Failure{static_cast<int>(Exit::kUnavailable),
+                                   fmt::format("rank {} ran on {}, not on {} as the hostfile says",
+                                               event.rank, event.host, event.expected),
+                                   "RankMisplaced"};
+        return;
+      }
       if (event.event != "exit") return;
       ++shared.exited;
       if (event.code == 0) return;
@@ -103,7 +122,7 @@ class JobRendezvous {
       nlohmann::json ranks = nlohmann::json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
         ranks.push_back(rank_json(
-            {rank, event.host, event.event == "exit", event.code, event.signal, event.seconds, true}));
+            {rank, event.host, event.event != "start", event.code, event.signal, event.seconds, true}));
       }
       const nlohmann::json* rows = node_at(hosts, "/hosts");
       done.set_value({{"hosts", rows != nullptr ? *rows : nlohmann::json::array()}, {"ranks", ranks}});

@@ -44,6 +44,7 @@ LauncherOptions launcher_options(const Params& params) {
   job.lost_after = params.duration(param::kLostAfter);
   job.env = params.list(param::kEnv);
   job.env_prefixes = params.list(param::kEnvPrefix);
+  job.placement = params.str(param::kPlacement);
 
   options.rendezvous = {params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
                         params.duration(param::kLostAfter)};

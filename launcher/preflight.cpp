@@ -109,6 +109,12 @@ int ranks_reported(const std::string& output) {
   return static_cast<int>(probe_hosts(output).size());
 }
 
+CheckRow misplaced_row(int rank, const std::string& actual, const std::string& expected) {
+  return {expected, "placement",
+          fmt::format("rank {} ran on {}, the hostfile puts it here; is the MPI ignoring the hostfile?", rank,
+                      actual)};
+}
+
 std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, const std::string& output) {
   std::map<int, std::string> ran = probe_hosts(output);
   std::vector<CheckRow> rows;
@@ -117,10 +123,7 @@ std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, 
     if (it == ran.end()) {
       rows.push_back({expected[rank], "placement", fmt::format("rank {} did not report where it ran", rank)});
     } else if (short_name(it->second) != short_name(expected[rank])) {
-      rows.push_back(
-          {expected[rank], "placement",
-           fmt::format("rank {} ran on {}, the hostfile puts it here; is the MPI ignoring the hostfile?",
-                       rank, it->second)});
+      rows.push_back(misplaced_row(static_cast<int>(rank), it->second, expected[rank]));
     }
   }
   return rows;

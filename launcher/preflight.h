@@ -1,8 +1,9 @@
 // The launcher's checks before a multi-hour job starts: every host name resolves (its own
-// included, Trainer #3783), every sshd accepts the job key with the pinned host key (in
-// parallel, with bounded concurrency), and ranks land where the hostfile says (a tiny MPI
-// job, which catches Open MPI 5 running every rank on the launcher, Trainer #4028).
-// Failures are rows of a table: host, check, reason.
+// included, Trainer #3783), and every sshd accepts the job key with the pinned host key (in
+// parallel, with bounded concurrency). Where ranks land (Open MPI 5 running every rank on the
+// launcher, Trainer #4028) is checked by each rank's agent as the job starts
+// (rank_placement.h); `--placement probe` adds the old check, a tiny MPI job before the real
+// one, which `mpi-launcher check` always runs. Failures are rows of a table: host, check, reason.
 #pragma once
 
 #include <string>
@@ -30,6 +31,8 @@ std::vector<std::string> expected_placement(const Topology& topology, int np);
 // --tag-output, "[3] host" from hydra's -prepend-rank) and compares it with the expected
 // placement by short host name.
 std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, const std::string& output);
+// The row of a rank that ran on `actual`, not on `expected`: from the probe, or an agent.
+CheckRow misplaced_row(int rank, const std::string& actual, const std::string& expected);
 // How many ranks the probe's output says where they ran: when all have, the probe is done.
 int ranks_reported(const std::string& output);
 

@@ -29,6 +29,12 @@ int decode(int status) {
   setpgid(0, 0);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(signal, SIG_DFL);
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  // MPICH 4.0's mpiexec.hydra (Debian 12) never passes the last variable of its own
+  // environment to the ranks, even when -genvlist names it: TMPI_SLOT_LAYOUT, the last one
+  // set above, reached no rank (seen in the cluster in a box: `env A=1 B=2 mpiexec.hydra
+  // -genvlist A,B env` on another host prints A only). A variable of no meaning goes last.
+  unsetenv("TMPI_ENVIRON_END");
+  setenv("TMPI_ENVIRON_END", "1", 1);
   exec_command(argv);
 }
 

@@ -14,10 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -28,6 +26,8 @@
 #include "common/proof.h"
 #include "common/utf8.h"
 #include "launcher/process.h"
+#include "launcher/rank_placement.h"
+#include "launcher/stderr_tail.h"
 #include "rendezvous/protocol.h"
 
 namespace tmpi::launch {
@@ -107,6 +107,25 @@ bool orphaned(const RankAgentOptions& options, std::optional<Clock::time_point> 
   return last_contact && Clock::now() - *last_contact >= options.lost_after + options.beat_interval;
 }
 
+// A rank on another host than the hostfile gives it is not started (rank_placement.h): it
+// is said on stderr, where a person running mpirun by hand sees it, and reported, so that the
+// launcher stops the job and names the rank, where it ran and where it belonged.
+int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, const Misplacement& wrong) {
+  std::string why = fmt::format(
+      "mpi-rank: rank {} runs on {}, but the hostfile puts it on {}: not starting it. Is the MPI reading "
+      "the hostfile (--hostfile, and Open MPI 5's PRRTE parameters)? Was the hostfile changed after "
+      "mpi-init wrote it?",
+      id.rank, wrong.actual, wrong.expected);
+  std::fprintf(stderr, "%s\n", why.c_str());
+  RankReport report_of;
+  report_of.event = "misplaced";
+  report_of.code = static_cast<int>(Exit::kUnavailable);
+  report_of.expected = wrong.expected;
+  report_of.tail = why;
+  report(options, id, report_of);
+  return static_cast<int>(Exit::kUnavailable);
+}
+
 // The MPI daemon that started this agent (orted, prted, hydra_pmi_proxy) waits for a word from
 // mpirun that cannot come across the cut: once the rank is ended, it is told to go too, so
 // that nothing of the job is left in the pod. Any other parent (a shell) is left alone.
@@ -121,72 +140,6 @@ void stop_mpi_daemon() {
   if (!comm.empty() && comm.back() == '\n') comm.remove_suffix(1);
   if (read && (comm == "orted" || comm == "prted" || comm == "hydra_pmi_proxy")) kill(parent, SIGTERM);
 }
-
-// The rank's stderr passes through the agent, which keeps its last lines for the exit report,
-// bounded in bytes whatever the rank writes: each line to kLineBytes of the rank's bytes as
-// they are read, then to kLineBytes of JSON, the form in which the report carries it (a cut
-// line ends with "..."), so the report stays far below the coordinator's 64 KiB body limit
-// (bounding the raw bytes alone was not enough: 20 lines of escape bytes were 120 KiB). A carriage
-// return followed by more text starts the line again, as on a terminal: a progress bar that
-// redraws itself with '\r' for hours keeps one line's worth, not every frame (16 MB of frames
-// were 19 MB of RSS); "\r\n" ends the line as it is.
-class StderrTail {
- public:
-  static constexpr std::size_t kLineBytes = 1024;
-
-  explicit StderrTail(std::size_t lines) : lines_(lines) {}
-  // One read from fd, written on to our stderr; false at the end of the stream.
-  bool pass_through(int fd) {
-    char buffer[4096];
-    ssize_t n = read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) return true;
-    if (n <= 0) return false;
-    // Best effort: when our own stderr is gone, the tail is still kept for the report.
-    [[maybe_unused]] ssize_t written = write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));
-    for (char c : std::string_view(buffer, static_cast<std::size_t>(n))) {
-      if (c == '\n') {
-        end_line();
-        continue;
-      }
-      if (c == '\r') {  // the line starts again only if more follows: "\r\n" ends it as it is
-        carriage_return_ = true;
-        continue;
-      }
-      if (carriage_return_) {
-        partial_.clear();
-        cut_ = false;
-        carriage_return_ = false;
-      }
-      if (partial_.size() < kLineBytes) {
-        partial_ += c;
-      } else {
-        cut_ = true;
-      }
-    }
-    return true;
-  }
-  std::string joined() const {
-    std::string out;
-    for (const auto& line : tail_) out += line + "\n";
-    return out;
-  }
-
- private:
-  void end_line() {
-    tail_.push_back(cut_ ? truncate_json(partial_, kLineBytes - 3) + "..."
-                         : truncate_json(partial_, kLineBytes, "..."));
-    if (tail_.size() > lines_) tail_.pop_front();
-    partial_.clear();
-    cut_ = false;
-    carriage_return_ = false;
-  }
-
-  std::size_t lines_;
-  std::deque<std::string> tail_;
-  std::string partial_;           // the line being read: kLineBytes at most
-  bool cut_ = false;              // the line being read was longer
-  bool carriage_return_ = false;  // a '\r' was read: the next character starts the line again
-};
 
 }  // namespace
 
@@ -205,28 +158,7 @@ Expected<RankIdentity> rank_identity(const std::map<std::string, std::string>& e
   if (id.local_world_size < 1) id.local_world_size = 1;
   id.node_rank = (id.rank - id.local_rank) / id.local_world_size;
   if (auto layout = env.find("TMPI_SLOT_LAYOUT"); layout != env.end()) {
-    // Walk the hosts' slots, round after round (by-slot mapping), to the host of this rank.
-    std::vector<std::pair<int, int>> runs;  // (slots, hosts)
-    int total = 0;
-    std::istringstream in(layout->second);
-    for (std::string run; std::getline(in, run, ',');) {
-      int slots = 0, hosts = 0;
-      if (std::sscanf(run.c_str(), "%dx%d", &slots, &hosts) == 2 && slots > 0 && hosts > 0) {
-        runs.emplace_back(slots, hosts);
-        total += slots * hosts;
-      }
-    }
-    if (total > 0) {
-      int offset = id.rank % total, host = 0;
-      for (const auto& [slots, hosts] : runs) {
-        if (offset < slots * hosts) {
-          id.node_rank = host + offset / slots;
-          break;
-        }
-        offset -= slots * hosts;
-        host += hosts;
-      }
-    }
+    if (int host = layout_host(id.rank, layout->second); host >= 0) id.node_rank = host;
   }
   return id;
 }
@@ -260,6 +192,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     spdlog::error("{}", id.error().message);
     return static_cast<int>(Exit::kUsage);
   }
+  if (auto wrong = misplaced(id->rank, env, hostname())) return refuse_misplaced(options, *id, *wrong);
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // the MPI daemon died: stop this rank
   struct sigaction action {};
   action.sa_handler = remember_signal;

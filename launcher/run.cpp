@@ -108,7 +108,9 @@ Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& sh
   }
 }
 
-// DNS, ssh, placement, then the fabric check (--check); `fabric` gets nccl-check's report.
+// DNS, ssh, the placement probe (when the job asks for it: the agents check placement
+// themselves, rank_placement.h), then the fabric check (--check); `fabric` gets nccl-check's
+// report.
 Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
   std::vector<std::string> names = {job.launcher_name};
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
@@ -119,7 +121,7 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
     rows = check_ssh(hosts, options.job.ssh_port, job.private_key);
   }
   if (stop_requested()) return stopped_during("during the preflight");
-  if (rows.empty()) {
+  if (rows.empty() && job.probe_placement) {
     bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
     LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
     spdlog::debug("placement probe: {}", shell_join(build_command(probe)));
@@ -174,6 +176,7 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
 
 Status check_job(const LauncherOptions& options) {
   TMPI_ASSIGN(Job job, prepare_job(options.job, {"true"}));
+  job.probe_placement = true;  // no rank of a job is to check it here
   json fabric;
   TMPI_CHECK(preflight(options, job, fabric));
   std::cout << fmt::format(
@@ -337,6 +340,18 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     if (rows.empty()) return std::nullopt;
     return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
   });
+  {
+    std::lock_guard lock(shared.mutex);
+    if (!shared.misplaced.empty() && failure && failure->event == "RankMisplaced") {
+      std::cerr << render_table(shared.misplaced);
+      if (shared.misplaced_count > static_cast<int>(shared.misplaced.size()))
+        std::cerr << fmt::format("... and {} more\n", shared.misplaced_count - shared.misplaced.size());
+      failure->reason = fmt::format(
+          "placement: {} rank(s) ran elsewhere than the hostfile says, and were not started; the job was "
+          "stopped (see the table above)",
+          shared.misplaced_count);
+    }
+  }
   if (failure) spdlog::error("{}", failure->reason);
   finish(failure);
   if (!failure) {

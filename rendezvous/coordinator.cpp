@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/proof.h"
+#include "common/utf8.h"
 #include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
@@ -60,7 +61,7 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
   for (const char* counter : {"registrations", "reregistrations", "departures", "refusals", "beats",
-                              "rank_starts", "rank_exits", "rank_beats"})
+                              "rank_starts", "rank_exits", "rank_misplaced", "rank_beats"})
     counters_[counter] = 0;
 }
 
@@ -223,11 +224,16 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
   if (!signed_by(config_.key, Kind::kRank, body) || !nonces_.insert(report.nonce).second) {
     return refuse(403, report.host, "a rank report needs a fresh nonce and a proof");
   }
-  RankEvent event{report.rank,   report.host,    report.event, report.code,
-                  report.signal, report.seconds, report.tail};
-  ++counters_[event.event == "exit" ? "rank_exits" : "rank_starts"];
+  // Names are DNS names (253 bytes at most); a longer one is cut, not trusted to be short.
+  RankEvent event{report.rank,   truncate_utf8(report.host, 253),
+                  report.event,  report.code,
+                  report.signal, report.seconds,
+                  report.tail,   truncate_utf8(report.expected, 253)};
+  ++counters_[event.event == "start"  ? "rank_starts"
+              : event.event == "exit" ? "rank_exits"
+                                      : "rank_misplaced"];
   ranks_[event.rank] = event;
-  if (event.event == "exit") {
+  if (event.event != "start") {
     agents_.erase(event.rank);
   } else if (agents_.size() < kMaxAgents) {
     agents_[event.rank] = AgentBeat{canonical_host(event.host), 0, now};

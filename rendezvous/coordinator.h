@@ -58,13 +58,15 @@ struct HostEntry {
   Clock::time_point last_beat{};
 };
 
-// A rank agent's report (POST /v1/rank): its start, or its exit with code or signal.
+// A rank agent's report (POST /v1/rank): its start, its exit with code or signal, or that it
+// found itself misplaced (on `host`, not on `expected`) and never started its rank.
 struct RankEvent {
   int rank = -1;
-  std::string host, event;  // "start" or "exit"
+  std::string host, event;  // "start", "exit" or "misplaced"
   int code = 0, signal = 0;
   double seconds = 0;
-  std::string tail;  // the last lines of its stderr
+  std::string tail;      // the last lines of its stderr
+  std::string expected;  // "misplaced": the host the hostfile gives the rank
 };
 
 struct CoordinatorConfig {

@@ -52,8 +52,11 @@ nlohmann::json to_json(const EndJob& m) {
   return {{"nonce", m.nonce}};
 }
 nlohmann::json to_json(const RankReport& m) {
-  return {{"rank", m.rank},     {"host", m.host},       {"event", m.event}, {"code", m.code},
-          {"signal", m.signal}, {"seconds", m.seconds}, {"tail", m.tail},   {"nonce", m.nonce}};
+  nlohmann::json body = {{"rank", m.rank}, {"host", m.host},     {"event", m.event},
+                         {"code", m.code}, {"signal", m.signal}, {"seconds", m.seconds},
+                         {"tail", m.tail}, {"nonce", m.nonce}};
+  if (!m.expected.empty()) body["expected"] = m.expected;
+  return body;
 }
 
 // The proof of a body's fields, whatever "proof" it carries.
@@ -181,11 +184,13 @@ Parsed<RankReport> parse_rank(const json& body) {
   if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "event", m.event, true) ||
       !read(body, "nonce", m.nonce, true) || !read(body, "host", m.host, false) ||
       !read(body, "code", m.code, false) || !read(body, "signal", m.signal, false) ||
-      !read(body, "seconds", m.seconds, false) || !read(body, "tail", m.tail, false) || m.nonce.empty() ||
-      (m.event != "start" && m.event != "exit")) {
-    return Refusal{400,
-                   "a rank report needs rank (integer), event (\"start\" or \"exit\"), nonce and proof; "
-                   "host and tail are strings, code and signal integers, seconds a number"};
+      !read(body, "seconds", m.seconds, false) || !read(body, "tail", m.tail, false) ||
+      !read(body, "expected", m.expected, false) || m.nonce.empty() ||
+      (m.event != "start" && m.event != "exit" && m.event != "misplaced")) {
+    return Refusal{
+        400,
+        "a rank report needs rank (integer), event (\"start\", \"exit\" or \"misplaced\"), nonce "
+        "and proof; host, tail and expected are strings, code and signal integers, seconds a number"};
   }
   return m;
 }

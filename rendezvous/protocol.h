@@ -63,13 +63,17 @@ struct Leave {
   std::string nonce;
 };
 
+// event: "start", "exit", or "misplaced": the agent found itself on another host than the
+// hostfile gives its rank, and did not start it (launcher/rank_placement.h); `expected` is
+// that host, and code is 69.
 struct RankReport {
   int rank = -1;
-  std::string host, event;  // event: "start" or "exit"
+  std::string host, event;
   int code = -1, signal = 0;
   double seconds = 0;
   std::string tail;  // the last lines of the rank's stderr
   std::string nonce;
+  std::string expected;
 };
 
 // A rank agent's beat, every --beat-interval while its rank runs (after its start report):

@@ -3,7 +3,9 @@
 # with real sshd, sidecars and MPI. One case per run:
 #   run-openmpi | run-mpich   an allreduce, then a probe of the torch variables on every rank;
 #                             Open MPI's run also reports to a (fake) Trainer status server
-#   placement                 a hostfile that puts ranks elsewhere than hosts.json: exit 69
+#   placement[-mpich]         a hostfile rewritten after mpi-init, putting ranks elsewhere than
+#                             hosts.json: the agents refuse to start them, exit 69 with the table
+#   placement-probe           the same with --placement probe: exit 69 before any rank starts
 #   rank-fails                rank 1 exits 3: the launcher exits 3 (the rank's own code), names it, stops the others,
 #                             posts the failure (only) to the TrainJob status, and records a
 #                             Warning Event on the TrainJob
@@ -107,15 +109,40 @@ case $case_name in
     out=$(launch --wait ssh --mpi mpich --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
     check_probe "$out"
     pass "MPICH hydra: allreduce and torch variables on every rank" ;;
-  placement)
+  placement | placement-mpich)
+    # The hostfile rewritten after mpi-init wrote it (and so after any preflight could have
+    # read it): every rank on the first node. The agents of ranks 2 and 3 find themselves
+    # there, not on the second node, and do not start; ranks 0 and 1 are in place.
     with_sidecars
-    printf '%s slots=4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile"   # disagrees with hosts.json
-    t0=$(date +%s%N); rc=0; out=$(launch -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    mpi=(); [[ $case_name == placement-mpich ]] && mpi=(--wait ssh --mpi mpich)
+    if [[ $case_name == placement-mpich ]]; then
+      printf '%s:4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile.hydra"
+    else
+      printf '%s slots=4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile"
+    fi
+    t0=$(date +%s%N); rc=0
+    out=$(launch "${mpi[@]}" -- sh -c "touch $CIB_DIR/started-\$RANK; sleep 30" 2>&1) || rc=$?
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
+    for rank in 2 3; do
+      expect_contains "$out" "rank $rank ran on ${nodes[0]}, the hostfile puts it here" "placement table"
+      [[ ! -e $CIB_DIR/started-$rank ]] || fail "misplaced rank $rank was started: $out"
+    done
+    expect_contains "$out" "placement: 2 rank(s) ran elsewhere than the hostfile says" "the reason"
+    ! grep -q "placement probe" <<<"$out" || fail "the probe job ran at --placement agents: $out"
+    [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.exit.name' "$report") == unavailable ]] ||
+      fail "report: $(cat "$report")"
+    row "a rank placed on another host than the hostfile's${mpi:+ (MPICH)}" "exit 69, the misplaced ranks never started, each named with both hosts" "$(ms_since "$t0") ms to the launcher's exit"
+    pass "a wrong placement is caught by the agents: exit 69" ;;
+  placement-probe)
+    # --placement probe: the extra MPI job in the preflight, before any rank starts.
+    with_sidecars
+    printf '%s slots=4\n' "${nodes[0]}.$sub" > "$ETC_MPI/hostfile"
+    rc=0; out=$(launch --placement probe -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" "rank 2 ran on ${nodes[0]}" "placement table"
+    expect_contains "$out" "preflight failed on 2 check(s); no rank was started" "the preflight's verdict"
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started after a failed preflight"
-    row "a rank placed on another host than the hostfile's" "exit 69 before any rank, the rank and both hosts named" "$(ms_since "$t0") ms to the launcher's exit"
-    pass "a wrong placement is caught: exit 69" ;;
+    pass "--placement probe: a wrong placement stops the job before any rank" ;;
   rank-fails)
     with_sidecars
     start_status_server

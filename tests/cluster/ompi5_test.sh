@@ -6,7 +6,8 @@
 # launcher forwards to every rank), never copied into the cached root.
 # The job is the allreduce program (libmpi.so.40 resolves to Open MPI 5's inside the
 # root); the launcher must detect Open MPI 5, pass PRRTE's parameters, and the placement
-# check must pass: no rank may run on the launcher (Trainer #4028).
+# check must pass: no rank may run on the launcher (Trainer #4028). Then a hostfile that puts
+# every rank on the launcher: the agents must refuse to start them (exit 69).
 source "$(dirname "$0")/lib.sh"
 root=$(bash "$(dirname "$0")/ompi5_root.sh")
 # What our programs need and the root lacks, from their dependency closure, checked to load.
@@ -44,4 +45,16 @@ expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
 for rank in 0 1; do expect_contains "$out" "rank $rank/4 on ${nodes[0]}" "placement"; done
 for rank in 2 3; do expect_contains "$out" "rank $rank/4 on ${nodes[1]}" "placement"; done
 [[ $(jq -r '[.phases[].name] | join(",")' "$CIB_DIR/report.json") == "wait,preflight,job" ]] || fail "the preflight did not run"
-pass "Open MPI 5.0.7 (PRRTE): detected, placement checked, allreduce across the node pods"
+# Trainer #4028's misplacement, made on purpose: a hostfile that puts every rank on the
+# launcher, as prterun does when it reads none. Each rank's agent finds itself there, not
+# on its node, and does not start it: exit 69, every rank named.
+printf 'localhost slots=2\n' > "$ETC_MPI/hostfile"  # 2 ranks: this machine has 2 cores to bind them to
+rc=0
+out=$(in_pod "$launcher" chroot "$root" env LD_LIBRARY_PATH="$libs" "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" \
+        --iface eth0 --report "$CIB_DIR/report.json" --wait none --np 2 -- sh -c "touch $CIB_DIR/started-\$RANK" 2>&1) || rc=$?
+[[ $rc == 69 ]] || fail "every rank on the launcher: expected exit 69, got $rc: $out"
+for rank in 0 1; do
+  expect_contains "$out" "rank $rank ran on $launcher, the hostfile puts it here" "the misplaced rank $rank"
+  [[ ! -e $CIB_DIR/started-$rank ]] || fail "rank $rank started on the launcher: $out"
+done
+pass "Open MPI 5.0.7 (PRRTE): detected, placement checked, allreduce across the node pods; every rank on the launcher is refused"

@@ -236,7 +236,7 @@ TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
   Coordinator coordinator(config(), callbacks, t0_);
   auto deliver = [&](const Call& call) { return coordinator.handle(call, t0_); };
   RankReport exit{
-      3, "j-node-0-1.j", "exit", 7, 0, 12.5, "Traceback ...\nValueError: bad input\n", random_nonce()};
+      3, "j-node-0-1.j", "exit", 7, 0, 12.5, "Traceback ...\nValueError: bad input\n", random_nonce(), ""};
   Call sent = rank_call(exit);
   EXPECT_EQ(deliver(sent).status, 200);
   ASSERT_EQ(seen.size(), 1U);
@@ -281,7 +281,7 @@ Call rank_beat_call(int rank, const std::string& host, long long seq, const std:
 TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
   // Ranks 0, 1 on node 0 and rank 2 on node 1 start (agents name their host by its short name).
   for (auto [rank, host] : {std::pair{0, "j-node-0-0"}, {1, "j-node-0-0"}, {2, "j-node-0-1"}}) {
-    EXPECT_EQ(send(rank_call(RankReport{rank, host, "start", 0, 0, 0, "", random_nonce()})).status, 200);
+    EXPECT_EQ(send(rank_call(RankReport{rank, host, "start", 0, 0, 0, "", random_nonce(), ""})).status, 200);
   }
   for (long long seq = 1; seq <= 4; ++seq) {
     // Node 0 lives by rank 1's beats alone; rank 2 on node 1 beats twice, then falls silent.
@@ -299,8 +299,9 @@ TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
   EXPECT_EQ(events_.lost.size(), 1U) << "named once; node 0's last beat was 10 s ago";
   EXPECT_EQ(json::parse(send(Call{"GET", "/v1/hosts", "", "", {}}, 30s).body)["hosts"][1]["state"], "lost");
   // A rank that has exited is not expected to beat: its host is not lost for its silence.
-  EXPECT_EQ(send(rank_call(RankReport{1, "j-node-0-0", "exit", 0, 0, 30, "", random_nonce()}), 30s).status,
-            200);
+  EXPECT_EQ(
+      send(rank_call(RankReport{1, "j-node-0-0", "exit", 0, 0, 30, "", random_nonce(), ""}), 30s).status,
+      200);
   coordinator_.tick(t0_ + 200s);
   ASSERT_EQ(events_.lost.size(), 2U) << "rank 0 still runs on node 0, silent since its start";
   EXPECT_EQ(events_.lost[1], "j-node-0-0.j: no beat from its 1 running rank agent(s) for 200 s");
@@ -308,7 +309,8 @@ TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
 
 TEST_F(CoordinatorTest, RankBeatsAreSignedFreshAndFromTheRanksHost) {
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 409) << "no start reported for rank 4";
-  EXPECT_EQ(send(rank_call(RankReport{4, "j-node-0-2.j", "start", 0, 0, 0, "", random_nonce()})).status, 200);
+  EXPECT_EQ(send(rank_call(RankReport{4, "j-node-0-2.j", "start", 0, 0, 0, "", random_nonce(), ""})).status,
+            200);
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1, "not the key")).status, 403);
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-1", 1)).status, 403) << "rank 4 started on node 2";
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 200);
