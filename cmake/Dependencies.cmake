@@ -7,6 +7,7 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(libssh REQUIRED)            # target: ssh
 find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)        # kubeconfig files
+find_package(simdjson 3.0 REQUIRED)   # pod lists (common/json_filter.cpp); target: simdjson::simdjson
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # HMAC-SHA256 proofs, nonces
 find_package(GTest REQUIRED)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,87 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) munmap(const_cast<char*>(data_), size_);
+}
+
+void PaddedTextRelease::operator()(char* data) const {
+  if (mapped > 0) {
+    munmap(data, mapped);
+  } else {
+    delete[] data;
+  }
+}
+
+void PaddedText::reserve(std::size_t capacity) {
+  std::unique_ptr<char[], PaddedTextRelease> data(new char[capacity + kPadding]);
+  if (size_ > 0) std::memcpy(data.get(), data_.get(), size_);
+  data_ = std::move(data);
+  capacity_ = capacity;
+}
+
+// The file's pages (their bytes past the end of the file read as zero) over a reserved span
+// of zero pages that reaches kPadding past the end: nothing is read beyond the file's last
+// page, so no SIGBUS.
+bool PaddedText::map(int fd, std::size_t size) {
+  auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::size_t span = (size + kPadding + page - 1) / page * page;
+  void* area = mmap(nullptr, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) return false;
+  if (mmap(area, size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
+    munmap(area, span);
+    return false;
+  }
+  madvise(area, size, MADV_SEQUENTIAL);
+  data_ = std::unique_ptr<char[], PaddedTextRelease>(static_cast<char*>(area), PaddedTextRelease{span});
+  size_ = capacity_ = size;
+  return true;
+}
+
+PaddedText PaddedText::copy(std::string_view text) {
+  PaddedText out;
+  out.reserve(text.size());
+  if (!text.empty()) std::memcpy(out.data_.get(), text.data(), text.size());
+  out.size_ = text.size();
+  std::memset(out.data_.get() + out.size_, 0, kPadding);
+  return out;
+}
+
+Expected<PaddedText> PaddedText::read(const std::string& path, std::size_t max_bytes) {
+  TMPI_ASSIGN(OpenFile file, open_for_reading(path));
+  std::unique_ptr<int, void (*)(const int*)> closer(&file.fd, [](const int* fd) { close(*fd); });
+  const struct stat& st = file.st;
+  auto size = static_cast<std::size_t>(st.st_size);
+  if (S_ISDIR(st.st_mode)) return make_error(Exit::kUsage, "{} is a folder; give a file", path);
+  if (S_ISREG(st.st_mode) && size > max_bytes) {
+    return make_error(Exit::kData, "{} is {} bytes, more than the {} this input may have", path, size,
+                      max_bytes);
+  }
+  PaddedText out;
+  if (S_ISREG(st.st_mode) && size > 0 && out.map(file.fd, size)) return out;
+  // Read: a regular file's size is known, and one byte more lets the read that sees EOF fit
+  // without growing the buffer; a pipe's is not, and the buffer doubles as it fills.
+  out.reserve(S_ISREG(st.st_mode) ? size + 1 : std::size_t{1} << 16);
+  while (true) {
+    if (out.size_ == out.capacity_) {
+      if (out.size_ > max_bytes) {
+        return make_error(Exit::kData, "{} holds more than the {} bytes this input may have", path,
+                          max_bytes);
+      }
+      out.reserve(std::min(out.capacity_ * 2, max_bytes + 1));
+    }
+    ssize_t n = ::read(file.fd, out.data_.get() + out.size_, out.capacity_ - out.size_);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return make_error(Exit::kIo, "cannot read {}: {}; check the path and its permissions", path,
+                        std::strerror(errno));
+    }
+    if (n == 0) break;
+    out.size_ += static_cast<std::size_t>(n);
+  }
+  if (out.size_ > max_bytes) {
+    return make_error(Exit::kData, "{} holds more than the {} bytes this input may have", path, max_bytes);
+  }
+  std::memset(out.data_.get() + out.size_, 0, kPadding);
+  return out;
 }
 
 Status make_dirs(const std::string& path, mode_t mode) {

@@ -20,8 +20,9 @@ struct FileMode {
 
 Status write_atomic(const std::string& path, std::string_view content, FileMode mode = {});
 Expected<std::string> read_file(const std::string& path, std::size_t max_bytes = 64U << 20);
-// A read-only view of a whole file, mapped rather than copied: pod lists reach tens of MB.
-// Pipes and other non-regular files (`--pods <(kubectl get pods -o json)`) are read.
+// A read-only view of a whole file, mapped rather than copied (hostfiles; a pod list, which
+// simdjson reads past its end, is read into a PaddedText below).
+// Pipes and other non-regular files (`--hostfile <(...)`) are read.
 class MappedFile {
  public:
   static Expected<MappedFile> open(const std::string& path, std::size_t max_bytes = 256U << 20);
@@ -38,6 +39,31 @@ class MappedFile {
   const char* data_ = nullptr;
   std::size_t size_ = 0;
   std::string owned_;
+};
+
+// A whole file in memory with kPadding zero bytes after its end, for a parser that reads
+// ahead in blocks (simdjson reads 64 bytes at a time: common/json_filter.h). A regular file
+// is mapped, not copied, over a reserved span of zero pages one page longer than the
+// padding needs: a 35 MB pod list costs no copy and no page zeroing. Pipes
+// (`--pods <(kubectl get pods -o json)`), and files that cannot be mapped, are read.
+struct PaddedTextRelease {  // unmaps a mapped span, deletes a buffer
+  std::size_t mapped = 0;
+  void operator()(char* data) const;
+};
+
+class PaddedText {
+ public:
+  static constexpr std::size_t kPadding = 64;
+  static Expected<PaddedText> read(const std::string& path, std::size_t max_bytes = 256U << 20);
+  static PaddedText copy(std::string_view text);
+  std::string_view text() const { return {data_.get(), size_}; }
+
+ private:
+  PaddedText() = default;
+  void reserve(std::size_t capacity);
+  bool map(int fd, std::size_t size);
+  std::unique_ptr<char[], PaddedTextRelease> data_;
+  std::size_t size_ = 0, capacity_ = 0;  // capacity_: bytes for text, kPadding more allocated
 };
 
 // A private folder for files a run makes and needs only while it runs (hydra's ssh wrapper):

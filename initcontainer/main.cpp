@@ -60,8 +60,9 @@ Expected<Topology> load_topology(const Params& params) {
     return make_error(Exit::kUsage, "give one topology source: --pods, --hostfile or --replicated-jobs");
   }
   if (params.is_set(param::kPods)) {
-    TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str(param::kPods)));
-    return topology_from_pod_list(file.text(), params.str(param::kPods), options);
+    // Read straight into a padded buffer, parsed in place (simdjson reads past the end).
+    TMPI_ASSIGN(PaddedText file, PaddedText::read(params.str(param::kPods)));
+    return topology_from_pod_list(file, params.str(param::kPods), options);
   }
   if (params.is_set(param::kHostfile)) {
     TMPI_ASSIGN(MappedFile file, MappedFile::open(params.str(param::kHostfile)));

@@ -68,10 +68,18 @@ namespace {
 
 using Pod = PodListReader::Pod;
 
-std::string text_at(const json& object, const char* key) {
-  if (!object.is_object()) return "";
+// A member of an object, or an empty object when it is missing or `object` is none: read
+// in place, since a pod's parts are read once each.
+const json& member(const json& object, const char* key) {
+  static const json empty = json::object();
+  if (!object.is_object()) return empty;
   auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+  return it != object.end() ? *it : empty;
+}
+
+std::string text_at(const json& object, const char* key) {
+  const json& value = member(object, key);
+  return value.is_string() ? value.get<std::string>() : "";
 }
 
 int int_of(const std::string& text, int fallback) {
@@ -81,16 +89,16 @@ int int_of(const std::string& text, int fallback) {
   return std::stoi(text);
 }
 
-// A GPU limit is a quantity: "8" or 8. Fractions make no sense for GPUs.
+// A GPU limit is a quantity: "8" or 8. Fractions make no sense for GPUs. A container that
+// is not an object, or limits of the wrong type, give none.
 int gpu_limit(const json& spec, const std::string& group) {
-  if (!spec.is_object() || !spec.contains("containers") || !spec["containers"].is_array()) return 0;
-  const json* main = nullptr;
-  for (const auto& container : spec["containers"]) {
+  const json& containers = member(spec, "containers");
+  if (!containers.is_array() || containers.empty()) return 0;
+  const json* main = &containers[0];
+  for (const auto& container : containers) {
     if (text_at(container, "name") == group) main = &container;
   }
-  if (main == nullptr && !spec["containers"].empty()) main = &spec["containers"][0];
-  if (main == nullptr) return 0;
-  json limits = main->value("/resources/limits"_json_pointer, json::object());
+  const json& limits = member(member(*main, "resources"), "limits");
   if (!limits.is_object() || !limits.contains("nvidia.com/gpu")) return 0;
   const json& value = limits["nvidia.com/gpu"];
   if (value.is_number_integer()) return value.get<int>();
@@ -106,10 +114,10 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
                       origin, index);
   }
   const json& meta = item["metadata"];
-  const json labels = meta.value("labels", json::object());
-  const json annotations = meta.value("annotations", json::object());
-  const json spec = item.value("spec", json::object());
-  const json status = item.value("status", json::object());
+  const json& labels = member(meta, "labels");
+  const json& annotations = member(meta, "annotations");
+  const json& spec = member(item, "spec");
+  const json& status = member(item, "status");
   Pod pod;
   pod.host.pod = text_at(meta, "name");
   pod.jobset = text_at(labels, kJobSetLabel);
@@ -151,6 +159,10 @@ PodListReader::PodListReader(SourceOptions options) : options_(std::move(options
 PodListReader::~PodListReader() = default;
 
 Expected<std::string> PodListReader::add(std::string_view json_text, std::string_view origin) {
+  return add(PaddedText::copy(json_text), origin);
+}
+
+Expected<std::string> PodListReader::add(const PaddedText& json_text, std::string_view origin) {
   std::optional<Error> failure;
   // Pods are streamed one at a time: memory follows the pods kept, not the list's size.
   JsonStream stream{{"items"}, [&](json&& item, std::size_t index) {
@@ -260,6 +272,11 @@ Expected<Topology> PodListReader::topology(std::string_view origin) const {
 }
 
 Expected<Topology> topology_from_pod_list(std::string_view json_text, std::string_view origin,
+                                          const SourceOptions& options) {
+  return topology_from_pod_list(PaddedText::copy(json_text), origin, options);
+}
+
+Expected<Topology> topology_from_pod_list(const PaddedText& json_text, std::string_view origin,
                                           const SourceOptions& options) {
   PodListReader reader(options);
   TMPI_CHECK(reader.add(json_text, origin));

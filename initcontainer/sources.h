@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/topology.h"
 
 namespace tmpi::init {
@@ -30,8 +31,10 @@ class PodListReader {
   PodListReader& operator=(const PodListReader&) = delete;
   ~PodListReader();
 
-  // Reads one list; returns its metadata.continue token ("" on the last page).
+  // Reads one list; returns its metadata.continue token ("" on the last page). The text is
+  // copied once into a padded buffer for simdjson; a PaddedText (a file) is parsed in place.
   Expected<std::string> add(std::string_view json_text, std::string_view origin);
+  Expected<std::string> add(const PaddedText& json_text, std::string_view origin);
   // Host name -> pod IP ("" until it has one) of every live pod read so far.
   std::map<std::string, std::string> live_hosts() const;
   Expected<Topology> topology(std::string_view origin) const;
@@ -47,6 +50,8 @@ class PodListReader {
 
 // `kubectl get pods -o json` (a List or PodList) in one text.
 Expected<Topology> topology_from_pod_list(std::string_view json_text, std::string_view origin,
+                                          const SourceOptions& options);
+Expected<Topology> topology_from_pod_list(const PaddedText& json_text, std::string_view origin,
                                           const SourceOptions& options);
 
 // An Open MPI / PRRTE ("host slots=N") or hydra ("host:N") hostfile.

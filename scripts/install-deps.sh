@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
   clang-format clang-tidy
   libboost-dev libboost-program-options-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-  libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev openssl libgtest-dev libgmock-dev
+  libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev libsimdjson-dev openssl libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev libpmix-dev
   openssh-server openssh-client libnss-wrapper iproute2 util-linux procps psmisc curl bc jq time python3 python3-yaml debootstrap
   python3-torch  # torch.distributed (gloo) under mpi-launcher: what DeepSpeed and Megatron-LM build on

@@ -1,7 +1,9 @@
-// write_atomic: modes, replacement, and no temporary file left when the replace fails.
+// write_atomic: modes, replacement, and no temporary file left when the replace fails;
+// PaddedText: files and pipes read whole, the padding zeroed, the size limit.
 #include "common/files.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -105,6 +107,40 @@ TEST(Files, ReadFileLimitsSize) {
   ASSERT_TRUE(write_atomic(dir + "/big", std::string(100, 'x')));
   EXPECT_FALSE(read_file(dir + "/big", 10));
   EXPECT_FALSE(read_file(dir + "/missing"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Files, PaddedTextReadsFilesAndPipesWithZeroedPadding) {
+  std::string dir = temp_dir();
+  std::string text(200000, 'x');  // more than one read of a pipe
+  ASSERT_TRUE(write_atomic(dir + "/pods.json", text));
+  auto file = PaddedText::read(dir + "/pods.json");
+  ASSERT_TRUE(file) << file.error().message;
+  EXPECT_EQ(file->text(), text);
+  for (std::size_t i = 0; i < PaddedText::kPadding; ++i) ASSERT_EQ(file->text().data()[text.size() + i], 0);
+  std::string pages(2 * 4096, 'y');  // the padding beyond the file's last page: the zero span
+  ASSERT_TRUE(write_atomic(dir + "/pages.json", pages));
+  auto whole = PaddedText::read(dir + "/pages.json");
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_EQ(whole->text(), pages);
+  for (std::size_t i = 0; i < PaddedText::kPadding; ++i) ASSERT_EQ(whole->text().data()[pages.size() + i], 0);
+
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::string pipe_path = "/dev/fd/" + std::to_string(fds[0]);
+  ASSERT_EQ(write(fds[1], text.data(), 60000), 60000);  // what fits in the pipe's buffer
+  close(fds[1]);
+  auto piped = PaddedText::read(pipe_path);
+  close(fds[0]);
+  ASSERT_TRUE(piped) << piped.error().message;
+  EXPECT_EQ(piped->text(), text.substr(0, 60000));
+
+  auto big = PaddedText::read(dir + "/pods.json", 1000);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("more than the 1000"), std::string::npos) << big.error().message;
+  EXPECT_FALSE(PaddedText::read(dir + "/missing"));
+  EXPECT_FALSE(PaddedText::read(dir));
+  EXPECT_EQ(PaddedText::copy("").text(), "");
   std::filesystem::remove_all(dir);
 }
 

@@ -160,6 +160,42 @@ TEST(PodList, BadInputNamesTheFileAndField) {
   EXPECT_FALSE(two);
 }
 
+// A cut download, bytes that are not UTF-8, and fields of the wrong type: a clear error that
+// names the file and the byte, or a pod read as well as it can be; never an internal error.
+TEST(PodList, TruncatedNonUtf8AndWrongTypedInput) {
+  std::string list = list_of({pod("job", "node", 0, 0), pod("job", "node", 0, 1)});
+  auto cut = topology_from_pod_list(list.substr(0, list.size() / 2), "pods.json", {});
+  ASSERT_FALSE(cut);
+  EXPECT_EQ(cut.error().exit, Exit::kData);
+  EXPECT_NE(cut.error().message.find("pods.json: not valid JSON (syntax error at byte"), std::string::npos)
+      << cut.error().message;
+  std::string latin1 = list;
+  latin1.replace(latin1.find("abcde"), 1, "\xe9");
+  auto bad = topology_from_pod_list(latin1, "pods.json", {});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find(fmt::format("byte {}", list.find("abcde"))), std::string::npos)
+      << bad.error().message;
+  EXPECT_NE(bad.error().message.find("UTF-8"), std::string::npos) << bad.error().message;
+
+  auto odd = pod("job", "node", 0, 0);
+  odd["spec"]["containers"] = json::array({5});  // threw from nlohmann's value() before
+  odd["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"] = 7;
+  odd["status"] = "Running";
+  auto read = topology_from_pod_list(list_of({odd}), "pods.json", {});
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(read->hosts[0].slots, 1);
+  EXPECT_EQ(read->hosts[0].address, "");
+
+  auto scalar = topology_from_pod_list(json{{"items", json::array({pod("job", "node", 0, 0), 5})}}.dump(),
+                                       "pods.json", {});
+  ASSERT_FALSE(scalar);
+  EXPECT_NE(scalar.error().message.find("items[1] has no metadata object"), std::string::npos)
+      << scalar.error().message;
+  auto not_list = topology_from_pod_list("[]", "pods.json", {});
+  ASSERT_FALSE(not_list);
+  EXPECT_NE(not_list.error().message.find("\"items\" is missing or not an array"), std::string::npos);
+}
+
 TEST(Hostfile, BothDialectsCommentsAndRoles) {
   SourceOptions options;
   options.jobset = "job";
