@@ -330,12 +330,18 @@ nlohmann::json parse_json_filtered(const PaddedText& text, const std::vector<Jso
   Trie trie;
   for (const auto& path : keep) trie.add(path);
   std::string_view view = text.text();
+  // The walk stops at kMaxJsonDepth itself, with its own message; the parser is given room
+  // beyond it, since On Demand asserts (in a build without NDEBUG) where it would go deeper
+  // than its max_depth rather than returning an error.
   od::parser parser;
   od::document doc;
-  error_code e =
-      parser
-          .iterate(simdjson::padded_string_view(view.data(), view.size(), view.size() + PaddedText::kPadding))
-          .get(doc);
+  error_code e = parser.allocate(std::max<std::size_t>(view.size(), 1), kMaxJsonDepth + 2);
+  if (e == simdjson::SUCCESS) {
+    e = parser
+            .iterate(
+                simdjson::padded_string_view(view.data(), view.size(), view.size() + PaddedText::kPadding))
+            .get(doc);
+  }
   json out;
   std::string message;
   if (e != simdjson::SUCCESS) {
