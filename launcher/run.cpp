@@ -110,15 +110,23 @@ Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& sh
 
 // DNS, ssh, the placement probe (when the job asks for it: the agents check placement
 // themselves, rank_placement.h), then the fabric check (--check); `fabric` gets nccl-check's
-// report.
-Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
+// report; `steps` the time of each step (report.json's "preflight"), so that a slow preflight
+// says which step is slow.
+Status preflight(const LauncherOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps) {
+  auto since = Clock::now();
+  auto step_done = [&](const char* name) {
+    steps.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
+    since = Clock::now();
+  };
   std::vector<std::string> names = {job.launcher_name};
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
   auto rows = check_dns(names);
+  step_done("dns");
   if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty() && options.wait != "ssh") {
     std::vector<std::string> hosts(names.begin() + 1, names.end());
     rows = check_ssh(hosts, options.job.ssh_port, job.private_key);
+    step_done("ssh");
   }
   if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty() && job.probe_placement) {
@@ -138,6 +146,7 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
     rows = check_placement(expected, ran->output);
     if (ran->status != 0 && rows.empty())
       rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
+    step_done("placement");
   }
   Exit exit = Exit::kUnavailable;
   if (std::string backend = fabric_backend(options.fabric.check, job.topology);
@@ -147,6 +156,7 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric) {
     if (stop_requested()) return stopped_during("during the fabric check");
     TMPI_ASSIGN(FabricCheck checked, std::move(checked_or));
     std::cout << checked.table << std::flush;
+    step_done("fabric");
     fabric = checked.report;
     rows = checked.rows;
     exit = checked.exit;
@@ -178,7 +188,8 @@ Status check_job(const LauncherOptions& options) {
   TMPI_ASSIGN(Job job, prepare_job(options.job, {"true"}));
   job.probe_placement = true;  // no rank of a job is to check it here
   json fabric;
-  TMPI_CHECK(preflight(options, job, fabric));
+  std::vector<Phase> steps;
+  TMPI_CHECK(preflight(options, job, fabric, steps));
   std::cout << fmt::format(
       "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
       job.topology.hosts.size(), job.plan.np,
@@ -191,7 +202,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
   auto t0 = Clock::now();
   adopt_orphans();  // what mpirun leaves behind is ours to end (process.h)
-  std::vector<Phase> phases;
+  std::vector<Phase> phases, preflight_steps;
   auto phase_done = [&](const char* name, Clock::time_point since) {
     phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
   };
@@ -221,6 +232,11 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     report["phases"] = json::array();
     for (const auto& phase : phases)
       report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
+    if (!preflight_steps.empty()) {
+      report["preflight"] = json::array();
+      for (const auto& step : preflight_steps)
+        report["preflight"].push_back({{"name", step.name}, {"seconds", step.seconds}});
+    }
     report["exit"] = exit_record(failure);
     report["exit"]["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
     report["command"] = command;
@@ -256,7 +272,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   if (options.preflight) {
     feed.phase("Preflight", hosts);
     since = Clock::now();
-    Status checked = preflight(options, job, fabric);
+    Status checked = preflight(options, job, fabric, preflight_steps);
     end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
     phase_done("preflight", since);
     feed.fabric(fabric);

@@ -87,6 +87,9 @@ case $case_name in
        $(jq '[.ranks[] | select(.state == "exited" and .code == 0 and .reported == false)] | length' "$report") == 4 &&
        $(jq -r '.ranks[3].host' "$report") == "${nodes[1]}" ]] || fail "report: $(cat "$report")"
     [[ $(jq -r '[.phases[].name] | join(",")' "$report") == "wait,preflight,job" ]] || fail "phases: $(cat "$report")"
+    # The preflight's own steps, timed; no placement probe at the default --placement agents.
+    [[ $(jq -r '[.preflight[] | select(.seconds >= 0) | .name] | join(",")' "$report") == "dns,ssh" ]] ||
+      fail "preflight steps: $(cat "$report")"
     for node in "${nodes[@]}"; do wait "$(cat "$CIB_DIR/pods/$node/sidecar.pid")" || fail "sidecar of $node did not exit 0"; done
     with_sidecars
     out=$(launch --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
