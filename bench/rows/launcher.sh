@@ -51,7 +51,7 @@ plain=$(median < "$CIB_DIR/plain"); ours=$(median < "$CIB_DIR/ours"); ours_pf=$(
 fanout=$(median < "$CIB_DIR/fanout"); loop=$(median < "$CIB_DIR/loop")
 printf '| mpi-launcher run vs plain mpirun, 16 ranks on 8 pods, no preflight | %.2f s | %.2f s | %.2f | <= 1.05 |\n' \
   "$ours" "$plain" "$(median < "$CIB_DIR/r_ours")"
-printf '| mpi-launcher run vs plain mpirun, with the preflight (DNS, ssh, placement) | %.2f s | %.2f s | %.2f | - |\n' \
+printf '| mpi-launcher run vs plain mpirun, with the preflight (DNS, ssh; placement by the agents) | %.2f s | %.2f s | %.2f | - |\n' \
   "$ours_pf" "$plain" "$(median < "$CIB_DIR/r_ours_pf")"
 printf '| preflight ssh fan-out over 8 pods (libssh, curve25519) vs serial ssh loop | %.2f s | %.2f s | %.2f | <= 0.5 |\n' \
   "$fanout" "$loop" "$(median < "$CIB_DIR/r_fanout")"
