@@ -277,13 +277,14 @@ case $case_name in
     pass "a hung rank: stopped by --timeout after $((SECONDS - t0)) s, exit 75, rank 1 named" ;;
   mpirun-lingers)
     # An mpirun that does not exit after its ranks (prterun 5.0.7 was seen so under load):
-    # the placement probe is ended 5 s after every rank said where it ran, the job 10 s after
-    # every rank reported its exit 0; the job is what its ranks said (exit 0), nothing left.
+    # the placement probe (--placement probe) is ended 5 s after every rank said where it
+    # ran, the job 10 s after every rank reported its exit 0; the job is what its ranks said
+    # (exit 0), nothing left.
     printf '#!/bin/sh\n[ "$1" = --version ] && exec mpirun --version\nmpirun "$@"\nsleep 60\n' > "$CIB_DIR/lingering-mpirun"
     chmod 755 "$CIB_DIR/lingering-mpirun"
     with_sidecars
     t0=$SECONDS; rc=0
-    out=$(launch --mpi openmpi --mpirun "$CIB_DIR/lingering-mpirun" -- sleep 3 2>&1) || rc=$?
+    out=$(launch --placement probe --mpi openmpi --mpirun "$CIB_DIR/lingering-mpirun" -- sleep 3 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "a lingering mpirun: expected exit 0, got $rc: $out"
     expect_contains "$out" "did not exit 5 s after every rank had reported; ended it" "the probe ended"
     expect_contains "$out" "every rank exited 0, but" "the job ended"
