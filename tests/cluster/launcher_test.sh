@@ -126,11 +126,14 @@ case $case_name in
     t0=$(date +%s%N); rc=0
     out=$(launch "${mpi[@]}" -- sh -c "touch $CIB_DIR/started-\$RANK; sleep 30" 2>&1) || rc=$?
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
+    # The first misplaced report stops the job at once, so the other misplaced agent may not
+    # have reported yet (under ASan it often has not started): one row at least, and neither
+    # misplaced rank ever started.
+    grep -qE "rank [23] ran on ${nodes[0]}, the hostfile puts it here" <<<"$out" || fail "placement table: $out"
     for rank in 2 3; do
-      expect_contains "$out" "rank $rank ran on ${nodes[0]}, the hostfile puts it here" "placement table"
       [[ ! -e $CIB_DIR/started-$rank ]] || fail "misplaced rank $rank was started: $out"
     done
-    expect_contains "$out" "placement: 2 rank(s) ran elsewhere than the hostfile says" "the reason"
+    grep -qE "placement: [12] rank\(s\) ran elsewhere than the hostfile says" <<<"$out" || fail "the reason: $out"
     ! grep -q "placement probe" <<<"$out" || fail "the probe job ran at --placement agents: $out"
     [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.exit.name' "$report") == unavailable ]] ||
       fail "report: $(cat "$report")"

@@ -53,8 +53,10 @@ rc=0
 out=$(in_pod "$launcher" chroot "$root" env LD_LIBRARY_PATH="$libs" "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" \
         --iface eth0 --report "$CIB_DIR/report.json" --wait none --np 2 -- sh -c "touch $CIB_DIR/started-\$RANK" 2>&1) || rc=$?
 [[ $rc == 69 ]] || fail "every rank on the launcher: expected exit 69, got $rc: $out"
+# The first report stops the job at once: one row at least (the other agent may not have
+# reported yet), and no rank started.
+grep -qE "rank [01] ran on $launcher, the hostfile puts it here" <<<"$out" || fail "no misplaced rank named: $out"
 for rank in 0 1; do
-  expect_contains "$out" "rank $rank ran on $launcher, the hostfile puts it here" "the misplaced rank $rank"
   [[ ! -e $CIB_DIR/started-$rank ]] || fail "rank $rank started on the launcher: $out"
 done
 pass "Open MPI 5.0.7 (PRRTE): detected, placement checked, allreduce across the node pods; every rank on the launcher is refused"
