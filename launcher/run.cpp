@@ -57,6 +57,13 @@ struct Phase {
   double seconds;
 };
 
+// [{"name", "seconds"}]: report.json's phases, and the preflight's steps.
+json phases_json(const std::vector<Phase>& phases) {
+  json out = json::array();
+  for (const auto& phase : phases) out.push_back({{"name", phase.name}, {"seconds", phase.seconds}});
+  return out;
+}
+
 // mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
 // report (see rank_agent.cpp): it is listed from mpirun's status, on the host the
 // hostfile gave it, with "reported": false and no duration.
@@ -229,14 +236,8 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   auto finish = [&](const std::optional<Failure>& failure) {
     json report = coordinator.snapshot();
     if (!failure) record_clean_exits(report["ranks"], expected_placement(job.topology, job.plan.np));
-    report["phases"] = json::array();
-    for (const auto& phase : phases)
-      report["phases"].push_back({{"name", phase.name}, {"seconds", phase.seconds}});
-    if (!preflight_steps.empty()) {
-      report["preflight"] = json::array();
-      for (const auto& step : preflight_steps)
-        report["preflight"].push_back({{"name", step.name}, {"seconds", step.seconds}});
-    }
+    report["phases"] = phases_json(phases);
+    if (!preflight_steps.empty()) report["preflight"] = phases_json(preflight_steps);
     report["exit"] = exit_record(failure);
     report["exit"]["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
     report["command"] = command;
