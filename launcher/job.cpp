@@ -36,8 +36,23 @@ Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program
     if (program.empty()) program = "mpiexec.hydra";
     return wanted == "mpich" ? Flavour::kMpich : Flavour::kIntel;
   }
-  if (program.empty()) program = "mpirun";
   const char* path = std::getenv("PATH");
+  if (program.empty()) {
+    // In the image, the first mpirun on PATH is the hand-off to this launcher
+    // (launcher/mpirun_handoff.sh, installed beside it): run the MPI's own mpirun behind it.
+    // Through the hand-off's bash, the ranks lost PATH under MPICH: bash reorders the
+    // environment, and hydra drops whichever variable comes last (process.cpp).
+    // Elsewhere the name stays bare: Open MPI takes an absolute mpirun as its --prefix.
+    program = "mpirun";
+    std::error_code error;
+    std::string handoff = beside_self("mpirun");
+    if (!handoff.empty()) handoff = std::filesystem::canonical(handoff, error).string();
+    std::string first = find_program(program, path != nullptr ? path : "");
+    if (!handoff.empty() && !error && !first.empty() && std::filesystem::canonical(first, error) == handoff) {
+      std::string real = find_program(program, path != nullptr ? path : "", handoff);
+      if (!real.empty()) program = real;
+    }
+  }
   if (auto installed = flavour_from_install(program, path != nullptr ? path : ""); installed)
     return *installed;
   auto version = run_capture({program, "--version"}, {}, Millis(10000));

@@ -44,21 +44,24 @@ Expected<Flavour> detect_flavour(std::string_view text) {
                     text.substr(0, 80));
 }
 
+std::string find_program(const std::string& program, const std::string& path_variable,
+                         const std::string& skip) {
+  namespace fs = std::filesystem;
+  if (program.find('/') != std::string::npos) return program;
+  std::istringstream dirs(path_variable);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
+    if (access(candidate.c_str(), X_OK) != 0) continue;
+    std::error_code error;
+    if (!skip.empty() && fs::canonical(candidate, error) == fs::path(skip) && !error) continue;
+    return candidate.string();
+  }
+  return "";
+}
+
 std::optional<Flavour> flavour_from_install(const std::string& program, const std::string& path_variable) {
   namespace fs = std::filesystem;
-  fs::path found;
-  if (program.find('/') != std::string::npos) {
-    found = program;
-  } else {
-    std::istringstream dirs(path_variable);
-    for (std::string dir; std::getline(dirs, dir, ':');) {
-      fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
-      if (access(candidate.c_str(), X_OK) == 0) {
-        found = candidate;
-        break;
-      }
-    }
-  }
+  fs::path found = find_program(program, path_variable);
   std::error_code error;
   fs::path real = found.empty() ? fs::path() : fs::canonical(found, error);
   if (real.empty() || error) return std::nullopt;

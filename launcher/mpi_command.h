@@ -20,6 +20,11 @@ const char* flavour_name(Flavour flavour);
 // From the output of `<launcher> --version`.
 Expected<Flavour> detect_flavour(std::string_view version_text);
 
+// The first executable `program` on PATH (`program` itself when it holds a '/'), passing over
+// one whose real path is `skip` (canonical; "" skips none). "" when there is none.
+std::string find_program(const std::string& program, const std::string& path_variable,
+                         const std::string& skip = "");
+
 // Open MPI's major version from its install, without running anything: each runtime keeps
 // its daemon beside its launcher (orted for ORTE, Open MPI 4; prted for PRRTE, Open MPI
 // 5). `program` is resolved on PATH and through its symlinks (Debian's alternatives).

@@ -2,15 +2,26 @@
 # Installs, from Debian 12's packages, everything trainer-mpi needs to build, test and run
 # its demo. Safe to re-run: it asks apt only when a package is missing.
 set -euo pipefail
-packages=(
-  build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
-  clang-format clang-tidy
+# --build: only what compiling the programs takes (images/Dockerfile's build stage, which
+# must not carry the test tools, torch or debootstrap); ccache makes its rebuilds cheap.
+build=(
+  build-essential cmake ninja-build pkg-config ccache
   libboost-dev libboost-program-options-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-  libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev libsimdjson-dev openssl libgtest-dev libgmock-dev
-  openmpi-bin libopenmpi-dev mpich libmpich-dev libpmix-dev
-  openssh-server openssh-client libnss-wrapper iproute2 util-linux procps psmisc curl bc jq time python3 python3-yaml debootstrap
+  libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev libsimdjson-dev libgtest-dev libgmock-dev
+  libopenmpi-dev libmpich-dev
+)
+packages=(
+  "${build[@]}" git clang-14 libclang-rt-14-dev clang-format clang-tidy openssl
+  openmpi-bin mpich libpmix-dev
+  openssh-server openssh-client libnss-wrapper iproute2 util-linux procps psmisc curl bc jq time python3 python3-yaml
+  debootstrap podman  # images/build.sh: the offline base, and the images built from images/Dockerfile
   python3-torch  # torch.distributed (gloo) under mpi-launcher: what DeepSpeed and Megatron-LM build on
 )
+case ${1:-} in
+  --build) packages=("${build[@]}") ;;
+  "") ;;
+  *) echo "install-deps: unknown option '$1' (none, or --build)" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -110,6 +110,16 @@ TEST(MpiCommand, TellsOpenMpi4From5ByTheDaemonBesideTheLauncher) {
   EXPECT_EQ(flavour_from_install("mpiexec.hydra", (root / "ompi4/bin").string()), std::nullopt);
   EXPECT_EQ(flavour_from_install("mpirun", (root / "bare/bin").string()), std::nullopt);
   EXPECT_EQ(flavour_from_install("mpirun", "/nonexistent"), std::nullopt);
+  // The image's hand-off (an mpirun first on PATH) is passed over for the MPI's own.
+  make(root / "handoff/mpirun");
+  std::string path = (root / "handoff").string() + ":" + (root / "alt").string();
+  EXPECT_EQ(find_program("mpirun", path), (root / "handoff/mpirun").string());
+  EXPECT_EQ(find_program("mpirun", path, fs::canonical(root / "handoff/mpirun").string()),
+            (root / "alt/mpirun").string());
+  EXPECT_EQ(
+      find_program("mpirun", (root / "handoff").string(), fs::canonical(root / "handoff/mpirun").string()),
+      "");
+  EXPECT_EQ(find_program("/x/mpirun", path), "/x/mpirun");
   fs::remove_all(root);
 }
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# What a built image holds (images tests): VARIANT is openmpi or mpich. From the image's root
+# filesystem (images/build.sh --root), chrooted, as uid 1000 (the image's USER) with no
+# capabilities:
+# - every ELF file of /opt/trainer-mpi/bin and of the MPI's launch programs finds every
+#   library it needs (ldd: no "not found"), and each of our programs runs (--help, exit 0):
+#   a runtime package missing from images/Dockerfile fails here;
+# - the variant's MPI is the one there: Open MPI's mpirun and orted, or MPICH's
+#   mpiexec.hydra and hydra_pmi_proxy, and not the other's; nccl-check is built for it;
+# - nothing of the build stage came along: no sources, compiler, CMake, ccache, headers or
+#   static archives;
+# - the image's user and layout: mpiuser is uid 1000, /run/sshd and /etc/trainer-mpi exist.
+# Then it prints the image's size beside the goal (the bench table's reference: mpi-operator's
+# Open MPI image, 184 MB after mpi-operator#390 moved its compiler to a build stage).
+set -euo pipefail
+variant=${1:?usage: contents_test.sh openmpi|mpich}
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "FAIL: $variant image: $*" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || fail "needs root (chroot into the image's root)"
+root=$(bash "$here/../../images/build.sh" --root "$variant") || fail "images/build.sh --root $variant failed"
+as_user=(setpriv --reuid 1000 --regid 1000 --clear-groups --no-new-privs --bounding-set -all --inh-caps -all)
+# in_image CMD...: CMD in the image's root as a container has it, with /proc, /sys and /dev
+# (MPI_Init reads them; UCX wants /dev/shm), mounted in a mount namespace of its own so that
+# the cached root is never changed.
+in_image() {
+  unshare --mount --propagation private bash -c '
+    root=$1; shift
+    mount -t proc proc "$root/proc" && mount --rbind /sys "$root/sys" && mount --rbind /dev "$root/dev" &&
+      exec chroot "$root" "$@"' _ "$root" "${as_user[@]}" env -i HOME=/tmp PATH=/opt/trainer-mpi/bin:/usr/bin:/bin "$@"
+}
+
+case $variant in
+  openmpi) mpi_programs=(/usr/bin/mpirun.openmpi /usr/bin/orted) other=/usr/bin/mpiexec.hydra ;;
+  mpich) mpi_programs=(/usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy) other=/usr/bin/orted ;;
+  *) fail "unknown variant (openmpi or mpich)" ;;
+esac
+for program in "${mpi_programs[@]}"; do [[ -x $root$program ]] || fail "$program is missing"; done
+[[ ! -e $root$other ]] || fail "$other is there: the other MPI came along"
+
+checked=0
+for file in "$root"/opt/trainer-mpi/bin/* "${mpi_programs[@]/#/$root}"; do
+  [[ $(head -c 4 "$file" | od -An -c | tr -d ' ') == 177ELF ]] || continue
+  inside=${file#"$root"}
+  out=$(chroot "$root" ldd "$inside" 2>&1) || fail "ldd $inside failed: $out"
+  ! grep -q 'not found' <<<"$out" || fail "$inside cannot load: $(grep 'not found' <<<"$out" | xargs)"
+  checked=$((checked + 1))
+done
+((checked >= 7)) || fail "only $checked ELF programs checked"
+for program in mpi-init mpi-rendezvous mpi-launcher mpi-rank nccl-check; do
+  out=$(in_image "$program" --help 2>&1) || fail "$program --help exited $? as uid 1000: $out"
+done
+[[ ! -e $root/opt/trainer-mpi/bin/nccl-check.mpich ]] || fail "nccl-check.mpich left beside nccl-check"
+mpi_lib=$(chroot "$root" ldd /opt/trainer-mpi/bin/nccl-check | awk '/libmpi/ { print $1 }' | xargs)
+case $variant in
+  openmpi) [[ $mpi_lib == *libmpi.so.40* ]] || fail "nccl-check is not linked to Open MPI: $mpi_lib" ;;
+  mpich) [[ $mpi_lib == *libmpich.so* ]] || fail "nccl-check is not linked to MPICH: $mpi_lib" ;;
+esac
+echo "ok: $checked ELF programs load every library; each of ours runs as uid 1000; the MPI is $variant's ($mpi_lib)"
+
+for path in /src /usr/bin/cmake /usr/bin/ninja /usr/bin/gcc /usr/bin/g++ /usr/bin/cc /usr/bin/ccache /root/.cache/ccache; do
+  [[ ! -e $root$path ]] || fail "$path is in the image: the build stage leaked into it"
+done
+headers=$(find "$root/usr/include" -name '*.h' 2>/dev/null | wc -l)
+archives=$(find "$root/usr/lib" -name '*.a' 2>/dev/null | wc -l)
+[[ $headers == 0 && $archives == 0 ]] || fail "$headers headers and $archives static archives in the image: a -dev package came along"
+echo "ok: no sources, compiler, CMake, ccache, headers or static archives"
+
+[[ $(chroot "$root" getent passwd 1000 | cut -d: -f1) == mpiuser ]] || fail "uid 1000 is not mpiuser"
+[[ -d $root/run/sshd && -d $root/etc/trainer-mpi ]] || fail "/run/sshd or /etc/trainer-mpi is missing"
+[[ $(stat -c %u "$root/etc/trainer-mpi") == 1000 ]] || fail "/etc/trainer-mpi is not mpiuser's"
+size=$(du -sb --exclude=./.tmpi-sum "$root" | cut -f1)
+echo "ok: $variant image: mpiuser 1000, /run/sshd, /etc/trainer-mpi; root filesystem $(( (size + 500000) / 1000000 )) MB (goal for openmpi: 184 MB at most)"
