@@ -8,6 +8,7 @@
 #   bash images/build.sh --root VARIANT      build it (a no-op when nothing changed), then print
 #                                            the folder of a verified copy of its root
 #                                            filesystem: the cluster in a box runs pods there
+#   bash images/build.sh --podman ARGS...    podman with this storage (`--podman images`)
 #
 # How podman runs here: as root, `--isolation chroot` (a RUN step is a chroot, not a
 # container: this kernel's cgroups are hybrid, which crun refuses, and no `podman run` is
@@ -40,6 +41,7 @@ pm() { podman "${storage[@]}" "$@"; }
 [[ $(id -u) == 0 ]] || die "run it as root: podman's chroot builds and image mounts need it"
 command -v podman >/dev/null || die "needs podman (apt-get install podman; scripts/install-deps.sh installs it)"
 
+if [[ ${1:-} == --podman ]]; then shift; mkdir -p "$run_root"; exec podman "${storage[@]}" "$@"; fi
 root_variant=""
 variants=()
 while [[ $# -gt 0 ]]; do
