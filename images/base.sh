@@ -29,14 +29,6 @@ sources=/etc/apt/sources.list.d/debian.sources
 
 say() { echo "images/base: $*" >&2; }
 
-# The Debian mirror that this machine's apt uses (deb822 or one-line sources).
-mirror() {
-  local uri
-  uri=$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{ print $2 }' | grep -E '/debian/?$' | head -n 1 || true)
-  [[ -n $uri ]] || uri=$(grep -hsE '^deb ' /etc/apt/sources.list | awk '{ print $2 }' | grep -E '/debian/?$' | head -n 1 || true)
-  [[ -n $uri ]] || { say "no Debian mirror in /etc/apt/sources.list{,.d}: add one, or set TMPI_DEBIAN_MIRROR"; exit 2; }
-  echo "$uri"
-}
 
 key=$(cat "$here/base.sh" "$sources" | sha256sum | cut -c1-16)
 tar=$cache/base-$key.tar
@@ -80,7 +72,9 @@ make_base() {
   local dir=$cache/base-$key.root
   rm -rf "$dir" "$tar.tmp"
   say "making the $suite base with debootstrap (about 40 s)"
-  debootstrap --variant=minbase "$suite" "$dir" "${TMPI_DEBIAN_MIRROR:-$(mirror)}" >&2
+  local mirror
+  mirror=$(bash "$here/../scripts/debian_mirror.sh")
+  debootstrap --variant=minbase "$suite" "$dir" "$mirror" >&2
   trim "$dir"
   tar -C "$dir" --sort=name --numeric-owner --xattrs -cf "$tar.tmp" .
   rm -rf "$dir"

@@ -15,13 +15,9 @@
 # nss_wrapper's) and no other variable but HOME, HOSTNAME and the image's PATH (this build's
 # programs where the image has its own). The pods start in the rendered order.
 #
-# With TMPI_POD_IMAGE=openmpi or mpich (the images tests, tests/images), every pod runs from
-# that image's root filesystem (images/build.sh --root) instead of the host's, as a container
-# does: in the pod's own mount namespace, an overlay with the image as its lower layer and a
-# writable layer of the pod's own (the cached copy is never written), with the pod's /proc,
-# /dev, /sys, /tmp, hosts, resolv.conf and passwd (the image's, root's home moved to the
-# pod's), and this run's folder for the volumes. Each command runs chrooted there with the
-# image's PATH (images/Dockerfile's ENV PATH), so the image's own programs and MPI run it.
+# Under `cib run --image VARIANT` (the images tests, tests/images), every pod runs from that
+# image's root filesystem (cib says how), with the image's PATH (images/Dockerfile's ENV
+# PATH), so the image's own programs and MPI run it, and the launcher's --check mpi is added.
 #
 # Usage (under cib run): examples_test.sh [KIND] [WHO]
 # WHO, the uid that runs every pod (default runtime):
@@ -78,11 +74,11 @@ case $kind in
     mkdir -p "$CIB_DIR/image-bin" ;;
   *) fail "unknown kind '$kind' (hello, sdk, deepspeed or megatron)" ;;
 esac
-if [[ -n ${TMPI_POD_IMAGE:-} ]]; then
-  [[ $kind == hello ]] || fail "TMPI_POD_IMAGE runs the hello TrainJob only (the PyTorch image cannot be built here)"
-  image_root=$(bash "$here/../../images/build.sh" --root "$TMPI_POD_IMAGE") || fail "images/build.sh --root $TMPI_POD_IMAGE"
+image_root=$(cat "$CIB_DIR/image-root" 2>/dev/null || true)  # cib run --image: the pods' root
+if [[ -n $image_root ]]; then
+  [[ $kind == hello ]] || fail "an image runs the hello TrainJob only (the PyTorch image cannot be built here)"
   image_path="/opt/trainer-mpi/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-  mode+=" in the $TMPI_POD_IMAGE image"
+  mode+=" in the image $(basename "$image_root")"
   # The launcher's own MPI fabric check too (`mpi-launcher run --check mpi`), before the job.
   python3 -c 'import sys, yaml
 job = yaml.safe_load(open(sys.argv[1]))
@@ -92,29 +88,6 @@ command[2:2] = ["--check", "mpi"]
 yaml.safe_dump(job, open(sys.argv[2], "w"))' "$trainjob" "$CIB_DIR/image-trainjob.yaml" || fail "could not add --check mpi to $trainjob"
   trainjob="$CIB_DIR/image-trainjob.yaml"
 fi
-# enter_image POD: the image's root as the pod's, over an overlay (see the top).
-enter_image() {
-  local pod=$1 layer="$CIB_DIR/pods/$1/image" ns
-  ns=$("$CIB" ns "$pod")
-  awk -F: -v OFS=: -v h="$CIB_DIR/pods/$pod/home" '$1 == "root" { $6 = h } 1' "$image_root/etc/passwd" > "/etc/netns/$ns/passwd.new"
-  cat "/etc/netns/$ns/passwd.new" > "/etc/netns/$ns/passwd"; rm "/etc/netns/$ns/passwd.new"
-  mkdir -p "$layer"/{upper,work,root}
-  in_pod "$pod" bash -c '
-    set -e
-    lower=$1 layer=$2 cib=$3; m=$layer/root
-    mount -t overlay overlay -o "lowerdir=$lower,upperdir=$layer/upper,workdir=$layer/work" "$m"
-    mount -t proc proc "$m/proc"
-    mount --rbind /dev "$m/dev"
-    mount --rbind /sys "$m/sys"
-    mount --bind /tmp "$m/tmp"
-    for file in /etc/hosts /etc/resolv.conf /etc/passwd; do mount --bind "$file" "$m$file"; done
-    mkdir -p "$m$cib"; mount --bind "$cib" "$m$cib"
-  ' _ "$image_root" "$layer" "$CIB_DIR" || fail "$pod: could not enter the image root $image_root"
-}
-if [[ -n ${TMPI_POD_IMAGE:-} ]]; then
-  for pod in $(pods); do enter_image "$pod"; done
-fi
-in_root() { local pod=$1; shift; if [[ -n ${TMPI_POD_IMAGE:-} ]]; then in_pod "$pod" chroot "$CIB_DIR/pods/$pod/image/root" "$@"; else in_pod "$pod" "$@"; fi; }
 if [[ -d $CIB_DIR/image-bin ]]; then  # `python`, as the PyTorch image has it (Debian's is python3)
   ln -s /usr/bin/python3 "$CIB_DIR/image-bin/python"
   image_path="$CIB_DIR/image-bin:$image_path"
@@ -152,7 +125,7 @@ for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec b
   { awk -F: '$3 != 1000 && $1 != "mpiuser"' "$f"; echo "mpiuser:x:1000:1000::/home/mpiuser:/bin/bash"; } > "$f.new"
   cat "$f.new" > "$f"; rm "$f.new"
 done
-login=$(in_root "$launcher" getent passwd "$uid" | cut -d: -f1) || login=""
+login=$(in_pod "$launcher" getent passwd "$uid" | cut -d: -f1) || login=""
 [[ $who != arbitrary-uid || -z $login ]] || fail "uid $uid has a passwd entry in the pods: $login"
 
 # Trainer's MPI plugin: the Secret (a real key where the model has its kind) and the ConfigMap.
@@ -201,9 +174,7 @@ start_pod() {
     local -a argv env_pairs
     mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' <<<"$json")
     mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' <<<"$json")
-    local -a in_image=()
-    [[ -z ${TMPI_POD_IMAGE:-} ]] || in_image=(chroot "$CIB_DIR/pods/$1/image/root")
-    local -a cmd=("$CIB" exec "$1" -- "${in_image[@]}" "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
+    local -a cmd=("$CIB" exec "$1" -- "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
                   "${sanitizer_env[@]}"
                   "${env_pairs[@]}" "${argv[@]}")
     if [[ $kind == init ]]; then
@@ -237,7 +208,7 @@ users=$(for pod in "${all[@]}"; do ip netns pids "$("$CIB" ns "$pod")"; done | x
 expect_eq "$users" "$uid $uid $gid $gid" "$mode: the real and effective uid and gid of the pods' processes"
 # And from where: in an image, every process of a pod (not the pause) sees the pod's image
 # root as its /, and none runs a program of this build.
-if [[ -n ${TMPI_POD_IMAGE:-} ]]; then
+if [[ -n $image_root ]]; then
   for pod in "${all[@]}"; do
     for p in $(ip netns pids "$("$CIB" ns "$pod")"); do
       comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
@@ -260,7 +231,7 @@ elif [[ $kind == deepspeed || $kind == megatron ]]; then
     expect_contains "$out" "torch gloo: rank $r of $ranks, local rank $((r % slots)), sum $((ranks * (ranks + 1) / 2))" "$mode: rank $r's all-reduce"
   done
 else
-  [[ -z ${TMPI_POD_IMAGE:-} ]] || expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: --check mpi"
+  [[ -z $image_root ]] || expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: --check mpi"
   expect_contains "$out" "result: pass" "nccl-check's verdict"
   expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "every slot of every host, the launcher's too"
 fi

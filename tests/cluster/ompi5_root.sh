@@ -24,14 +24,6 @@ root=$cache/$suite-ompi5-$key
 
 say() { echo "ompi5_root: $*" >&2; }
 
-# The Debian mirror that this machine's apt uses (deb822 or one-line sources).
-mirror() {
-  local uri
-  uri=$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{ print $2 }' | grep -E '/debian/?$' | head -n 1 || true)
-  [[ -n $uri ]] || uri=$(grep -hsE '^deb ' /etc/apt/sources.list | awk '{ print $2 }' | grep -E '/debian/?$' | head -n 1 || true)
-  [[ -n $uri ]] || { say "no Debian mirror in /etc/apt/sources.list{,.d}: add one, or set TMPI_DEBIAN_MIRROR"; exit 2; }
-  echo "$uri"
-}
 
 manifest() { chroot "$1" dpkg-query -W -f '${Package} ${Version} ${Architecture}\n' | LC_ALL=C sort; }
 
@@ -51,7 +43,9 @@ make_root() {
   local tmp=$root.tmp
   rm -rf "$tmp"
   say "making $root with debootstrap ($suite: $packages; a few minutes)"
-  debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "${TMPI_DEBIAN_MIRROR:-$(mirror)}" >&2
+  local mirror
+  mirror=$(bash "$here/../../scripts/debian_mirror.sh")
+  debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror" >&2
   find "$tmp"/var/cache/apt/archives "$tmp"/var/lib/apt/lists -maxdepth 1 -type f -delete  # debootstrap's downloads
   echo "$key" > "$tmp/.tmpi-key"
   manifest "$tmp" > "$tmp/.tmpi-manifest"
