@@ -70,13 +70,17 @@ if [[ $(layer "$base") != "sha256:$base_sum" ]]; then
   [[ $(layer "$base") == "sha256:$base_sum" ]] || die "the imported base's layer is not the tar's sha256 ($base_sum)"
 fi
 
+niceness=19
+[[ -z $root_variant ]] || niceness=0
 mb() { echo $(( ($1 + 500000) / 1000000 )); }
 for v in "${variants[@]}"; do
   t0=$SECONDS
   log=$cache/build-$v.log
   # TMPDIR: where buildah keeps the cache mounts (the build stage's ccache).
-  # nice: the build yields the CPU to whatever else runs (the tests run it beside others).
-  if ! TMPDIR=$cache/tmp nice -n 19 podman "${storage[@]}" build --isolation chroot --network host --pull=never --layers \
+  # nice: a build yields the CPU to whatever else runs (the tests run it beside others); a
+  # --root call does not, since its caller waits on it (and it is mostly podman finding
+  # every step in its cache).
+  if ! TMPDIR=$cache/tmp nice -n "$niceness" podman "${storage[@]}" build --isolation chroot --network host --pull=never --layers \
       --ignorefile "$here/Dockerfile.dockerignore" -f "$here/Dockerfile" \
       --build-arg BUILD_BASE="$base" --build-arg RUN_BASE="$base" --build-arg MPI="$v" \
       -t "localhost/trainer-mpi:$v" "$src" > "$log" 2>&1; then

@@ -10,6 +10,18 @@ report="$CIB_DIR/report.json"
 init_launcher --slots 2
 for node in "${nodes[@]}"; do init_node "$node"; done
 with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
+# wait_ranks SECONDS POD...: until each POD runs a rank of the job (the tests' `sleep 60`
+# itself, not only its agent): a fault meant for a running job must not come while mpirun
+# still starts its daemons, which a loaded machine can stretch past any fixed sleep.
+wait_ranks() {
+  local limit=$1 deadline=$((SECONDS + $1)) pod; shift
+  for pod in "$@"; do
+    until job_leftovers "$pod" | grep -qE ': sleep 60 ?$'; do
+      ((SECONDS < deadline)) || fail "no rank runs on $pod $limit s after the launch"
+      sleep 0.2
+    done
+  done
+}
 status_env=()  # Trainer's status server variables, once start_status_server has run
 launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod
   in_pod "$launcher" env "${status_env[@]}" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
