@@ -16,7 +16,8 @@ with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline
 wait_ranks() {
   local limit=$1 deadline=$((SECONDS + $1)) pod; shift
   for pod in "$@"; do
-    until job_leftovers "$pod" | grep -qE ': sleep 60 ?$'; do
+    # Not `job_leftovers | grep -q`: grep leaves early, and pipefail counts the writer's SIGPIPE.
+    until grep -qE ': sleep 60 ?$' <<<"$(job_leftovers "$pod")"; do
       ((SECONDS < deadline)) || fail "no rank runs on $pod $limit s after the launch"
       sleep 0.2
     done
