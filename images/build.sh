@@ -73,24 +73,34 @@ fi
 niceness=19
 [[ -z $root_variant ]] || niceness=0
 mb() { echo $(( ($1 + 500000) / 1000000 )); }
+# build LOG TAG [podman build options]: images/Dockerfile, with its log in LOG.
+# TMPDIR: where buildah keeps the cache mounts (the build stage's ccache).
+# nice: a build yields the CPU to whatever else runs (the tests run it beside others); a
+# --root call does not, since its caller waits on it (and it is mostly podman finding every
+# step in its cache).
+build() {
+  local log=$1 tag=$2; shift 2
+  if ! TMPDIR=$cache/tmp nice -n "$niceness" podman "${storage[@]}" build --isolation chroot --network host --pull=never \
+      --layers --ignorefile "$here/Dockerfile.dockerignore" -f "$here/Dockerfile" \
+      --build-arg BUILD_BASE="$base" --build-arg RUN_BASE="$base" -t "$tag" "$@" "$src" > "$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    die "building $tag failed; the whole log: $log"
+  fi
+}
+# The build stage first, under a tag of its own: no final image is its child, so untagged it
+# would be "dangling", and the prune below would take podman's cache of it (every later
+# build would install the build dependencies and compile again).
+t0=$SECONDS
+build "$cache/build-stage.log" localhost/trainer-mpi-build:latest --target build
+[[ -n $root_variant ]] || echo "build stage (both variants'): built in $((SECONDS - t0)) s"
 for v in "${variants[@]}"; do
   t0=$SECONDS
-  log=$cache/build-$v.log
-  # TMPDIR: where buildah keeps the cache mounts (the build stage's ccache).
-  # nice: a build yields the CPU to whatever else runs (the tests run it beside others); a
-  # --root call does not, since its caller waits on it (and it is mostly podman finding
-  # every step in its cache).
-  if ! TMPDIR=$cache/tmp nice -n "$niceness" podman "${storage[@]}" build --isolation chroot --network host --pull=never --layers \
-      --ignorefile "$here/Dockerfile.dockerignore" -f "$here/Dockerfile" \
-      --build-arg BUILD_BASE="$base" --build-arg RUN_BASE="$base" --build-arg MPI="$v" \
-      -t "localhost/trainer-mpi:$v" "$src" > "$log" 2>&1; then
-    tail -n 30 "$log" >&2
-    die "building the $v image failed; the whole log: $log"
-  fi
+  build "$cache/build-$v.log" "localhost/trainer-mpi:$v" --build-arg MPI="$v"
   size=$(pm image inspect --format '{{.Size}}' "localhost/trainer-mpi:$v")
   [[ -n $root_variant ]] || echo "trainer-mpi:$v $(mb "$size") MB, built in $((SECONDS - t0)) s"
 done
-# Old images of these tags, left untagged by the builds, and their unused layers.
+# What the builds left untagged (older images of these tags, older build stages), and the
+# layers only they used.
 pm image prune --force >/dev/null 2>&1 || true
 
 [[ -n $root_variant ]] || exit 0

@@ -9,6 +9,6 @@ cd "$(dirname "$0")/../.."
 out=$(bash images/build.sh 2>&1) || { echo "| images | build failed | | | |"; echo "$out" | tail -n 20 >&2; exit 0; }
 reference=184
 while read -r image mb _ _ _ seconds _; do
-  printf '| image %s, size (build %s s) | %s MB | %s MB (mpi-operator, #390) | %s | <= 1.00 for openmpi |\n' \
+  printf '| image %s, size (its own stage built in %s s) | %s MB | %s MB (mpi-operator, #390) | %s | <= 1.00 for openmpi |\n' \
     "$image" "$seconds" "$mb" "$reference" "$(echo "scale=2; $mb / $reference" | bc)"
 done < <(grep -E '^trainer-mpi:[a-z]+ [0-9]+ MB, built in [0-9]+ s$' <<<"$out")
