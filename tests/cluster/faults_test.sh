@@ -195,8 +195,7 @@ case $case_name in
       --beat-interval 1s --lost-after 60s --grace 3s -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
-    wait_ranks 30 "${nodes[@]}"
-    sleep 2  # and past the agents' start reports (2 s), as before
+    wait_ranks "$(date +%s%N)" 2000 "${nodes[@]}"
     t0=$(date +%s%N)
     "$CIB" recreate "${nodes[1]}"
     init_node "${nodes[1]}"

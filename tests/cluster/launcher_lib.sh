@@ -10,18 +10,22 @@ report="$CIB_DIR/report.json"
 init_launcher --slots 2
 for node in "${nodes[@]}"; do init_node "$node"; done
 with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
-# wait_ranks SECONDS POD...: until each POD runs a rank of the job (the tests' `sleep 60`
-# itself, not only its agent): a fault meant for a running job must not come while mpirun
-# still starts its daemons, which a loaded machine can stretch past any fixed sleep.
+# wait_ranks T0 MS POD...: until each POD runs a rank of the job (the tests' `sleep 60`
+# itself, not only its agent), and MS milliseconds have passed since T0 (date +%s%N, taken
+# when the launch began). A fault meant for a running job must not come while mpirun still
+# starts its daemons, which a loaded machine can stretch past any fixed sleep; on an idle
+# one it comes at T0 + MS, as it always did.
 wait_ranks() {
-  local limit=$1 deadline=$((SECONDS + $1)) pod; shift
+  local t0=$1 ms=$2 deadline=$((SECONDS + 30)) pod left; shift 2
   for pod in "$@"; do
     # Not `job_leftovers | grep -q`: grep leaves early, and pipefail counts the writer's SIGPIPE.
     until grep -qE ': sleep 60 ?$' <<<"$(job_leftovers "$pod")"; do
-      ((SECONDS < deadline)) || fail "no rank runs on $pod $limit s after the launch"
+      ((SECONDS < deadline)) || fail "no rank runs on $pod 30 s after the launch"
       sleep 0.2
     done
   done
+  left=$((ms - $(ms_since "$t0")))
+  ((left <= 0)) || sleep "$(bc <<<"scale=3; $left / 1000")"
 }
 status_env=()  # Trainer's status server variables, once start_status_server has run
 launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod

@@ -242,8 +242,7 @@ case $case_name in
       > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 60
-    wait_ranks 30 "${nodes[@]}"
-    sleep 2  # and past the agents' start reports (2 s), as before
+    wait_ranks "$(date +%s%N)" 2000 "${nodes[@]}"
     t0=$(date +%s.%N)
     "$CIB" delete "${nodes[1]}" 30 &
     deleting=$!
