@@ -45,12 +45,13 @@ Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program
     // Elsewhere the name stays bare: Open MPI takes an absolute mpirun as its --prefix.
     program = "mpirun";
     std::error_code error;
-    std::string handoff = beside_self("mpirun");
+    std::string handoff = beside_self(program);
     if (!handoff.empty()) handoff = std::filesystem::canonical(handoff, error).string();
-    std::string first = find_program(program, path != nullptr ? path : "");
-    if (!handoff.empty() && !error && !first.empty() && std::filesystem::canonical(first, error) == handoff) {
-      std::string real = find_program(program, path != nullptr ? path : "", handoff);
-      if (!real.empty()) program = real;
+    if (!handoff.empty() && !error) {
+      const std::string path_text = path != nullptr ? path : "";
+      std::string real = find_program(program, path_text, handoff);
+      if (!real.empty() && real != find_program(program, path_text))
+        program = real;  // the hand-off came first
     }
   }
   if (auto installed = flavour_from_install(program, path != nullptr ? path : ""); installed)
