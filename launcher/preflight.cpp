@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "common/ssh_probe.h"
@@ -26,20 +27,69 @@ std::string short_name(const std::string& name) {
 
 }  // namespace
 
-std::vector<CheckRow> check_dns(const std::vector<std::string>& names) {
-  std::vector<CheckRow> rows;
+HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed) {
+  HostAddresses found;
   for (const auto& name : names) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    int rc = getaddrinfo(name.c_str(), nullptr, &hints, &found);
+    addrinfo* list = nullptr;
+    int rc = getaddrinfo(name.c_str(), nullptr, &hints, &list);
     if (rc != 0) {
-      rows.push_back({name, "dns", fmt::format("does not resolve ({})", gai_strerror(rc))});
-    } else {
-      freeaddrinfo(found);
+      failed.push_back({name, "dns", fmt::format("does not resolve ({})", gai_strerror(rc))});
+      continue;
+    }
+    std::vector<std::string>& addresses = found[name];
+    for (const addrinfo* entry = list; entry != nullptr; entry = entry->ai_next) {
+      char text[NI_MAXHOST] = {0};
+      if (getnameinfo(entry->ai_addr, entry->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) == 0)
+        addresses.emplace_back(text);
+    }
+    freeaddrinfo(list);
+    std::sort(addresses.begin(), addresses.end());
+    addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  }
+  return found;
+}
+
+std::vector<CheckRow> check_dns(const std::vector<std::string>& names) {
+  std::vector<CheckRow> rows;
+  resolve_hosts(names, rows);
+  return rows;
+}
+
+std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now) {
+  for (const auto& entry : at_launch) {
+    const std::string& name = entry.first;
+    const std::vector<std::string>& before = entry.second;  // a lambda cannot take a binding (clang 14)
+    auto it = now.find(name);
+    if (before.empty() || it == now.end() || it->second.empty()) continue;
+    const std::vector<std::string>& after = it->second;
+    bool kept = std::any_of(after.begin(), after.end(), [&](const std::string& address) {
+      return std::binary_search(before.begin(), before.end(), address);
+    });
+    if (!kept) {
+      return fmt::format(
+          "host {} lost (recreated at {} (was {}) after the job started, as its name resolves now: its ranks "
+          "went with the old pod)",
+          name, fmt::join(after, ", "), fmt::join(before, ", "));
     }
   }
-  return rows;
+  return std::nullopt;
+}
+
+std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
+                                          const HostAddresses& at_launch, int port,
+                                          const std::string& private_key) {
+  std::vector<CheckRow> rows;
+  HostAddresses now = resolve_hosts(hosts, rows);
+  if (rows.empty()) {
+    // A recreated pod answers ssh with the job's host key (every pod has it), so the handshake
+    // alone would call it well: its new address is what tells (cluster.faults.recreated-after).
+    if (auto moved = recreated_host(at_launch, now)) return moved;
+    rows = check_ssh(hosts, port, private_key, 16, Millis(2000));
+  }
+  if (rows.empty()) return std::nullopt;
+  return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
 }
 
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,

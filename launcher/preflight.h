@@ -6,6 +6,8 @@
 // one, which `mpi-launcher check` always runs. Failures are rows of a table: host, check, reason.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,21 @@ struct CheckRow {
   std::string host, check, reason;
 };
 
+// Each name's addresses (numeric, sorted, without repeats), as the pods' resolver gives them
+// now; a name that does not resolve gets a "dns" row in `failed`, and no entry.
+using HostAddresses = std::map<std::string, std::vector<std::string>>;
+HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed);
 std::vector<CheckRow> check_dns(const std::vector<std::string>& names);
+// The first host whose name resolves `now` to none of the addresses it had `at_launch`: its
+// pod was recreated (the same name, a new pod, a new IP), and the job's ranks went with the
+// old one. Said as the coordinator says it when the new pod registers first; nullopt if none.
+std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now);
+// After MPI stopped the job with no rank failing on its own: the first of `hosts` that no
+// longer resolves, was recreated, or no longer takes the job key ("host X ..."), else nullopt.
+// It takes DNS and, only when that finds nothing, an ssh handshake to each host (2 s at most).
+std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
+                                          const HostAddresses& at_launch, int port,
+                                          const std::string& private_key);
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency = 16,
                                 Millis timeout = Millis(10000));

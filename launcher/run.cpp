@@ -118,8 +118,9 @@ Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& sh
 // DNS, ssh, the placement probe (when the job asks for it: the agents check placement
 // themselves, rank_placement.h), then the fabric check (--check); `fabric` gets nccl-check's
 // report; `steps` the time of each step (report.json's "preflight"), so that a slow preflight
-// says which step is slow.
-Status preflight(const LauncherOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps) {
+// says which step is slow; `addresses` every name's addresses, as the DNS step found them.
+Status preflight(const LauncherOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps,
+                 HostAddresses& addresses) {
   auto since = Clock::now();
   auto step_done = [&](const char* name) {
     steps.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
@@ -127,7 +128,8 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
   };
   std::vector<std::string> names = {job.launcher_name};
   for (const auto& host : job.topology.hosts) names.push_back(host.name);
-  auto rows = check_dns(names);
+  std::vector<CheckRow> rows;
+  addresses = resolve_hosts(names, rows);
   step_done("dns");
   if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty() && options.wait != "ssh") {
@@ -196,7 +198,8 @@ Status check_job(const LauncherOptions& options) {
   job.probe_placement = true;  // no rank of a job is to check it here
   json fabric;
   std::vector<Phase> steps;
-  TMPI_CHECK(preflight(options, job, fabric, steps));
+  HostAddresses addresses;
+  TMPI_CHECK(preflight(options, job, fabric, steps, addresses));
   std::cout << fmt::format(
       "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
       job.topology.hosts.size(), job.plan.np,
@@ -270,14 +273,23 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     return fail_before_launch(waited.error(), "RendezvousTimeout");
   }
   phase_done("wait", since);
+  std::vector<std::string> host_names;
+  for (const auto& host : job.topology.hosts) host_names.push_back(host.name);
+  // Where each host was when its ranks started: a host whose name resolves elsewhere after a
+  // failure was recreated (find_lost_host), whether or not its new pod registered first.
+  HostAddresses at_launch;
   if (options.preflight) {
     feed.phase("Preflight", hosts);
     since = Clock::now();
-    Status checked = preflight(options, job, fabric, preflight_steps);
+    Status checked = preflight(options, job, fabric, preflight_steps, at_launch);
     end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
     phase_done("preflight", since);
     feed.fabric(fabric);
     if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
+  }
+  if (!options.preflight) {
+    std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
+    at_launch = resolve_hosts(host_names, unresolved);
   }
   spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
                shell_join(command));
@@ -349,14 +361,8 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     if (!outcome.primary) outcome.primary = shared.failure;  // a rank report that raced mpirun's exit
     outcome.secondary = shared.secondary;
   }
-  failure = attribute_failure(outcome, [&]() -> std::optional<std::string> {
-    std::vector<std::string> names;
-    for (const auto& host : job.topology.hosts) names.push_back(host.name);
-    auto rows = check_dns(names);
-    if (rows.empty()) rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(2000));
-    if (rows.empty()) return std::nullopt;
-    return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
-  });
+  failure = attribute_failure(
+      outcome, [&] { return find_lost_host(host_names, at_launch, options.job.ssh_port, job.private_key); });
   {
     std::lock_guard lock(shared.mutex);
     if (!shared.misplaced.empty() && failure && failure->event == "RankMisplaced") {
@@ -369,13 +375,14 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
           shared.misplaced_count);
     }
   }
-  if (failure) spdlog::error("{}", failure->reason);
+  if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time
   finish(failure);
   if (!failure) {
     spdlog::info("job finished: every rank exited 0");
     return ok_status();
   }
-  return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code), failure->reason};
+  // An empty message: said above, once (cli.h).
+  return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code), ""};
 }
 
 }  // namespace tmpi::launch

@@ -1,12 +1,9 @@
 // mpi-launcher's pure parts: the command for every MPI (Intel's from its documented hydra
 // flags, since it cannot be installed here), flavour detection, environment forwarding,
-// the rank variables and NODE_RANK, the placement check, the options read from the
-// parameters, and report.json's rank record.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// the rank variables and NODE_RANK, failure attribution, the options read from the
+// parameters, and report.json's rank record. The preflight's checks: preflight_test.cpp.
 #include <poll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,11 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "initcontainer/ssh_identity.h"
 #include "launcher/failure.h"
 #include "launcher/mpi_command.h"
 #include "launcher/options.h"
-#include "launcher/preflight.h"
 #include "launcher/process.h"
 #include "launcher/rank_agent.h"
 
@@ -183,34 +178,6 @@ TEST(RankAgent, NodeRankFollowsTheSlotLayoutOfHeterogeneousGroups) {
   }
 }
 
-TEST(Preflight, ExpectedPlacementFillsSlotsInOrder) {
-  Topology t;
-  t.hosts.resize(2);
-  t.hosts[0].name = "a.j";
-  t.hosts[0].slots = 2;
-  t.hosts[1].name = "b.j";
-  t.hosts[1].slots = 1;
-  EXPECT_EQ(expected_placement(t, 5), (std::vector<std::string>{"a.j", "a.j", "b.j", "a.j", "a.j"}));
-}
-
-TEST(Preflight, PlacementCheckReadsBothTagFormats) {
-  std::vector<std::string> expected = {"a.j", "a.j", "b.j"};
-  EXPECT_TRUE(check_placement(expected, "[1,0]<stdout>:a\n[1,2]<stdout>:b\n[1,1]<stdout>:a\n").empty());
-  EXPECT_TRUE(check_placement(expected, "[0] a\n[2] b\n[1] a\n").empty());
-  auto everything_on_the_launcher =
-      check_placement(expected, "[1,0]<stdout>:launcher\n[1,1]<stdout>:launcher\n");
-  ASSERT_EQ(everything_on_the_launcher.size(), 3U);
-  EXPECT_NE(everything_on_the_launcher[0].reason.find("rank 0 ran on launcher"), std::string::npos);
-  EXPECT_NE(everything_on_the_launcher[2].reason.find("rank 2 did not report"), std::string::npos);
-  std::string table = render_table(everything_on_the_launcher);
-  EXPECT_EQ(table.rfind("HOST", 0), 0U);
-  EXPECT_NE(table.find("placement"), std::string::npos);
-  // The probe is done when every rank has said where it ran (a rank said twice counts once).
-  EXPECT_EQ(ranks_reported("[1,0]<stdout>:a\n[1,0]<stdout>:a\n[1,2]<stdout>:b\nnoise\n"), 2);
-  EXPECT_EQ(ranks_reported("[0] a\n[1] a\n[2] b\n"), 3);
-  EXPECT_EQ(ranks_reported("[1,99999999999]<stdout>:a\n"), 0) << "a rank number past int is no rank";
-}
-
 // A command that has done its work but does not exit (prterun after its ranks, under load)
 // is ended `linger` after `done` held, with status 0 and its output; one that exits by itself
 // is waited for as ever.
@@ -269,42 +236,6 @@ TEST(Process, AnOrphanInAGroupOfItsOwnIsAdoptedAndEnded) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0) << "9: no pipe; 10+N: N strays ended (1 expected), or the stray lives on";
-}
-
-// The ssh check's workers are joined on every path: when the process limit lets only some
-// of them start, the others' share is done by those that did (before, the failed start of
-// the third thread unwound past two joinable ones: std::terminate). The workers must still
-// be busy when the third start fails, or the two would have ended and freed their places:
-// so the hosts are a listener that takes connections and never speaks, and each probe, with
-// a real job key, waits its 1 s for a banner.
-TEST(Preflight, TheSshCheckSurvivesWorkersThatCannotStart) {
-  ASSERT_EQ(getuid(), 0U) << "the unit tests run as root (as the README says): this one takes another uid";
-  auto key = init::generate_ed25519();
-  ASSERT_TRUE(key) << key.error().message;
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
-  ASSERT_EQ(listen(listener, 64), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  int port = ntohs(address.sin_port);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    rlimit three{3, 3};  // this process and two threads
-    if (setgid(4343) != 0 || setuid(4343) != 0 || setrlimit(RLIMIT_NPROC, &three) != 0) _exit(10);
-    std::vector<std::string> hosts(8, "127.0.0.1");
-    auto rows = check_ssh(hosts, port, key->private_key, 8, Millis(1000));
-    _exit(rows.size() == hosts.size() ? 0 : 11);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  close(listener);
-  ASSERT_TRUE(WIFEXITED(status)) << "the check was killed: signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: a host had no row";
 }
 
 TEST(Process, ACommandDoneButNotExitingIsEndedAfterItsLinger) {

@@ -1,0 +1,128 @@
+// The preflight's checks and the lost-host question asked after a failure: the placement
+// expected and read from the probe, the ssh check's workers under a process limit, names
+// resolved to addresses, and a recreated pod told by its new address.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "initcontainer/ssh_identity.h"
+#include "launcher/preflight.h"
+
+namespace tmpi::launch {
+namespace {
+
+TEST(Preflight, ExpectedPlacementFillsSlotsInOrder) {
+  Topology t;
+  t.hosts.resize(2);
+  t.hosts[0].name = "a.j";
+  t.hosts[0].slots = 2;
+  t.hosts[1].name = "b.j";
+  t.hosts[1].slots = 1;
+  EXPECT_EQ(expected_placement(t, 5), (std::vector<std::string>{"a.j", "a.j", "b.j", "a.j", "a.j"}));
+}
+
+TEST(Preflight, PlacementCheckReadsBothTagFormats) {
+  std::vector<std::string> expected = {"a.j", "a.j", "b.j"};
+  EXPECT_TRUE(check_placement(expected, "[1,0]<stdout>:a\n[1,2]<stdout>:b\n[1,1]<stdout>:a\n").empty());
+  EXPECT_TRUE(check_placement(expected, "[0] a\n[2] b\n[1] a\n").empty());
+  auto everything_on_the_launcher =
+      check_placement(expected, "[1,0]<stdout>:launcher\n[1,1]<stdout>:launcher\n");
+  ASSERT_EQ(everything_on_the_launcher.size(), 3U);
+  EXPECT_NE(everything_on_the_launcher[0].reason.find("rank 0 ran on launcher"), std::string::npos);
+  EXPECT_NE(everything_on_the_launcher[2].reason.find("rank 2 did not report"), std::string::npos);
+  std::string table = render_table(everything_on_the_launcher);
+  EXPECT_EQ(table.rfind("HOST", 0), 0U);
+  EXPECT_NE(table.find("placement"), std::string::npos);
+  // The probe is done when every rank has said where it ran (a rank said twice counts once).
+  EXPECT_EQ(ranks_reported("[1,0]<stdout>:a\n[1,0]<stdout>:a\n[1,2]<stdout>:b\nnoise\n"), 2);
+  EXPECT_EQ(ranks_reported("[0] a\n[1] a\n[2] b\n"), 3);
+  EXPECT_EQ(ranks_reported("[1,99999999999]<stdout>:a\n"), 0) << "a rank number past int is no rank";
+}
+
+// The ssh check's workers are joined on every path: when the process limit lets only some
+// of them start, the others' share is done by those that did (before, the failed start of
+// the third thread unwound past two joinable ones: std::terminate). The workers must still
+// be busy when the third start fails, or the two would have ended and freed their places:
+// so the hosts are a listener that takes connections and never speaks, and each probe, with
+// a real job key, waits its 1 s for a banner.
+TEST(Preflight, TheSshCheckSurvivesWorkersThatCannotStart) {
+  ASSERT_EQ(getuid(), 0U) << "the unit tests run as root (as the README says): this one takes another uid";
+  auto key = init::generate_ed25519();
+  ASSERT_TRUE(key) << key.error().message;
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(listen(listener, 64), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  int port = ntohs(address.sin_port);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit three{3, 3};  // this process and two threads
+    if (setgid(4343) != 0 || setuid(4343) != 0 || setrlimit(RLIMIT_NPROC, &three) != 0) _exit(10);
+    std::vector<std::string> hosts(8, "127.0.0.1");
+    auto rows = check_ssh(hosts, port, key->private_key, 8, Millis(1000));
+    _exit(rows.size() == hosts.size() ? 0 : 11);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(listener);
+  ASSERT_TRUE(WIFEXITED(status)) << "the check was killed: signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: a host had no row";
+}
+
+// Names resolve to numeric addresses, sorted and without repeats (getaddrinfo gives one
+// entry a protocol); a name that does not resolve is a "dns" row and has no entry.
+TEST(Preflight, NamesResolveToTheirAddressesAndTheRestAreRows) {
+  std::vector<CheckRow> failed;
+  HostAddresses found = resolve_hosts({"127.0.0.1", "tmpi-no-such-host.invalid"}, failed);
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_EQ(found["127.0.0.1"], std::vector<std::string>{"127.0.0.1"});
+  ASSERT_EQ(failed.size(), 1U);
+  EXPECT_EQ(failed[0].host, "tmpi-no-such-host.invalid");
+  EXPECT_EQ(failed[0].check, "dns");
+  EXPECT_EQ(check_dns({"127.0.0.1", "tmpi-no-such-host.invalid"}).size(), 1U);
+}
+
+// A host is recreated when its name resolves to none of its old addresses: one kept address
+// (a dual-stack pod that lost one) is the same pod; a name not resolved then or now is not
+// this question's (the DNS check names it).
+TEST(Preflight, ARecreatedHostIsToldByItsNewAddress) {
+  HostAddresses at_launch = {{"a.j", {"10.0.0.2"}}, {"b.j", {"10.0.0.3", "fd00::3"}}, {"c.j", {}}};
+  EXPECT_EQ(recreated_host(at_launch, at_launch), std::nullopt);
+  EXPECT_EQ(recreated_host(at_launch, {{"a.j", {"10.0.0.2"}}, {"b.j", {"fd00::3"}}}), std::nullopt);
+  EXPECT_EQ(recreated_host(at_launch, {{"c.j", {"10.0.0.9"}}}), std::nullopt);
+  EXPECT_EQ(recreated_host(at_launch, {{"a.j", {}}}), std::nullopt);
+  auto moved = recreated_host(at_launch, {{"a.j", {"10.0.0.2"}}, {"b.j", {"10.0.100.3"}}});
+  ASSERT_TRUE(moved);
+  EXPECT_EQ(moved->rfind("host b.j lost (recreated at 10.0.100.3 (was 10.0.0.3, fd00::3)", 0), 0U) << *moved;
+}
+
+// After a failure, a name that no longer resolves is named first, and no ssh is tried (a
+// handshake to each host costs up to 2 s); then a moved one, whose sshd would pass (port 1
+// here refuses every handshake, so a fall through to ssh would name 127.0.0.1 instead).
+TEST(Preflight, TheLostHostIsTheUnresolvedThenTheMovedThenTheSilent) {
+  auto key = init::generate_ed25519();
+  ASSERT_TRUE(key) << key.error().message;
+  auto gone = find_lost_host({"127.0.0.1", "tmpi-no-such-host.invalid"}, {}, 1, key->private_key);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->rfind("host tmpi-no-such-host.invalid is gone (does not resolve", 0), 0U) << *gone;
+  auto moved = find_lost_host({"127.0.0.1"}, {{"127.0.0.1", {"10.9.9.9"}}}, 1, key->private_key);
+  ASSERT_TRUE(moved);
+  EXPECT_EQ(moved->rfind("host 127.0.0.1 lost (recreated at 127.0.0.1 (was 10.9.9.9)", 0), 0U) << *moved;
+  auto silent = find_lost_host({"127.0.0.1"}, {{"127.0.0.1", {"127.0.0.1"}}}, 1, key->private_key);
+  ASSERT_TRUE(silent);
+  EXPECT_EQ(silent->rfind("host 127.0.0.1 is gone (", 0), 0U) << *silent;
+}
+
+}  // namespace
+}  // namespace tmpi::launch
