@@ -57,6 +57,16 @@ for v in "${variants[@]}"; do [[ $v == openmpi || $v == mpich ]] || die "unknown
 mkdir -p "$cache/tmp" "$run_root"
 exec 9>"$cache/.build.lock"
 flock 9
+# What a build or an export that was killed left behind: buildah's working containers (their
+# overlay mounts keep `rm -rf` of the cache from working) and image mounts. Under the lock no
+# other call is running, so every one of them is dead.
+dead=$(pm ps --all --external --quiet 2>/dev/null || true)
+if [[ -n $dead ]]; then
+  say "removing $(wc -w <<<"$dead") container(s) that a killed build left"
+  # shellcheck disable=SC2086  # one ID a word
+  pm rm --force $dead >/dev/null 2>&1 || say "could not remove them all: $(pm ps --all --external --quiet | tr '\n' ' ')"
+fi
+pm image unmount --all >/dev/null 2>&1 || true
 
 # The base, imported under a tag named after its content, and checked by its layer digest.
 base_tar=$(bash "$here/base.sh")
