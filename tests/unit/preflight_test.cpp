@@ -1,6 +1,8 @@
 // The preflight's checks and the lost-host question asked after a failure: the placement
 // expected and read from the probe, the ssh check's workers under a process limit, names
 // resolved to addresses, and a recreated pod told by its new address.
+#include "launcher/preflight.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -11,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "initcontainer/ssh_identity.h"
-#include "launcher/preflight.h"
 
 namespace tmpi::launch {
 namespace {
