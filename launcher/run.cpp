@@ -286,8 +286,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     phase_done("preflight", since);
     feed.fabric(fabric);
     if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
-  }
-  if (!options.preflight) {
+  } else {
     std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
     at_launch = resolve_hosts(host_names, unresolved);
   }
