@@ -51,12 +51,6 @@ HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<C
   return found;
 }
 
-std::vector<CheckRow> check_dns(const std::vector<std::string>& names) {
-  std::vector<CheckRow> rows;
-  resolve_hosts(names, rows);
-  return rows;
-}
-
 std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now) {
   for (const auto& entry : at_launch) {
     const std::string& name = entry.first;

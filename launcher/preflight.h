@@ -24,7 +24,6 @@ struct CheckRow {
 // now; a name that does not resolve gets a "dns" row in `failed`, and no entry.
 using HostAddresses = std::map<std::string, std::vector<std::string>>;
 HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed);
-std::vector<CheckRow> check_dns(const std::vector<std::string>& names);
 // The first host whose name resolves `now` to none of the addresses it had `at_launch`: its
 // pod was recreated (the same name, a new pod, a new IP), and the job's ranks went with the
 // old one. Said as the coordinator says it when the new pod registers first; nullopt if none.

@@ -91,7 +91,6 @@ TEST(Preflight, NamesResolveToTheirAddressesAndTheRestAreRows) {
   ASSERT_EQ(failed.size(), 1U);
   EXPECT_EQ(failed[0].host, "tmpi-no-such-host.invalid");
   EXPECT_EQ(failed[0].check, "dns");
-  EXPECT_EQ(check_dns({"127.0.0.1", "tmpi-no-such-host.invalid"}).size(), 1U);
 }
 
 // A host is recreated when its name resolves to none of its old addresses: one kept address
