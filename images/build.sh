@@ -26,7 +26,7 @@
 #   the sha256 of its own tar stream, compared at each --root; a copy that differs, or that
 #   belongs to another image ID, is removed and exported again.
 # TMPI_CACHE (default /var/cache/tmpi) holds all of it, under images/; scripts/test.sh's
-# TMPI_FRESH=1 starts it empty. A lock serialises callers.
+# TMPI_FRESH=1 starts it empty. A lock serialises callers, --podman ones included.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
@@ -41,7 +41,14 @@ pm() { podman "${storage[@]}" "$@"; }
 [[ $(id -u) == 0 ]] || die "run it as root: podman's chroot builds and image mounts need it"
 command -v podman >/dev/null || die "needs podman (apt-get install podman; scripts/install-deps.sh installs it)"
 
-if [[ ${1:-} == --podman ]]; then shift; mkdir -p "$run_root"; exec podman "${storage[@]}" "$@"; fi
+# --podman runs under the build lock too: a build or a --root call clears, under that lock,
+# every container it finds (below), and would take this call's working container from
+# under it (CI saw Dockerfile.pytorch's check build lose its container mid-step that way).
+# flock -o: the lock is held by flock, not by podman's children, and goes when podman ends.
+if [[ ${1:-} == --podman ]]; then
+  shift; mkdir -p "$cache" "$run_root"
+  exec flock -o "$cache/.build.lock" podman "${storage[@]}" "$@"
+fi
 root_variant=""
 variants=()
 while [[ $# -gt 0 ]]; do
