@@ -53,6 +53,8 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kWait, "wait", kChoice)                               \
   X(kPreflight, "preflight", kBool)                       \
   X(kPlacement, "placement", kChoice)                     \
+  X(kSshCheck, "ssh-check", kChoice)                      \
+  X(kStartGate, "start-gate", kBool)                      \
   X(kCheck, "check", kChoice)                             \
   X(kMpi, "mpi", kChoice)                                 \
   X(kMpirun, "mpirun", kPath)                             \

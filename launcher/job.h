@@ -24,6 +24,9 @@ struct Job {
   // The preflight runs the placement probe job: --placement probe, or too many hosts to pass
   // their names to the agents (rank_placement.h).
   bool probe_placement = false;
+  // The ssh step runs beside the launch, and every agent holds its rank until it passed:
+  // TMPI_START_GATE=true reaches the ranks (JobOptions::start_gate).
+  bool start_gate = false;
 };
 
 // This mpi-launcher's own path, and the path of a program installed beside it ("" when
@@ -44,6 +47,10 @@ struct JobOptions {
   std::chrono::milliseconds beat_interval{0}, lost_after{0};  // forwarded to the agents
   std::vector<std::string> env, env_prefixes;                 // --env, --env-prefix
   std::string placement = "agents";                           // agents | probe | none
+  // The preflight's ssh step may run beside the launch (--ssh-check beside, and nothing else
+  // in the preflight runs an MPI job: no probe, no fabric check; run.cpp); the ranks' agents
+  // then pass the start gate (rank_gate.h). prepare_job keeps it only with no placement probe.
+  bool start_gate = false;
 };
 
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.

@@ -49,6 +49,7 @@ class JobRendezvous {
   JobRendezvous(const LauncherOptions& options, const Job& job, Shared& shared) {
     rdv::CoordinatorConfig config =
         rdv::coordinator_config(job.topology, job.private_key, options.rendezvous);
+    config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
     // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
@@ -107,6 +108,13 @@ class JobRendezvous {
         service_->listen(options.listen_address, static_cast<unsigned short>(options.job.rendezvous_port)));
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
+  }
+  // The start gate's decision (rank_gate.h), once the ssh check beside the launch has ended.
+  void open_gate() {
+    boost::asio::post(io_, [this] { service_->engine().open_gate(); });
+  }
+  void stop_gate(const std::string& reason) {
+    boost::asio::post(io_, [this, reason] { service_->engine().stop_gate(reason); });
   }
   // Tells the sidecars the job has ended, serves them two more beats, then stops.
   void finish(bool linger) {

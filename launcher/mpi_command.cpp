@@ -116,8 +116,8 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
   static const std::vector<std::string> kDefaultNames = {"PATH", "LD_LIBRARY_PATH"};
   // What the rank agent reads on the nodes.
   static const std::vector<std::string> kAgent = {
-      "TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT",   "TMPI_LOG_LEVEL", "TMPI_SLOT_LAYOUT",
-      "TMPI_RANK_HOSTS",  "TMPI_SSH_DIR",     "TMPI_BEAT_INTERVAL", "TMPI_LOST_AFTER"};
+      "TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT",   "TMPI_LOG_LEVEL",  "TMPI_SLOT_LAYOUT",
+      "TMPI_RANK_HOSTS",  "TMPI_SSH_DIR",     "TMPI_BEAT_INTERVAL", "TMPI_LOST_AFTER", "TMPI_START_GATE"};
   std::set<std::string> out(names.begin(), names.end());
   for (const auto& name : environment_names) {
     for (const auto* list : {&kAgent, &kDefaultNames}) {

@@ -21,11 +21,13 @@
 #include <spdlog/spdlog.h>
 
 #include "common/job_key.h"
+#include "common/log.h"
 #include "common/params.h"
 #include "common/plain_http.h"
 #include "common/proof.h"
 #include "common/utf8.h"
 #include "launcher/process.h"
+#include "launcher/rank_gate.h"
 #include "launcher/rank_placement.h"
 #include "launcher/stderr_tail.h"
 #include "rendezvous/protocol.h"
@@ -126,6 +128,21 @@ int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, co
   return static_cast<int>(Exit::kUnavailable);
 }
 
+// Asks the launcher whether the rank may start (rank_gate.h): 0 when it may, else the agent's
+// exit code, with the reason on stderr, where mpirun passes it on to the launcher's log.
+int pass_start_gate(const RankAgentOptions& options, const RankIdentity& id) {
+  GateVerdict verdict = wait_for_start(options, id.rank, hostname());
+  if (verdict.answer == GateAnswer::kStart) {
+    if (!verdict.reason.empty())
+      std::fprintf(stderr, "mpi-rank: rank %d: %s\n", id.rank, log::printable(verdict.reason).c_str());
+    return 0;
+  }
+  bool stopped = verdict.answer == GateAnswer::kStop;
+  std::fprintf(stderr, "mpi-rank: rank %d: not starting it: %s\n", id.rank,
+               log::printable(stopped ? "the launcher says: " + verdict.reason : verdict.reason).c_str());
+  return static_cast<int>(stopped ? Exit::kUnavailable : Exit::kTempFail);
+}
+
 // The MPI daemon that started this agent (orted, prted, hydra_pmi_proxy) waits for a word from
 // mpirun that cannot come across the cut: once the rank is ended, it is told to go too, so
 // that nothing of the job is left in the pod. Any other parent (a shell) is left alone.
@@ -194,6 +211,11 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   }
   if (auto wrong = misplaced(id->rank, env, hostname())) return refuse_misplaced(options, *id, *wrong);
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // the MPI daemon died: stop this rank
+  // The start gate (rank_gate.h) is passed before the forwarded signals are caught: a SIGTERM
+  // while the agent waits (mpirun stopped after a failed preflight) ends it at once.
+  if (options.start_gate && !options.coordinator.empty()) {
+    if (int refused = pass_start_gate(options, *id); refused != 0) return refused;
+  }
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);

@@ -44,6 +44,9 @@ struct RankAgentOptions {
   // more, is on the far side of a partition (or the launcher is gone): it ends its rank,
   // which nobody can stop any more, and exits 75 (rank_agent.cpp, orphaned()).
   Millis lost_after{15000};
+  // Ask the coordinator before the rank starts, and hold it until the answer is "start"
+  // (TMPI_START_GATE, set by the launcher when its ssh check runs beside the launch: rank_gate.h).
+  bool start_gate = false;
 };
 
 // Runs command as this rank; returns the exit status to pass on (128+signal for a signal).

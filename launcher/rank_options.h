@@ -15,6 +15,7 @@ inline RankCommandOptions rank_options(const Params& params) {
   options.agent.master_port = params.text(param::kMasterPort);
   options.agent.beat_interval = params.duration(param::kBeatInterval);
   options.agent.lost_after = params.duration(param::kLostAfter);
+  options.agent.start_gate = params.flag(param::kStartGate);
   options.ssh_dir = params.str(param::kSshDir);
   options.ssh_dir_given = params.is_set(param::kSshDir);
   return options;

@@ -24,6 +24,7 @@
 #include "launcher/job_rendezvous.h"
 #include "launcher/preflight.h"
 #include "launcher/process.h"
+#include "launcher/run_steps.h"
 #include "launcher/status_feed.h"
 #include "rendezvous/coordinator_service.h"
 
@@ -32,37 +33,8 @@ namespace tmpi::launch {
 namespace {
 
 using nlohmann::json;
-// SIGTERM (the pod is being deleted) or SIGINT: every phase asks, and ends at once.
-volatile std::sig_atomic_t g_stop_signal = 0;
-void on_stop_signal(int signal) {
-  g_stop_signal = signal;
-}
-bool stop_requested() {
-  return g_stop_signal != 0;
-}
-// Stopped by signal N, mpi-launcher exits 128+N, as a shell reports a process that N ended.
-int stop_code() {
-  return 128 + static_cast<int>(g_stop_signal);
-}
-Error stopped_during(std::string_view phase) {
-  return make_error(job_exit(stop_code()), "stopped by signal {} {} (the pod is being deleted?)",
-                    static_cast<int>(g_stop_signal), phase);
-}
-
 constexpr Millis kLostHostGrace(3000);
 constexpr Millis kMpirunLinger(10000);  // mpirun's time to exit after every rank reported its exit 0
-
-struct Phase {
-  std::string name;
-  double seconds;
-};
-
-// [{"name", "seconds"}]: report.json's phases, and the preflight's steps.
-json phases_json(const std::vector<Phase>& phases) {
-  json out = json::array();
-  for (const auto& phase : phases) out.push_back({{"name", phase.name}, {"seconds", phase.seconds}});
-  return out;
-}
 
 // mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
 // report (see rank_agent.cpp): it is listed from mpirun's status, on the host the
@@ -77,103 +49,6 @@ void record_clean_exits(json& ranks, const std::vector<std::string>& placement) 
     ranks.push_back(rank_json({rank, host, true, 0, 0, std::nullopt, false}));
   }
   std::sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
-}
-
-Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared) {
-  const std::string& mode = options.wait;
-  if (mode == "none") return ok_status();
-  Deadline deadline(options.rendezvous.deadline);
-  std::vector<std::string> names;
-  for (const auto& host : job.topology.hosts) names.push_back(host.name);
-  auto last_progress = Clock::now();
-  while (true) {
-    if (stop_requested()) return stopped_during("while waiting for the hosts");
-    if (mode == "sidecar") {
-      std::lock_guard lock(shared.mutex);
-      if (shared.barrier) return ok_status();
-      if (shared.deadline) {
-        return make_error(Exit::kTempFail,
-                          "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                          deadline.budget().count() / 1000, *shared.deadline);
-      }
-    } else {  // ssh: poll every sshd ourselves
-      auto rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(3000));
-      if (rows.empty()) return ok_status();
-      std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
-                                        names.size(), rows.front().host, rows.front().reason);
-      if (deadline.expired()) {
-        return make_error(Exit::kTempFail,
-                          "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
-                          deadline.budget().count() / 1000, summary, render_table(rows));
-      }
-      if (Clock::now() - last_progress >= Millis(5000)) {
-        spdlog::info("ssh wait: {}", summary);
-        last_progress = Clock::now();
-      }
-    }
-    std::this_thread::sleep_for(Millis(200));
-  }
-}
-
-// DNS, ssh, the placement probe (when the job asks for it: the agents check placement
-// themselves, rank_placement.h), then the fabric check (--check); `fabric` gets nccl-check's
-// report; `steps` the time of each step (report.json's "preflight"), so that a slow preflight
-// says which step is slow; `addresses` every name's addresses, as the DNS step found them.
-Status preflight(const LauncherOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps,
-                 HostAddresses& addresses) {
-  auto since = Clock::now();
-  auto step_done = [&](const char* name) {
-    steps.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
-    since = Clock::now();
-  };
-  std::vector<std::string> names = {job.launcher_name};
-  for (const auto& host : job.topology.hosts) names.push_back(host.name);
-  std::vector<CheckRow> rows;
-  addresses = resolve_hosts(names, rows);
-  step_done("dns");
-  if (stop_requested()) return stopped_during("during the preflight");
-  if (rows.empty() && options.wait != "ssh") {
-    std::vector<std::string> hosts(names.begin() + 1, names.end());
-    rows = check_ssh(hosts, options.job.ssh_port, job.private_key);
-    step_done("ssh");
-  }
-  if (stop_requested()) return stopped_during("during the preflight");
-  if (rows.empty() && job.probe_placement) {
-    bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
-    LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
-    spdlog::debug("placement probe: {}", shell_join(build_command(probe)));
-    const auto expected = expected_placement(job.topology, job.plan.np);
-    DoneWhen every_rank_said{
-        [&](const std::string& output) { return ranks_reported(output) >= job.plan.np; }};
-    auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested, every_rank_said);
-    if (stop_requested()) return stopped_during("during the preflight's placement check");
-    if (!ran) return make_error(Exit::kUnavailable, "placement check: {}", ran.error().message);
-    if (ran->ended_after_done) {
-      spdlog::warn("placement check: {} did not exit {} s after every rank had reported; ended it",
-                   job.plan.launcher, every_rank_said.linger.count() / 1000);
-    }
-    rows = check_placement(expected, ran->output);
-    if (ran->status != 0 && rows.empty())
-      rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
-    step_done("placement");
-  }
-  Exit exit = Exit::kUnavailable;
-  if (std::string backend = fabric_backend(options.fabric.check, job.topology);
-      rows.empty() && backend != "none") {
-    spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
-    auto checked_or = run_fabric_check(options.fabric, job, backend, stop_requested);
-    if (stop_requested()) return stopped_during("during the fabric check");
-    TMPI_ASSIGN(FabricCheck checked, std::move(checked_or));
-    std::cout << checked.table << std::flush;
-    step_done("fabric");
-    fabric = checked.report;
-    rows = checked.rows;
-    exit = checked.exit;
-  }
-  if (rows.empty()) return ok_status();
-  std::cerr << render_table(rows);
-  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above)",
-                    rows.size());
 }
 
 // report.json when the job cannot even be set up (no hosts.json or job key, the
@@ -196,6 +71,7 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
 Status check_job(const LauncherOptions& options) {
   TMPI_ASSIGN(Job job, prepare_job(options.job, {"true"}));
   job.probe_placement = true;  // no rank of a job is to check it here
+  job.start_gate = false;      // nor is the ssh step run beside a launch
   json fabric;
   std::vector<Phase> steps;
   HostAddresses addresses;
@@ -224,8 +100,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::cout << shell_join(build_command(job.plan)) << "\n";
     return ok_status();
   }
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  catch_stop_signals();
   Shared shared;
   JobRendezvous coordinator(options, job, shared);
   if (Status started = coordinator.start(options); !started)
@@ -290,9 +165,25 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
     at_launch = resolve_hosts(host_names, unresolved);
   }
+  // The ssh step beside the launch (run_steps.h): its verdict opens the agents' start gate,
+  // or stops the job, as its failure before the launch would have (exit 69, the table). The
+  // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
+  std::optional<SshCheckBeside> ssh_beside;
+  std::optional<Failure> preflight_failure;
+  auto ssh_verdict = [&](const std::vector<CheckRow>& rows) {
+    preflight_steps.push_back({"ssh", ssh_beside->seconds()});
+    ssh_beside.reset();
+    if (rows.empty()) return coordinator.open_gate();
+    Error failed = preflight_failed(rows);
+    preflight_failure = Failure{static_cast<int>(failed.exit), failed.message, "PreflightFailed"};
+    coordinator.stop_gate(failed.message);
+    std::lock_guard lock(shared.mutex);
+    shared.failure = preflight_failure;
+  };
   spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
                shell_join(command));
   since = Clock::now();
+  if (job.start_gate) ssh_beside.emplace(job, options.job.ssh_port);
   auto spawned = ProcessGroup::spawn(command, job.env);
   if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
   ProcessGroup mpi = *spawned;
@@ -303,6 +194,9 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   const auto launched = Clock::now();
   std::optional<Clock::time_point> all_exited_at;
   while (!(status = mpi.poll())) {
+    if (ssh_beside) {
+      if (auto rows = ssh_beside->poll()) ssh_verdict(*rows);
+    }
     if (job_timeout.count() > 0 && Clock::now() - launched >= job_timeout) {
       // The snapshot is taken on the coordinator's thread, whose callbacks take the mutex.
       Failure timed_out = past_timeout(job_timeout, coordinator.snapshot()["ranks"]);
@@ -329,27 +223,35 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
         break;
       }
     }
-    if (failure || g_stop_signal != 0) {
+    if (failure || stop_requested()) {
       if (!failure)
         failure = Failure{stop_code(),
-                          fmt::format("stopped by signal {} (the pod is being deleted?)", g_stop_signal),
+                          fmt::format("stopped by signal {} (the pod is being deleted?)", stop_code() - 128),
                           "JobStopped"};
       int running;
       {
         std::lock_guard lock(shared.mutex);
         running = std::max(0, job.plan.np - shared.exited);
       }
-      spdlog::error("{}; stopping {} other ranks", failure->reason, running);
+      if (failure->event == "PreflightFailed") {
+        spdlog::error("{}; stopping {}", failure->reason, job.plan.launcher);
+      } else {
+        spdlog::error("{}; stopping {} other ranks", failure->reason, running);
+      }
       // A lost host's daemon cannot pass mpirun's SIGTERM on, so the whole grace (10 s by
-      // default) would only delay the report: a job with a lost host gets at most 3 s.
+      // default) would only delay the report: a job with a lost host gets at most 3 s; so does
+      // one whose ssh check failed (no rank runs, and a host may not answer).
       Millis grace = options.grace;
-      if (failure->event == "HostLost") grace = std::min(grace, kLostHostGrace);
+      if (failure->event == "HostLost" || failure->event == "PreflightFailed")
+        grace = std::min(grace, kLostHostGrace);
       status = mpi.stop(grace);
       break;
     }
     std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
   }
   phase_done("job", since);
+  if (ssh_beside) ssh_verdict(ssh_beside->wait());  // mpirun ended first: its verdict still decides
+  if (preflight_failure) failure = preflight_failure;
   if (int strays = end_strays(); strays > 0)
     spdlog::info(
         "ended {} process(es) that {} left behind (its ssh sessions, in process groups of their own)", strays,

@@ -55,13 +55,17 @@ const char* state_name(HostState state) {
 }
 
 Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callbacks, Clock::time_point now)
-    : config_(std::move(config)), callbacks_(std::move(callbacks)), start_(now), last_progress_(now) {
+    : config_(std::move(config)),
+      callbacks_(std::move(callbacks)),
+      start_(now),
+      last_progress_(now),
+      gate_(config_.gated ? StartGate::kClosed : StartGate::kOpen) {
   for (const auto& name : config_.hosts) {
     hosts_[name].name = name;
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
   for (const char* counter : {"registrations", "reregistrations", "departures", "refusals", "beats",
-                              "rank_starts", "rank_exits", "rank_misplaced", "rank_beats"})
+                              "rank_starts", "rank_exits", "rank_misplaced", "rank_beats", "start_questions"})
     counters_[counter] = 0;
 }
 
@@ -111,6 +115,7 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == kRankPath) return rank(call, now);
     if (call.target == kRankBeatPath) return rank_beat(call, now);
     if (call.target == kLeavePath) return leave(call);
+    if (call.target == kMayStartPath) return may_start(call);
   }
   return json_reply(
       404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
@@ -298,6 +303,36 @@ Reply Coordinator::leave(const Call& call) {
   return json_reply(200, {{"jobEnded", job_ended_}});
 }
 
+// The start gate (config.gated): closed while the launcher's preflight runs beside the
+// launch; the agents ask, and hold their ranks until it opens, or stops them.
+Reply Coordinator::may_start(const Call& call) {
+  json body = json::parse(call.body, nullptr, false);
+  Parsed<MayStart> parsed = parse_may_start(body);
+  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
+  if (!signed_by(config_.key, Kind::kMayStart, body))
+    return refuse(403, std::get<MayStart>(parsed).host, "bad proof on a question to start a rank");
+  ++counters_["start_questions"];
+  if (job_ended_) return json_reply(200, {{"decision", "stop"}, {"reason", "the job has ended"}});
+  switch (gate_) {
+    case StartGate::kOpen:
+      return json_reply(200, {{"decision", "start"}});
+    case StartGate::kClosed:
+      return json_reply(200, {{"decision", "wait"}});
+    case StartGate::kStopped:
+      break;
+  }
+  return json_reply(200, {{"decision", "stop"}, {"reason", gate_reason_}});
+}
+
+void Coordinator::open_gate() {
+  if (gate_ == StartGate::kClosed) gate_ = StartGate::kOpen;
+}
+
+void Coordinator::stop_gate(const std::string& reason) {
+  gate_ = StartGate::kStopped;
+  gate_reason_ = reason;
+}
+
 void Coordinator::end_job() {
   if (job_ended_) return;
   job_ended_ = true;
@@ -358,62 +393,6 @@ void Coordinator::check_agents(Clock::time_point now) {
 void Coordinator::set_state(HostEntry& entry, HostState state) {
   ready_ += (state == HostState::kReady ? 1 : 0) - (entry.state == HostState::kReady ? 1 : 0);
   entry.state = state;
-}
-
-std::string Coordinator::summary(std::size_t max_named) const {
-  std::vector<std::string> missing;
-  std::size_t not_ready = 0;
-  for (const auto& [name, entry] : hosts_) {
-    if (entry.state == HostState::kReady) continue;
-    ++not_ready;
-    if (missing.size() < max_named) missing.push_back(fmt::format("{} ({})", name, entry.reason));
-  }
-  std::string out = fmt::format("{}/{} hosts ready", ready_count(), hosts_.size());
-  if (!missing.empty()) out += fmt::format("; waiting for {}", fmt::join(missing, ", "));
-  if (not_ready > missing.size()) out += fmt::format(" and {} more", not_ready - missing.size());
-  return out;
-}
-
-std::string Coordinator::hosts_json(Clock::time_point now) const {
-  json hosts = json::array();
-  for (const auto& [name, entry] : hosts_) {
-    hosts.push_back({{"name", name},
-                     {"state", state_name(entry.state)},
-                     {"reason", entry.reason},
-                     {"address", entry.address},
-                     {"slots", entry.slots},
-                     {"gpus", entry.gpus},
-                     {"version", entry.version},
-                     {"lastBeatMillisAgo",
-                      entry.last_beat == Clock::time_point{} ? -1 : ms_between(entry.last_beat, now)}});
-  }
-  return json{{"barrier", barrier_open_ ? "open" : (deadline_passed_ ? "timed-out" : "waiting")},
-              {"jobEnded", job_ended_},
-              {"ready", ready_count()},
-              {"expected", hosts_.size()},
-              {"hosts", hosts}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string Coordinator::metrics() const {
-  std::map<std::string, int> by_state = {{"waiting", 0}, {"ssh-failed", 0}, {"ready", 0}, {"lost", 0}};
-  for (const auto& [name, entry] : hosts_) ++by_state[state_name(entry.state)];
-  std::string out =
-      "# HELP tmpi_rendezvous_hosts Hosts of the job by state.\n# TYPE tmpi_rendezvous_hosts gauge\n";
-  for (const auto& [state, count] : by_state)
-    out += fmt::format("tmpi_rendezvous_hosts{{state=\"{}\"}} {}\n", state, count);
-  out +=
-      "# HELP tmpi_rendezvous_barrier_open 1 once every host is ready.\n# TYPE tmpi_rendezvous_barrier_open "
-      "gauge\n";
-  out += fmt::format("tmpi_rendezvous_barrier_open {}\n", barrier_open_ ? 1 : 0);
-  for (const auto& [name, value] : counters_) {
-    out += fmt::format(
-        "# HELP tmpi_rendezvous_{0}_total Rendezvous {0} since start.\n# TYPE tmpi_rendezvous_{0}_total "
-        "counter\n",
-        name);
-    out += fmt::format("tmpi_rendezvous_{}_total {}\n", name, value);
-  }
-  return out;
 }
 
 }  // namespace tmpi::rdv

@@ -12,6 +12,9 @@
 //   POST /v1/rank      the rank agents' start and exit reports.
 //   POST /v1/rank-beat a running rank's agent, every beat: with or without sidecars, a
 //        host whose running ranks' agents all fall silent for lost_after is lost.
+//   POST /v1/may-start a rank agent, before it starts its rank: "wait" while the start gate
+//        is closed (config.gated: the launcher's preflight runs beside the launch), then
+//        "start", or "stop" with the preflight's reason; "start" when the job has no gate.
 //   POST /v1/leave     a sidecar's SIGTERM: before the barrier its host waits again (a new
 //        pod may come); after it, the host is lost at once, not after lost_after.
 //   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
@@ -77,7 +80,10 @@ struct CoordinatorConfig {
   Millis lost_after{15000};          // no beat for this long after the barrier: lost
   Millis deadline{300000};           // the barrier must open by then
   Millis progress_every{5000};       // at most one progress line this often
+  bool gated = false;                // the start gate is closed until open_gate() or stop_gate()
 };
+
+enum class StartGate { kClosed, kOpen, kStopped };
 
 struct CoordinatorCallbacks {
   std::function<void(const std::string& line)> progress;  // waiting: "61/64 hosts ready; ..."
@@ -101,6 +107,10 @@ class Coordinator {
   // Timers: progress, the deadline, lost hosts. Call it about once a second.
   void tick(Clock::time_point now);
   void end_job();
+  // The start gate's decision (once: a stopped gate stays stopped; opening a stopped one does nothing).
+  void open_gate();
+  void stop_gate(const std::string& reason);
+  StartGate gate() const { return gate_; }
 
   bool barrier_open() const { return barrier_open_; }
   bool job_ended() const { return job_ended_; }
@@ -122,6 +132,7 @@ class Coordinator {
   std::string canonical_host(const std::string& host) const;
   void check_agents(Clock::time_point now);
   Reply leave(const Call& call);
+  Reply may_start(const Call& call);
   Reply refuse(int status, const std::string& host, const std::string& why);
   void check_barrier();
   void set_state(HostEntry& entry, HostState state);
@@ -143,6 +154,8 @@ class Coordinator {
   };
   std::map<int, AgentBeat> agents_;
   std::set<std::string> agents_lost_;  // hosts named lost by their agents' silence (once each)
+  StartGate gate_;
+  std::string gate_reason_;  // why it was stopped
 };
 
 }  // namespace tmpi::rdv

@@ -30,6 +30,8 @@ const char* kind_word(Kind kind) {
       return "leave";
     case Kind::kRankBeat:
       return "rank-beat";
+    case Kind::kMayStart:
+      return "may-start";
   }
   return "?";
 }
@@ -44,6 +46,9 @@ nlohmann::json to_json(const Beat& m) {
 }
 nlohmann::json to_json(const RankBeat& m) {
   return {{"rank", m.rank}, {"host", m.host}, {"seq", m.seq}};
+}
+nlohmann::json to_json(const MayStart& m) {
+  return {{"rank", m.rank}, {"host", m.host}};
 }
 nlohmann::json to_json(const Leave& m) {
   return {{"host", m.host}, {"nonce", m.nonce}};
@@ -136,6 +141,19 @@ Parsed<RankBeat> parse_rank_beat(const json& body) {
       !read(body, "seq", m.seq, true) || m.rank < 0 || m.host.empty()) {
     return Refusal{400,
                    "a rank's beat needs rank (integer, 0 or more), host (string), seq (integer) and proof"};
+  }
+  return m;
+}
+
+std::string signed_body(std::string_view key, const MayStart& message) {
+  return sign(key, Kind::kMayStart, to_json(message));
+}
+
+Parsed<MayStart> parse_may_start(const json& body) {
+  MayStart m;
+  if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "host", m.host, true) ||
+      m.rank < 0 || m.host.empty()) {
+    return Refusal{400, "asking to start a rank needs rank (integer, 0 or more), host (string) and proof"};
   }
   return m;
 }

@@ -17,6 +17,8 @@
 //   POST /v1/leave     {host, nonce, proof}        a sidecar's SIGTERM: its pod is going
 //   POST /v1/rank-beat {rank, host, seq, proof}    a running rank's agent: its pod lives;
 //                                                  seq rises per rank
+//   POST /v1/may-start {rank, host, proof}         an agent asks before it starts its rank,
+//                                                  while the preflight runs beside the launch
 // Answers are unsigned: docs/design.md, "The rendezvous protocol".
 #pragma once
 
@@ -37,6 +39,7 @@ inline constexpr const char* kEndPath = "/v1/end";
 inline constexpr const char* kRankPath = "/v1/rank";
 inline constexpr const char* kLeavePath = "/v1/leave";
 inline constexpr const char* kRankBeatPath = "/v1/rank-beat";
+inline constexpr const char* kMayStartPath = "/v1/may-start";
 
 struct Registration {
   std::string host;
@@ -85,6 +88,16 @@ struct RankBeat {
   long long seq = 0;
 };
 
+// A rank agent's question before it starts its rank, when the launcher runs its preflight's
+// ssh step beside the launch (TMPI_GATE): the answer is "wait", "start" or "stop" (the
+// preflight failed; its reason comes along). No nonce: a replayed question learns only what
+// the launcher would tell any agent of the job, and a nonce per question (agents ask again
+// every few ms while the answer is "wait") would grow the coordinator's set of nonces.
+struct MayStart {
+  int rank = -1;
+  std::string host;
+};
+
 // What a body of the wrong shape gets: the HTTP status (400) and why.
 struct Refusal {
   int status = 400;
@@ -100,6 +113,7 @@ std::string signed_body(std::string_view key, const EndJob& message);
 std::string signed_body(std::string_view key, const RankReport& message);
 std::string signed_body(std::string_view key, const Leave& message);
 std::string signed_body(std::string_view key, const RankBeat& message);
+std::string signed_body(std::string_view key, const MayStart& message);
 
 // A received body (already parsed as JSON): its fields, type-checked.
 Parsed<Registration> parse_registration(const nlohmann::json& body);
@@ -108,10 +122,11 @@ Parsed<EndJob> parse_end(const nlohmann::json& body);
 Parsed<RankReport> parse_rank(const nlohmann::json& body);
 Parsed<Leave> parse_leave(const nlohmann::json& body);
 Parsed<RankBeat> parse_rank_beat(const nlohmann::json& body);
+Parsed<MayStart> parse_may_start(const nlohmann::json& body);
 
 // Whether `body` carries the proof of a message of `kind` under key, over all of its other
 // fields; compared in constant time.
-enum class Kind { kRegister, kBeat, kEnd, kRank, kLeave, kRankBeat };
+enum class Kind { kRegister, kBeat, kEnd, kRank, kLeave, kRankBeat, kMayStart };
 bool signed_by(std::string_view key, Kind kind, const nlohmann::json& body);
 
 }  // namespace tmpi::rdv

@@ -24,6 +24,9 @@
 #                             timeout writes report.json too
 #   stop-preflight            SIGTERM during the fabric check, and during the --wait ssh poll
 #                             (which names the sshd it waits for, every 5 s)
+#   gate-holds                node 1's sshd never answers the ssh check that runs beside the
+#                             launch; the ranks MPICH started on node 0 wait at the start gate,
+#                             then are not started: exit 69
 #   ssh-refused               a node's sshd rejects the key: exit 69 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
@@ -371,6 +374,45 @@ case $case_name in
     jq -e '.exit.reason | test("stopped by signal 15 while waiting for the hosts")' "$report" >/dev/null ||
       fail "report.json after a stop in the ssh wait: $(jq -c .exit "$report" 2>&1)"
     pass "SIGTERM during the fabric check (ended in $took s, nothing left) and during the ssh wait: exit 143, report.json" ;;
+  gate-holds)
+    # The ssh step runs beside the launch (--ssh-check beside, the default), and the ranks wait
+    # at the start gate for its verdict. --np 2 puts both ranks on node 0, and MPICH's hydra
+    # starts a proxy only where ranks go (Open MPI starts a daemon on every host, and would
+    # wait for node 1 itself); the ssh check asks every host, and node 1's sshd is stopped
+    # (SIGSTOP: the kernel takes the connection, nobody answers), so the check waits out its
+    # 10 s handshake deadline while hydra has started both ranks' agents. They must hold their
+    # ranks all that time, then not start them: exit 69, node 1 named.
+    sshd_pid=""  # sshd names its listener "sshd: /usr/sbin/sshd -D ... [listener] ..."
+    for pid in $(ip netns pids "$("$CIB" ns "${nodes[1]}")"); do
+      [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"[listener]"* ]] && sshd_pid=$pid
+    done
+    [[ -n $sshd_pid ]] || fail "no sshd found in ${nodes[1]}"
+    kill -STOP "$sshd_pid"
+    t0=$(date +%s%N)
+    launch --wait none --np 2 --mpi mpich -- sh -c "touch $CIB_DIR/rank-started-\$RANK" > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    agents() { job_leftovers "${nodes[0]}" | grep -c "mpi-rank -- sh -c touch" || true; }
+    for _ in $(seq 50); do
+      ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started before the ssh check passed"
+      [[ $(agents) == 2 ]] && break
+      sleep 0.1
+    done
+    [[ $(agents) == 2 ]] || fail "hydra did not start both agents on ${nodes[0]} in 5 s: $(job_leftovers)"
+    held_at=$(ms_since "$t0")
+    sleep 2  # the agents ask every 250 ms at most: a gate that let them go would have by now
+    [[ $(agents) == 2 ]] || fail "the agents did not stay at the gate: $(job_leftovers)"
+    ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started before the ssh check passed"
+    rc=0; wait "$pid" || rc=$?
+    kill -CONT "$sshd_pid"
+    out=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
+    expect_contains "$out" "${nodes[1]}.$sub" "the silent host is named"
+    expect_contains "$out" "preflight failed on 1 check(s); no rank was started" "the preflight's verdict"
+    ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started after the ssh check failed: $out"
+    [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.preflight | map(.name) | join(",")' "$report") == dns,ssh ]] ||
+      fail "report.json: $(jq -c '{exit, preflight}' "$report")"
+    row "an sshd that never answers the ssh check, which runs beside the launch" "exit 69; the ranks' agents waited at the start gate (from $held_at ms on) and never started them" "$(ms_since "$t0") ms to the launcher's exit"
+    pass "the ranks wait at the start gate for the ssh check beside the launch, and do not start when it fails" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands

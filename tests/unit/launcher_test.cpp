@@ -121,17 +121,18 @@ TEST(MpiCommand, TellsOpenMpi4From5ByTheDaemonBesideTheLauncher) {
 TEST(MpiCommand, ForwardsDefaultsNamesAndPrefixes) {
   auto names = forwarded_env({"NCCL_IB_HCA", "HOME", "HF_HOME", "MY_A", "MY_B", "SECRET", "TMPI_COORDINATOR",
                               "TMPI_SSH_DIR", "TMPI_BEAT_INTERVAL", "TMPI_LOST_AFTER", "TMPI_RANK_HOSTS",
-                              "PATH", "LD_LIBRARY_PATH", "PATHEXT", "GLOO_SOCKET_IFNAME"},
+                              "PATH", "LD_LIBRARY_PATH", "PATHEXT", "GLOO_SOCKET_IFNAME", "TMPI_START_GATE"},
                              {"WANDB_PROJECT"}, {"MY_"});
   // TMPI_SSH_DIR too: the agents find the job key where the launcher was told it is, or they
   // could not report which rank failed; and TMPI_BEAT_INTERVAL, or they would beat at their
   // default while the coordinator counts --lost-after against the launcher's.
   // TMPI_LOST_AFTER: an agent cut off gives up on the coordinator as late as it gives up on it.
   // TMPI_RANK_HOSTS: without it no agent can check where it runs (rank_placement.h).
+  // TMPI_START_GATE: without it the agents would start their ranks before the ssh check passed.
   EXPECT_EQ(names, (std::vector<std::string>{"GLOO_SOCKET_IFNAME", "HF_HOME", "LD_LIBRARY_PATH", "MY_A",
                                              "MY_B", "NCCL_IB_HCA", "PATH", "TMPI_BEAT_INTERVAL",
                                              "TMPI_COORDINATOR", "TMPI_LOST_AFTER", "TMPI_RANK_HOSTS",
-                                             "TMPI_SSH_DIR", "WANDB_PROJECT"}));
+                                             "TMPI_SSH_DIR", "TMPI_START_GATE", "WANDB_PROJECT"}));
 }
 
 TEST(MpiCommand, ShellJoinQuotes) {

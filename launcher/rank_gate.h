@@ -1,0 +1,39 @@
+// The rank agent's side of the start gate. With `--ssh-check beside` (the default) the
+// launcher starts mpirun right after its DNS step and runs the ssh step of its preflight on
+// a thread of its own, so that the ssh handshakes hide behind mpirun's own daemon start
+// (issue 13: at 64 pods they were most of the launcher's cost over plain mpirun). No rank may
+// start before that check has passed: each agent asks the coordinator (POST /v1/may-start)
+// and holds its rank until the answer is "start".
+//
+// The agent keeps asking while the answer is "wait", with backoff and jitter (10 ms, up to
+// 250 ms), since the ssh check usually ends before mpirun has started a single rank. What it
+// does when the answers stop, decided as for the agent's reports (rank_agent.h):
+// - "stop" (the preflight failed, or the job has ended): the rank is not started; exit 69.
+// - the coordinator answered "wait" once and then nothing for --lost-after: the launcher is
+//   gone or cut off, and nobody could stop this rank any more; it is not started; exit 75.
+// - the coordinator never answered at all in --lost-after (a NetworkPolicy in the way, or a
+//   port that nothing serves): the rank starts, with a line on stderr, as an agent that
+//   cannot report runs its rank unreported; the launcher still stops the job if its check
+//   fails, since it stops mpirun.
+// - any other HTTP answer (an older coordinator's 404, a 403 for another key): it starts, so
+//   said on stderr.
+#pragma once
+
+#include <string>
+
+#include "launcher/rank_agent.h"
+
+namespace tmpi::launch {
+
+enum class GateAnswer { kStart, kStop, kLost };
+
+struct GateVerdict {
+  GateAnswer answer = GateAnswer::kStart;
+  std::string reason;  // kStop: the launcher's reason; kStart/kLost: what the agent saw, or ""
+};
+
+// Asks until the coordinator decides, or --lost-after passes as above. `host` is this pod's
+// hostname, sent as the agents' reports send it.
+GateVerdict wait_for_start(const RankAgentOptions& options, int rank, const std::string& host);
+
+}  // namespace tmpi::launch

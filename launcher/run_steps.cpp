@@ -1,0 +1,178 @@
+// See run_steps.h.
+#include "launcher/run_steps.h"
+
+#include <csignal>
+#include <iostream>
+#include <system_error>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/utf8.h"
+#include "launcher/fabric_check.h"
+#include "launcher/process.h"
+
+namespace tmpi::launch {
+
+namespace {
+
+using nlohmann::json;
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+}
+
+}  // namespace
+
+void catch_stop_signals() {
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+}
+bool stop_requested() {
+  return g_stop_signal != 0;
+}
+int stop_code() {
+  return 128 + static_cast<int>(g_stop_signal);
+}
+Error stopped_during(std::string_view phase) {
+  return make_error(job_exit(stop_code()), "stopped by signal {} {} (the pod is being deleted?)",
+                    static_cast<int>(g_stop_signal), phase);
+}
+
+json phases_json(const std::vector<Phase>& phases) {
+  json out = json::array();
+  for (const auto& phase : phases) out.push_back({{"name", phase.name}, {"seconds", phase.seconds}});
+  return out;
+}
+
+Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
+  std::cerr << render_table(rows);
+  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above)",
+                    rows.size());
+}
+
+SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port) {
+  std::vector<std::string> hosts;
+  for (const auto& host : job.topology.hosts) hosts.push_back(host.name);
+  auto check = [this, hosts, ssh_port, key = job.private_key] {
+    auto since = Clock::now();
+    std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key);
+    seconds_ = std::chrono::duration<double>(Clock::now() - since).count();  // read after the future's get()
+    return rows;
+  };
+  try {
+    result_ = std::async(std::launch::async, check);
+  } catch (const std::system_error& e) {  // no thread to be had (the pod's process limit): run it now
+    spdlog::debug("ssh check: no thread of its own ({}); it runs before the launch", e.what());
+    ran_here_ = check();
+  }
+}
+
+std::optional<std::vector<CheckRow>> SshCheckBeside::poll() {
+  if (!ran_here_ && result_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return std::nullopt;
+  return wait();
+}
+
+std::vector<CheckRow> SshCheckBeside::wait() {
+  if (ran_here_) return *ran_here_;
+  try {
+    return result_.get();
+  } catch (const std::exception& e) {  // check_ssh catches per host; what is left is memory
+    return {{"(all)", "ssh", fmt::format("the check failed: {}", e.what())}};
+  }
+}
+
+Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared) {
+  const std::string& mode = options.wait;
+  if (mode == "none") return ok_status();
+  Deadline deadline(options.rendezvous.deadline);
+  std::vector<std::string> names;
+  for (const auto& host : job.topology.hosts) names.push_back(host.name);
+  auto last_progress = Clock::now();
+  while (true) {
+    if (stop_requested()) return stopped_during("while waiting for the hosts");
+    if (mode == "sidecar") {
+      std::lock_guard lock(shared.mutex);
+      if (shared.barrier) return ok_status();
+      if (shared.deadline) {
+        return make_error(Exit::kTempFail,
+                          "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
+                          deadline.budget().count() / 1000, *shared.deadline);
+      }
+    } else {  // ssh: poll every sshd ourselves
+      auto rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(3000));
+      if (rows.empty()) return ok_status();
+      std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
+                                        names.size(), rows.front().host, rows.front().reason);
+      if (deadline.expired()) {
+        return make_error(Exit::kTempFail,
+                          "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
+                          deadline.budget().count() / 1000, summary, render_table(rows));
+      }
+      if (Clock::now() - last_progress >= Millis(5000)) {
+        spdlog::info("ssh wait: {}", summary);
+        last_progress = Clock::now();
+      }
+    }
+    std::this_thread::sleep_for(Millis(200));
+  }
+}
+
+Status preflight(const LauncherOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps,
+                 HostAddresses& addresses) {
+  auto since = Clock::now();
+  auto step_done = [&](const char* name) {
+    steps.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
+    since = Clock::now();
+  };
+  std::vector<std::string> names = {job.launcher_name};
+  for (const auto& host : job.topology.hosts) names.push_back(host.name);
+  std::vector<CheckRow> rows;
+  addresses = resolve_hosts(names, rows);
+  step_done("dns");
+  if (stop_requested()) return stopped_during("during the preflight");
+  if (rows.empty() && options.wait != "ssh" && !job.start_gate) {
+    std::vector<std::string> hosts(names.begin() + 1, names.end());
+    rows = check_ssh(hosts, options.job.ssh_port, job.private_key);
+    step_done("ssh");
+  }
+  if (stop_requested()) return stopped_during("during the preflight");
+  if (rows.empty() && job.probe_placement) {
+    bool hydra = job.plan.flavour == Flavour::kMpich || job.plan.flavour == Flavour::kIntel;
+    LaunchPlan probe = plan_for(job, {"hostname"}, {hydra ? "-prepend-rank" : "--tag-output"});
+    spdlog::debug("placement probe: {}", shell_join(build_command(probe)));
+    const auto expected = expected_placement(job.topology, job.plan.np);
+    DoneWhen every_rank_said{
+        [&](const std::string& output) { return ranks_reported(output) >= job.plan.np; }};
+    auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested, every_rank_said);
+    if (stop_requested()) return stopped_during("during the preflight's placement check");
+    if (!ran) return make_error(Exit::kUnavailable, "placement check: {}", ran.error().message);
+    if (ran->ended_after_done) {
+      spdlog::warn("placement check: {} did not exit {} s after every rank had reported; ended it",
+                   job.plan.launcher, every_rank_said.linger.count() / 1000);
+    }
+    rows = check_placement(expected, ran->output);
+    if (ran->status != 0 && rows.empty())
+      rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
+    step_done("placement");
+  }
+  Exit exit = Exit::kUnavailable;
+  if (std::string backend = fabric_backend(options.fabric.check, job.topology);
+      rows.empty() && backend != "none") {
+    spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
+    auto checked_or = run_fabric_check(options.fabric, job, backend, stop_requested);
+    if (stop_requested()) return stopped_during("during the fabric check");
+    TMPI_ASSIGN(FabricCheck checked, std::move(checked_or));
+    std::cout << checked.table << std::flush;
+    step_done("fabric");
+    fabric = checked.report;
+    rows = checked.rows;
+    exit = checked.exit;
+  }
+  if (rows.empty()) return ok_status();
+  return preflight_failed(rows, exit);
+}
+
+}  // namespace tmpi::launch

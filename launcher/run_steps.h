@@ -1,0 +1,78 @@
+// The steps of `mpi-launcher run` before the job's own mpirun, and what every step shares:
+// the stop signal (SIGTERM: the pod is being deleted), the steps' timings for report.json,
+// the wait for the hosts, and the preflight. Split from run.cpp, which launches and
+// supervises, so that each reads as one thing.
+//
+// The preflight's ssh step runs in one of two places (--ssh-check): before the launch, in
+// preflight(), or beside it (the default, when no other step of the preflight is an MPI job:
+// Job::start_gate), on a thread of its own (SshCheckBeside), while mpirun starts its daemons
+// and the ranks' agents wait at the start gate (rank_gate.h) for its verdict. Either way no
+// rank starts before every sshd has accepted the job key; beside the launch, the handshakes
+// cost the job no wall time of their own while mpirun's daemon start takes longer (issue 13:
+// at 64 pods the ssh step was 0.9 s of a 5 s launch).
+#pragma once
+
+#include <future>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "launcher/job.h"
+#include "launcher/job_rendezvous.h"
+#include "launcher/options.h"
+#include "launcher/preflight.h"
+
+namespace tmpi::launch {
+
+// SIGTERM or SIGINT to the launcher: every phase asks stop_requested(), and ends at once.
+void catch_stop_signals();
+bool stop_requested();
+// Stopped by signal N, mpi-launcher exits 128+N, as a shell reports a process that N ended.
+int stop_code();
+Error stopped_during(std::string_view phase);
+
+struct Phase {
+  std::string name;
+  double seconds;
+};
+// [{"name", "seconds"}]: report.json's phases, and the preflight's steps.
+nlohmann::json phases_json(const std::vector<Phase>& phases);
+
+// --wait: the sidecars' barrier, every sshd polled by the launcher itself, or nothing.
+Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared);
+
+// DNS, ssh (unless it runs beside the launch: job.start_gate), the placement probe (when
+// the job asks for it: the agents check placement themselves, rank_placement.h), then the
+// fabric check (--check); `fabric` gets nccl-check's report; `steps` the time of each step
+// (report.json's "preflight"), so that a slow preflight says which step is slow; `addresses`
+// every name's addresses, as the DNS step found them.
+Status preflight(const LauncherOptions& options, const Job& job, nlohmann::json& fabric,
+                 std::vector<Phase>& steps, HostAddresses& addresses);
+
+// The preflight's failure, as run() reports it whether the ssh step ran before the launch or
+// beside it: exit 69, the table of `rows` on stderr, and no rank started.
+Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUnavailable);
+
+// The ssh step beside the launch: check_ssh() over the job's hosts on a thread of its own,
+// started at construction. Its handshakes are bounded (10 s each), so wait() is too. Take its
+// rows once, by poll() or wait(); it must not move while it runs (hold it in an optional).
+class SshCheckBeside {
+ public:
+  SshCheckBeside(const Job& job, int ssh_port);
+  // The rows if the check has ended (empty: every sshd passed), else nullopt.
+  std::optional<std::vector<CheckRow>> poll();
+  std::vector<CheckRow> wait();
+  // The check's own time, for report.json's preflight steps ("ssh"), once its rows are taken.
+  double seconds() const { return seconds_; }
+
+ private:
+  std::future<std::vector<CheckRow>> result_;
+  std::optional<std::vector<CheckRow>> ran_here_;  // no thread could be started: it ran here
+  double seconds_ = 0;
+};
+
+}  // namespace tmpi::launch
