@@ -57,7 +57,11 @@ Status hosts(const LauncherOptions& options) {
 }
 
 Status shell(const LauncherOptions& options) {
-  TMPI_ASSIGN(Job job, prepare_job(options.job, {"YOUR_PROGRAM"}));
+  // No launcher runs a start gate for the commands typed here: TMPI_START_GATE=false, or an
+  // agent would wait --lost-after for an answer before it started its rank.
+  JobOptions job_options = options.job;
+  job_options.start_gate = false;
+  TMPI_ASSIGN(Job job, prepare_job(job_options, {"YOUR_PROGRAM"}));
   std::cout << fmt::format("trainer-mpi shell: {} hosts, {} slots, {} ({})\n", job.topology.hosts.size(),
                            job.topology.total_slots(), flavour_name(job.plan.flavour), job.plan.launcher);
   for (const auto& host : job.topology.hosts)

@@ -69,9 +69,10 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
 }  // namespace
 
 Status check_job(const LauncherOptions& options) {
-  TMPI_ASSIGN(Job job, prepare_job(options.job, {"true"}));
+  JobOptions job_options = options.job;
+  job_options.start_gate = false;  // the ssh step runs here, before any launch
+  TMPI_ASSIGN(Job job, prepare_job(job_options, {"true"}));
   job.probe_placement = true;  // no rank of a job is to check it here
-  job.start_gate = false;      // nor is the ssh step run beside a launch
   json fabric;
   std::vector<Phase> steps;
   HostAddresses addresses;

@@ -3,10 +3,13 @@
 # in a box (2 slots each; TMPI_SCALE_SIZES to change), each round runs, back to back and in
 # turn first one then the other:
 #   plain  mpirun --hostfile with a trivial program (`true`), 2 ranks a pod;
-#   ours   mpi-launcher run at its defaults (the full preflight: DNS, ssh; placement checked
-#          by every rank's agent) with the same program and the same mpirun.
+#   ours   mpi-launcher run at its defaults (the full preflight: DNS, then ssh beside the
+#          launch while the agents wait at the start gate; placement checked by every rank's
+#          agent) with the same program and the same mpirun;
+#   before the same with --ssh-check before: the ssh step before the launch, as it was.
 # Four figures a size: both wall times (medians), the median of the rounds' ratios, and the
-# preflight alone (report.json's phase). Then, per size, what the box holds in memory, and at
+# preflight alone (report.json's steps, DNS and ssh, wherever the ssh step ran); then the
+# ssh step before the launch beside plain mpirun. Then, per size, what the box holds in memory, and at
 # the largest size where the time goes. Tree spawn: at up to 64 nodes, Open MPI 4's tree of
 # radix 64 (routed_radix) has every daemon as a child of mpirun's own, so both ways launch
 # alike; the largest size measures both and runs the faster (the row says which).
@@ -47,9 +50,9 @@ run_plain() {
   timed mpirun.openmpi --hostfile "$ETC_MPI/hostfile" -np "$np" --mca btl_tcp_if_include eth0 \
     --mca oob_tcp_if_include eth0 --allow-run-as-root true
 }
-run_ours() {
+run_ours() {  # run_ours [launcher options]
   timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --iface eth0 \
-    --report "$CIB_DIR/r.json" -- true
+    --report "$CIB_DIR/r.json" "$@" -- true
 }
 spawn="tree spawn"
 if (( largest )); then
@@ -65,18 +68,25 @@ if (( largest )); then
     "$n" "$(median < "$CIB_DIR/tree")" "$(median < "$CIB_DIR/flat")" \
     "$(echo "$(median < "$CIB_DIR/tree") / $(median < "$CIB_DIR/flat")" | bc -l)" "$spawn"
 fi
+job_ok() { jq -e '.exit.code == 0' "$CIB_DIR/r.json" >/dev/null || { echo "scale: the job failed at $n pods: $(cat "$CIB_DIR/r.json")" >&2; exit 1; }; }
 for round in $(seq "$rounds"); do
-  if (( round % 2 )); then plain=$(run_plain); ours=$(run_ours); else ours=$(run_ours); plain=$(run_plain); fi
-  jq -e '.exit.code == 0' "$CIB_DIR/r.json" >/dev/null || { echo "scale: the job failed at $n pods: $(cat "$CIB_DIR/r.json")" >&2; exit 1; }
-  echo "$plain" >> "$CIB_DIR/plain"; echo "$ours" >> "$CIB_DIR/ours"
+  if (( round % 2 )); then
+    plain=$(run_plain); ours=$(run_ours); job_ok; before=$(run_ours --ssh-check before)
+  else
+    before=$(run_ours --ssh-check before); ours=$(run_ours); job_ok; plain=$(run_plain)
+  fi
+  jq -r '[.preflight[].seconds] | add' "$CIB_DIR/r.json" >> "$CIB_DIR/preflight"  # ours: the last report
+  echo "$plain" >> "$CIB_DIR/plain"; echo "$ours" >> "$CIB_DIR/ours"; echo "$before" >> "$CIB_DIR/before"
   echo "$ours / $plain" | bc -l >> "$CIB_DIR/ratio"
-  jq -r '.phases[] | select(.name == "preflight") | .seconds' "$CIB_DIR/r.json" >> "$CIB_DIR/preflight"
+  echo "$before / $plain" | bc -l >> "$CIB_DIR/ratio-before"
 done
 target="-"; (( n == 8 )) && target="<= 1.10"; (( n == 64 )) && target="<= 1.05"
 printf '| launch, %d pods (%d ranks, %s): mpi-launcher run vs plain mpirun | %.2f s | %.2f s | %.2f | %s |\n' \
   "$n" "$np" "$spawn" "$(median < "$CIB_DIR/ours")" "$(median < "$CIB_DIR/plain")" "$(median < "$CIB_DIR/ratio")" "$target"
 pf_target="-"; (( n == 64 )) && pf_target="< 1 s"
 printf '| launch, %d pods: the preflight alone (DNS, ssh) | %.2f s | - | - | %s |\n' "$n" "$(median < "$CIB_DIR/preflight")" "$pf_target"
+printf '| launch, %d pods: the same with --ssh-check before (no overlap) vs plain mpirun | %.2f s | %.2f s | %.2f | - |\n' \
+  "$n" "$(median < "$CIB_DIR/before")" "$(median < "$CIB_DIR/plain")" "$(median < "$CIB_DIR/ratio-before")"
 printf '| cluster in a box, %d pods with sshd: resident memory | %d MB | - | - | < 24 GiB |\n' "$n" "$(box_mb)"
 (( largest )) || exit 0
 # Where the time goes, at this size: one more run of ours, its ranks printing when they ran.
@@ -93,9 +103,9 @@ step() { jq -r --arg s "$1" '[.preflight[]? | select(.name == $s) | .seconds] | 
 dns=$(step dns) ssh=$(step ssh)
 breakdown() { printf '| where the time goes, %d pods: %s | %.3f s | - | - | - |\n' "$n" "$1" "$2"; }
 breakdown "DNS ($((n + 1)) names)" "$dns"
-breakdown "ssh handshakes (libssh, 16 at a time)" "$ssh"
+breakdown "ssh handshakes (libssh, 16 at a time), beside the daemon start" "$ssh"
 breakdown "launcher start, report and exit (the rest)" \
-  "$(echo "($t1 - $t0) - $dns - $ssh - ($first - $launched) - ($last - $first) - ($t1 - $last)" | bc -l)"
-breakdown "daemon start: mpirun's ssh to every pod, to the first rank" "$(echo "$first - $launched" | bc -l)"
+  "$(echo "($t1 - $t0) - $dns - ($first - $launched) - ($last - $first) - ($t1 - $last)" | bc -l)"
+breakdown "daemon start: mpirun's ssh to every pod, to the first rank (through the start gate)" "$(echo "$first - $launched" | bc -l)"
 breakdown "rank start: the first rank to the last" "$(echo "$last - $first" | bc -l)"
 breakdown "teardown: the last rank to the launcher's exit" "$(echo "$t1 - $last" | bc -l)"

@@ -411,7 +411,7 @@ case $case_name in
     ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started after the ssh check failed: $out"
     [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.preflight | map(.name) | join(",")' "$report") == dns,ssh ]] ||
       fail "report.json: $(jq -c '{exit, preflight}' "$report")"
-    row "an sshd that never answers the ssh check, which runs beside the launch" "exit 69; the ranks' agents waited at the start gate (from $held_at ms on) and never started them" "$(ms_since "$t0") ms to the launcher's exit"
+    row "an sshd that never answers the ssh check, which runs beside the launch" "exit 69, the host named; the ranks' agents waited at the start gate and never started them" "$(ms_since "$t0") ms to the launcher's exit (10 s: the handshake's deadline); agents held from $held_at ms"
     pass "the ranks wait at the start gate for the ssh check beside the launch, and do not start when it fails" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
@@ -473,10 +473,12 @@ case $case_name in
     wait
     out=$(in_pod "$launcher" "$L" hosts --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "hosts without a coordinator: $out"
     expect_contains "$out" "no coordinator" "hosts falls back to hosts.json"
-    out=$(echo 'echo "command: $TMPI_MPI_COMMAND"; exit 0' |
+    out=$(echo 'echo "command: $TMPI_MPI_COMMAND"; echo "start gate: $TMPI_START_GATE"; exit 0' |
           in_pod "$launcher" env SHELL=/bin/bash "$L" shell --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "shell: $out"
     expect_contains "$out" "trainer-mpi shell: 2 hosts, 4 slots" "shell banner"
     expect_contains "$out" "command: mpirun --hostfile $ETC_MPI/hostfile -np 4" "the shell's environment"
+    # No launcher holds a start gate for a command typed in that shell (rank_gate.h).
+    expect_contains "$out" "start gate: false" "the shell's agents do not wait for a gate"
     pass "--dry-run, --env-prefix, check, hosts and shell" ;;
   *) fail "unknown case $case_name" ;;
 esac
