@@ -1,11 +1,12 @@
 // `mpi-launcher run`: readiness (--wait) -> preflight -> launch -> supervision -> report.
-// The coordinator runs on its own I/O thread from the start: it is the sidecars' barrier
-// and it hears every rank agent. Its callbacks only record facts under a mutex; the main
-// thread acts on them (tears the job down on the first failed rank or a lost host).
+// The steps before the launch live in run_steps.h; this file launches, supervises and
+// reports. The coordinator runs on its own I/O thread from the start: it is the sidecars'
+// barrier, it hears every rank agent, and it keeps the agents' start gate while the ssh step
+// runs beside the launch. Its callbacks only record facts under a mutex; the main thread
+// acts on them (tears the job down on the first failed rank, a lost host, or a failed check).
 #include "launcher/run.h"
 
 #include <algorithm>
-#include <csignal>
 #include <future>
 #include <iostream>
 #include <mutex>
