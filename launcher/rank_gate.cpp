@@ -19,8 +19,8 @@ namespace tmpi::launch {
 namespace {
 
 constexpr Millis kFirstWait(10), kLongestWait(250), kAskTimeout(1000);
-constexpr std::size_t kMaxReason =
-    4096;  // a reason is shown on stderr; the answer is not trusted to be short
+// A reason is shown on stderr, and the answer is not trusted to be short.
+constexpr std::size_t kMaxReason = 4096;
 
 }  // namespace
 
@@ -49,6 +49,8 @@ GateVerdict wait_for_start(const RankAgentOptions& options, int rank, const std:
                 fmt::format("the launcher at {} gave an answer this agent does not know ({}); starting",
                             options.coordinator, truncate_utf8(sent->body, 200, "..."))};
       }
+    } else if (sent && sent->status >= 500) {  // a server that is there but cannot answer now: ask again
+      last_error = fmt::format("HTTP {}", sent->status);
     } else if (sent) {
       return {GateAnswer::kStart,
               fmt::format("the launcher at {} answered HTTP {} to /v1/may-start; starting without its word",

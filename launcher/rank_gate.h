@@ -15,8 +15,8 @@
 //   port that nothing serves): the rank starts, with a line on stderr, as an agent that
 //   cannot report runs its rank unreported; the launcher still stops the job if its check
 //   fails, since it stops mpirun.
-// - any other HTTP answer (an older coordinator's 404, a 403 for another key): it starts, so
-//   said on stderr.
+// - an HTTP 5xx is asked again, as no answer; any other (an older coordinator's 404, a 403
+//   for another key): it starts, so said on stderr.
 #pragma once
 
 #include <string>

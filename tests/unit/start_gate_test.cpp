@@ -3,6 +3,12 @@
 // side against a real coordinator on 127.0.0.1: it holds while the answer is "wait", starts
 // or stops on the launcher's word, gives up on a launcher that answered and then fell silent,
 // and starts when nothing ever answered, each within --lost-after.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -189,6 +195,57 @@ TEST(StartGate, NothingEverAnsweringStartsTheRankAfterLostAfter) {
   EXPECT_NE(verdict.reason.find("starting without its word"), std::string::npos) << verdict.reason;
   EXPECT_GE(Clock::now() - t0, 1s);
   EXPECT_LT(Clock::now() - t0, 3s) << "it asks again every 250 ms at most";
+}
+
+// A server that answers the first `busy` questions with 503, then "start": what an
+// overloaded proxy or server says is no answer, asked again, not a word to start at once.
+class BusyThenStart {
+ public:
+  explicit BusyThenStart(int busy) : busy_(busy) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    bind(listener_, reinterpret_cast<sockaddr*>(&address), length);
+    listen(listener_, 8);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~BusyThenStart() {
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    thread_.join();
+  }
+  std::string address() const { return fmt::format("127.0.0.1:{}", port_); }
+  int asked() const { return asked_; }
+
+ private:
+  void serve() {
+    for (int client; (client = accept(listener_, nullptr, nullptr)) >= 0; close(client)) {
+      char request[4096];
+      if (read(client, request, sizeof request) <= 0) continue;
+      const std::string body = ++asked_ <= busy_ ? "busy" : R"({"decision": "start"})";
+      const std::string answer = fmt::format(
+          "HTTP/1.1 {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: "
+          "close\r\n\r\n{}",
+          asked_ <= busy_ ? "503 Service Unavailable" : "200 OK", body.size(), body);
+      if (write(client, answer.data(), answer.size()) < 0) continue;
+    }
+  }
+  int busy_, listener_ = -1;
+  unsigned short port_ = 0;
+  std::atomic<int> asked_{0};
+  std::thread thread_;
+};
+
+TEST(StartGate, AServerErrorIsAskedAgainNotTakenForAWordToStart) {
+  BusyThenStart server(3);
+  GateVerdict verdict = wait_for_start(agent(server.address(), 10s), 0, "j-node-0-0");
+  EXPECT_EQ(verdict.answer, GateAnswer::kStart);
+  EXPECT_EQ(verdict.reason, "") << "started on the server's word, not past a 503";
+  EXPECT_EQ(server.asked(), 4);
 }
 
 }  // namespace
