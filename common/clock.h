@@ -24,6 +24,11 @@ namespace tmpi {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
+// Whole milliseconds from `from` to `to`, as the coordinator's tables and lines show an age.
+inline long long ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration_cast<Millis>(to - from).count();
+}
+
 class TimeSource {
  public:
   TimeSource() = default;

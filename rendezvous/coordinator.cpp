@@ -34,10 +34,6 @@ std::string text_field(const json& body, const char* key) {
   return it != body.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-long long ms_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration_cast<Millis>(to - from).count();
-}
-
 }  // namespace
 
 const char* state_name(HostState state) {

@@ -9,15 +9,7 @@
 
 namespace tmpi::rdv {
 
-namespace {
-
 using nlohmann::json;
-
-long long ms_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration_cast<Millis>(to - from).count();
-}
-
-}  // namespace
 
 std::string Coordinator::summary(std::size_t max_named) const {
   std::vector<std::string> missing;
