@@ -14,6 +14,13 @@ namespace tmpi {
 
 using nlohmann::json;
 
+std::vector<std::string> Topology::host_names() const {
+  std::vector<std::string> names;
+  names.reserve(hosts.size());
+  for (const auto& host : hosts) names.push_back(host.name);
+  return names;
+}
+
 int Topology::total_slots() const {
   int total = 0;
   for (const auto& host : hosts) total += host.slots;

@@ -34,6 +34,8 @@ struct Topology {
   std::vector<std::string> notes;  // what the source left out, and why
 
   int total_slots() const;
+  // The names of `hosts`, in rank order: what the preflight, the wait and the launcher ask.
+  std::vector<std::string> host_names() const;
   // Hosts and launcher, without duplicates: every name that needs a pinned host key.
   std::vector<Host> all_pods() const;
 };

@@ -59,11 +59,11 @@ LauncherOptions launcher_options(const Params& params) {
   options.coordinator = params.str(param::kCoordinator);
   options.report = params.str(param::kReport);
   options.preflight = params.flag(param::kPreflight);
-  options.ssh_check_beside = params.str(param::kSshCheck) == "beside";
-  // Beside the launch only when the ssh step runs at all (--wait ssh has done it) and no
-  // other step of the preflight is an MPI job that needs every sshd first (the fabric check).
-  options.job.start_gate = options.preflight && options.ssh_check_beside && options.wait != "ssh" &&
-                           options.fabric.check == "none";
+  // --ssh-check beside: the ssh step runs beside the launch, the ranks held (run_steps.h); only
+  // when the ssh step runs at all (--wait ssh has done it) and no other step of the preflight
+  // is an MPI job that needs every sshd first (the fabric check).
+  options.job.start_gate = options.preflight && params.str(param::kSshCheck) == "beside" &&
+                           options.wait != "ssh" && options.fabric.check == "none";
   options.dry_run = params.flag(param::kDryRun);
   options.grace = params.duration(param::kGrace);
   options.timeout = params.duration(param::kTimeout);

@@ -28,7 +28,6 @@ struct LauncherOptions {
   std::string coordinator;     // `hosts`: where to ask; "" = this pod's
   std::string report;          // report.json
   bool preflight = true;
-  bool ssh_check_beside = true;  // --ssh-check: the ssh step runs beside the launch, ranks held (run.cpp)
   bool dry_run = false;
   Millis grace{0};
   Millis timeout{0};  // 0 = none

@@ -150,8 +150,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     return fail_before_launch(waited.error(), "RendezvousTimeout");
   }
   phase_done("wait", since);
-  std::vector<std::string> host_names;
-  for (const auto& host : job.topology.hosts) host_names.push_back(host.name);
+  const std::vector<std::string> host_names = job.topology.host_names();
   // Where each host was when its ranks started: a host whose name resolves elsewhere after a
   // failure was recreated (find_lost_host), whether or not its new pod registered first.
   HostAddresses at_launch;

@@ -53,9 +53,7 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
 }
 
 SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port) {
-  std::vector<std::string> hosts;
-  for (const auto& host : job.topology.hosts) hosts.push_back(host.name);
-  auto check = [this, hosts, ssh_port, key = job.private_key] {
+  auto check = [this, hosts = job.topology.host_names(), ssh_port, key = job.private_key] {
     auto since = Clock::now();
     std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key);
     seconds_ = std::chrono::duration<double>(Clock::now() - since).count();  // read after the future's get()
@@ -88,8 +86,7 @@ Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& sh
   const std::string& mode = options.wait;
   if (mode == "none") return ok_status();
   Deadline deadline(options.rendezvous.deadline);
-  std::vector<std::string> names;
-  for (const auto& host : job.topology.hosts) names.push_back(host.name);
+  const std::vector<std::string> names = job.topology.host_names();
   auto last_progress = Clock::now();
   while (true) {
     if (stop_requested()) return stopped_during("while waiting for the hosts");
@@ -127,15 +124,14 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
     steps.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
     since = Clock::now();
   };
-  std::vector<std::string> names = {job.launcher_name};
-  for (const auto& host : job.topology.hosts) names.push_back(host.name);
+  std::vector<std::string> names = job.topology.host_names();
+  names.insert(names.begin(), job.launcher_name);
   std::vector<CheckRow> rows;
   addresses = resolve_hosts(names, rows);
   step_done("dns");
   if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty() && options.wait != "ssh" && !job.start_gate) {
-    std::vector<std::string> hosts(names.begin() + 1, names.end());
-    rows = check_ssh(hosts, options.job.ssh_port, job.private_key);
+    rows = check_ssh(job.topology.host_names(), options.job.ssh_port, job.private_key);
     step_done("ssh");
   }
   if (stop_requested()) return stopped_during("during the preflight");
