@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/exec_plan.h"
+
 namespace tmpi::launch {
 
 namespace {
@@ -23,32 +25,24 @@ int decode(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// In the child: its own process group, the extra variables, then exec.
-[[noreturn]] void exec_child(const std::vector<std::string>& argv,
-                             const std::map<std::string, std::string>& env) {
+// The launcher's children run with the job's variables, and one of no meaning last of all:
+// MPICH 4.0's mpiexec.hydra (Debian 12) never passes the last variable of its own
+// environment to the ranks, even when -genvlist names it (TMPI_SLOT_LAYOUT, once last,
+// reached no rank; seen in the cluster in a box: `env A=1 B=2 mpiexec.hydra -genvlist A,B
+// env` on another host prints A only).
+ExecPlan plan_for_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  return {argv, env, std::pair<std::string, std::string>{"TMPI_ENVIRON_END", "1"}};
+}
+
+// In the child, after fork(): its own process group, the default signal actions, then exec.
+// Only async-signal-safe calls (exec_plan.h): the parent has threads.
+[[noreturn]] void exec_child(const ExecPlan& plan) {
   setpgid(0, 0);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(signal, SIG_DFL);
-  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-  // MPICH 4.0's mpiexec.hydra (Debian 12) never passes the last variable of its own
-  // environment to the ranks, even when -genvlist names it: TMPI_SLOT_LAYOUT, the last one
-  // set above, reached no rank (seen in the cluster in a box: `env A=1 B=2 mpiexec.hydra
-  // -genvlist A,B env` on another host prints A only). A variable of no meaning goes last.
-  unsetenv("TMPI_ENVIRON_END");
-  setenv("TMPI_ENVIRON_END", "1", 1);
-  exec_command(argv);
+  plan.exec();
 }
 
 }  // namespace
-
-void exec_command(const std::vector<std::string>& argv) {
-  std::vector<char*> words;
-  words.reserve(argv.size());
-  for (const auto& word : argv) words.push_back(const_cast<char*>(word.c_str()));
-  words.push_back(nullptr);
-  execvp(words[0], words.data());
-  fprintf(stderr, "mpi-launcher: cannot run %s: %s\n", words[0], std::strerror(errno));
-  _exit(127);
-}
 
 void adopt_orphans() {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -74,9 +68,10 @@ int end_strays() {
 
 Expected<ProcessGroup> ProcessGroup::spawn(const std::vector<std::string>& argv,
                                            const std::map<std::string, std::string>& env) {
+  const ExecPlan plan = plan_for_child(argv, env);
   pid_t pid = fork();
   if (pid < 0) return make_error(Exit::kOsErr, "cannot fork: {}", std::strerror(errno));
-  if (pid == 0) exec_child(argv, env);
+  if (pid == 0) exec_child(plan);
   setpgid(pid, pid);  // also here, so that a signal sent at once finds the group
   return ProcessGroup(pid);
 }
@@ -111,6 +106,7 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env, Millis timeout,
                                const std::function<bool()>& stopped, const DoneWhen& when) {
   int out[2];
+  const ExecPlan plan = plan_for_child(argv, env);
   if (pipe(out) != 0) return make_error(Exit::kOsErr, "cannot make a pipe: {}", std::strerror(errno));
   pid_t pid = fork();
   if (pid < 0) {  // never on to waitpid(-1) or kill(-(-1)): that would reach every process of the user
@@ -124,7 +120,7 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
     dup2(out[1], STDERR_FILENO);
     close(out[0]);
     close(out[1]);
-    exec_child(argv, env);
+    exec_child(plan);
   }
   close(out[1]);
   Captured captured;

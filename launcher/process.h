@@ -44,10 +44,6 @@ class ProcessGroup {
 void adopt_orphans();
 int end_strays();
 
-// In a forked child: execvp(argv), or a message naming the program and _exit(127), as a
-// shell does for a command it cannot run.
-[[noreturn]] void exec_command(const std::vector<std::string>& argv);
-
 struct Captured {
   int status = 0;
   std::string output;             // stdout and stderr together

@@ -26,6 +26,7 @@
 #include "common/plain_http.h"
 #include "common/proof.h"
 #include "common/utf8.h"
+#include "launcher/exec_plan.h"
 #include "launcher/process.h"
 #include "launcher/rank_gate.h"
 #include "launcher/rank_placement.h"
@@ -223,6 +224,8 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
   auto start = Clock::now();
+  // Built before the fork: the child only execs (exec_plan.h).
+  const ExecPlan plan(command, torch_env(*id, options.master_addr, options.master_port));
   pid_t child = fork();
   if (child < 0) {
     // The rank never ran: that is a failure of this rank, reported and named as one, never
@@ -244,13 +247,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   }
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    for (const auto& [name, value] : torch_env(*id, options.master_addr, options.master_port)) {
-      setenv(name.c_str(), value.c_str(), 1);
-    }
     dup2(err_pipe[1], STDERR_FILENO);
     close(err_pipe[0]);
     close(err_pipe[1]);
-    exec_command(command);
+    plan.exec();
   }
   close(err_pipe[1]);
   // The child's end is a file descriptor too (pidfd, Linux 5.3+), so one ppoll() waits for

@@ -28,14 +28,18 @@ wait_ranks() {
   ((left <= 0)) || sleep "$(bc <<<"scale=3; $left / 1000")"
 }
 status_env=()  # Trainer's status server variables, once start_status_server has run
+# A launch that hangs ends at 240 s (exit 124), before ctest's 300 s: the case then fails
+# with the launcher's output, which a test killed by ctest would lose.
 launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launcher pod
-  in_pod "$launcher" env "${status_env[@]}" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" \
-    --beat-interval 1s --lost-after 3s --grace 3s "$@"
+  in_pod "$launcher" timeout -k 5 240 env "${status_env[@]}" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
+    --report "$report" --beat-interval 1s --lost-after 3s --grace 3s "$@"
 }
 # The mpi-launcher process itself (in the launcher pod), not the shell that started it.
 launcher_pid() {
+  local pid cmd
   ip netns pids "$("$CIB" ns "$launcher")" | while read -r pid; do
-    [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"mpi-launcher run"* ]] && echo "$pid"
+    cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)
+    [[ $cmd == *"mpi-launcher run"* && $cmd != timeout* ]] && echo "$pid"
   done | head -n 1
 }
 # start_status_server [fake options]: Trainer's status server (the faithful fake, tests/fakes) in the launcher pod, on its own
