@@ -69,11 +69,13 @@ class FakeStatusServer : public ::testing::Test {
                                      "--log",        path("log"),
                                      "--state",      path("state")};
     argv.insert(argv.end(), switches.begin(), switches.end());
+    // Built before the fork: the autopilot's thread runs, and a child may not allocate
+    // (launcher/exec_plan.h).
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
       ::execvp("python3", args.data());
       ::_exit(127);
     }
