@@ -65,8 +65,4 @@ void ExecPlan::exec() const noexcept {
   ::_exit(127);
 }
 
-std::vector<std::string> ExecPlan::environment() const {
-  return env_text_;
-}
-
 }  // namespace tmpi::launch

@@ -36,9 +36,6 @@ class ExecPlan {
   // for a command it cannot run. Async-signal-safe.
   [[noreturn]] void exec() const noexcept;
 
-  // The environment the child gets, "NAME=value" each, for tests.
-  std::vector<std::string> environment() const;
-
  private:
   std::vector<std::string> argv_text_;
   std::vector<std::string> env_text_;
