@@ -15,12 +15,6 @@ namespace tmpi {
 
 namespace {
 
-struct SessionDeleter {
-  void operator()(ssh_session session) const {
-    ssh_disconnect(session);
-    ssh_free(session);
-  }
-};
 struct KeyDeleter {
   void operator()(ssh_key key) const { ssh_key_free(key); }
 };
@@ -49,7 +43,16 @@ const std::string& running_user() {
 
 }  // namespace
 
-SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
+const std::string& ssh_login_user() {
+  return running_user();
+}
+
+void SshSessionClose::operator()(ssh_session_struct* session) const {
+  ssh_disconnect(session);
+  ssh_free(session);
+}
+
+SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, SshSessionPtr* keep) {
   ssh_key raw = nullptr;
   if (ssh_pki_import_privkey_base64(private_key.c_str(), nullptr, nullptr, nullptr, &raw) != SSH_OK) {
     return {false, "the job key cannot be read"};
@@ -60,7 +63,8 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
     return {false, "the job key has no public half"};
   KeyPtr job_public(raw_public);
 
-  std::unique_ptr<ssh_session_struct, SessionDeleter> session(ssh_new());
+  SshSessionPtr session(ssh_new());
+  if (session == nullptr) return {false, "libssh could not make a session (out of memory?)"};
   std::string user = target.user.empty() ? running_user() : target.user;
   long timeout_s = std::max<long>(1, static_cast<long>(target.timeout.count() / 1000));
   auto port = static_cast<unsigned int>(target.port);
@@ -90,6 +94,7 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key) {
   if (ssh_userauth_publickey(session.get(), user.c_str(), key.get()) != SSH_AUTH_SUCCESS) {
     return {false, fmt::format("sshd refused the job key for user {}", user)};
   }
+  if (keep != nullptr) *keep = std::move(session);
   return {true, ""};
 }
 

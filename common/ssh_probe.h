@@ -4,10 +4,13 @@
 // the launcher's preflight asks it of every host.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "common/backoff.h"
 #include "common/error.h"
+
+struct ssh_session_struct;  // libssh's, as <libssh/libssh.h> declares it
 
 namespace tmpi {
 
@@ -23,7 +26,18 @@ struct SshVerdict {
   std::string problem;  // "sshd refused the job key", "sshd presents another host key", ...
 };
 
-// `private_key` is the job key's text; its public half is the expected host key.
-SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key);
+// A libssh session (ssh_session), disconnected and freed with its owner.
+struct SshSessionClose {
+  void operator()(ssh_session_struct* session) const;
+};
+using SshSessionPtr = std::unique_ptr<ssh_session_struct, SshSessionClose>;
+
+// The user sshd is asked for: the running user's name (passwd, else $USER, else root).
+const std::string& ssh_login_user();
+
+// `private_key` is the job key's text; its public half is the expected host key. With
+// `keep`, a session that passed is moved there, connected and authenticated, for the
+// launcher's relay (launcher/ssh_relay.h) to run mpirun's daemons over; else it is closed.
+SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, SshSessionPtr* keep = nullptr);
 
 }  // namespace tmpi

@@ -103,13 +103,18 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
                       "-o", "BatchMode=yes",
                       "-o", "KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
                       "-o", "LogLevel=ERROR"};
+  // mpi-ssh, installed beside the launcher, is ssh itself unless a launch names its relay
+  // (ssh_relay.h); an absolute path, since MPI looks its agent up on PATH otherwise.
+  if (std::string agent = beside_self("mpi-ssh"); !agent.empty()) plan.ssh_agent = agent;
   if (hydra) {
     // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them. It
     // lives in a private folder of unguessable name, gone when the job is.
     TMPI_ASSIGN(job.scratch, ScratchDir::make("tmpi-ssh"));
     plan.ssh_wrapper = job.scratch->path() + "/ssh";
-    TMPI_CHECK(write_atomic(plan.ssh_wrapper,
-                            "#!/bin/sh\nexec ssh " + shell_join(plan.ssh_options) + " \"$@\"\n", {0755}));
+    TMPI_CHECK(write_atomic(
+        plan.ssh_wrapper,
+        "#!/bin/sh\nexec " + shell_join({plan.ssh_agent}) + " " + shell_join(plan.ssh_options) + " \"$@\"\n",
+        {0755}));
   }
   plan.iface = options.iface;
   plan.as_root = getuid() == 0;

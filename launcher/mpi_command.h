@@ -37,7 +37,10 @@ struct LaunchPlan {
   std::string launcher;  // mpirun, prterun or mpiexec.hydra (path)
   std::string hostfile;  // in the flavour's dialect
   int np = 1;
-  std::string ssh_wrapper;               // an executable that runs ssh with the options below (hydra)
+  std::string ssh_wrapper;  // an executable that runs ssh with the options below (hydra)
+  // What MPI runs as ssh: mpi-ssh where it is installed beside the launcher (ssh_main.cpp: the
+  // real ssh, unless the launch's environment names an ssh relay), else ssh.
+  std::string ssh_agent = "ssh";
   std::vector<std::string> ssh_options;  // -p 2222 -i KEY -o UserKnownHostsFile=... ...
   std::string iface;                     // "" = let MPI choose
   std::vector<std::string> env_names;    // forwarded from the launcher's environment

@@ -87,16 +87,24 @@ std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
 }
 
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
-                                const std::string& private_key, int concurrency, Millis timeout) {
+                                const std::string& private_key, int concurrency, Millis timeout,
+                                const SshOutcome& outcome) {
   std::vector<CheckRow> rows(hosts.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i; (i = next++) < hosts.size();) {
+      SshSessionPtr session;
       try {
-        SshVerdict verdict = probe_ssh(SshTarget{hosts[i], port, "", timeout}, private_key);
+        SshVerdict verdict =
+            probe_ssh(SshTarget{hosts[i], port, "", timeout}, private_key, outcome ? &session : nullptr);
         if (!verdict.ok) rows[i] = {hosts[i], "ssh", verdict.problem};
       } catch (const std::exception& e) {  // on a worker, a throw would be std::terminate
         rows[i] = {hosts[i], "ssh", fmt::format("the check failed: {}", e.what())};
+      }
+      try {
+        if (outcome) outcome(hosts[i], std::move(session), rows[i].reason);
+      } catch (const std::exception& e) {  // the verdict stands in rows; only its session is lost
+        spdlog::debug("ssh check: {}: its session was not kept ({})", hosts[i], e.what());
       }
     }
   };

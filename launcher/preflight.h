@@ -6,12 +6,14 @@
 // one, which `mpi-launcher check` always runs. Failures are rows of a table: host, check, reason.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/ssh_probe.h"
 #include "common/topology.h"
 
 namespace tmpi::launch {
@@ -34,9 +36,13 @@ std::optional<std::string> recreated_host(const HostAddresses& at_launch, const 
 std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
                                           const HostAddresses& at_launch, int port,
                                           const std::string& private_key);
+// Each host's verdict as soon as it is known, from the worker that reached it: the session
+// that passed (for the ssh relay, ssh_relay.h), or none and the problem.
+using SshOutcome =
+    std::function<void(const std::string& host, SshSessionPtr session, const std::string& problem)>;
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency = 16,
-                                Millis timeout = Millis(10000));
+                                Millis timeout = Millis(10000), const SshOutcome& outcome = {});
 
 // Where rank r must run: hosts in hostfile order, each filled to its slots, round after
 // round if np exceeds the slots (by-slot mapping, the default of Open MPI and hydra).

@@ -26,6 +26,8 @@
 #include "launcher/preflight.h"
 #include "launcher/process.h"
 #include "launcher/run_steps.h"
+#include "launcher/ssh_call.h"
+#include "launcher/ssh_relay.h"
 #include "launcher/status_feed.h"
 #include "rendezvous/coordinator_service.h"
 
@@ -169,6 +171,8 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   // The ssh step beside the launch (run_steps.h): its verdict opens the agents' start gate,
   // or stops the job, as its failure before the launch would have (exit 69, the table). The
   // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
+  // Declared first, so that it outlives the check that hands it sessions (ssh_relay.h).
+  std::unique_ptr<SshRelay> relay;
   std::optional<SshCheckBeside> ssh_beside;
   std::optional<Failure> preflight_failure;
   auto ssh_verdict = [&](const std::vector<CheckRow>& rows) {
@@ -184,8 +188,20 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
                shell_join(command));
   since = Clock::now();
-  if (job.start_gate) ssh_beside.emplace(job, options.job.ssh_port);
-  auto spawned = ProcessGroup::spawn(command, job.env);
+  std::map<std::string, std::string> mpirun_env = job.env;
+  if (job.start_gate) {
+    // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh_relay.h).
+    if (job.plan.ssh_agent != "ssh") {
+      if (auto started = SshRelay::start(host_names, options.job.ssh_port)) {
+        relay = std::move(*started);
+        mpirun_env[kRelayVariable] = relay->socket_path();
+      } else {
+        spdlog::warn("{}; {}'s ssh makes its own connections", started.error().message, job.plan.launcher);
+      }
+    }
+    ssh_beside.emplace(job, options.job.ssh_port, relay.get());
+  }
+  auto spawned = ProcessGroup::spawn(command, mpirun_env);
   if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
   ProcessGroup mpi = *spawned;
   feed.phase("Running", hosts);
@@ -252,6 +268,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   }
   phase_done("job", since);
   if (ssh_beside) ssh_verdict(ssh_beside->wait());  // mpirun ended first: its verdict still decides
+  relay.reset();                                    // mpirun is gone: every channel it left open closes now
   if (preflight_failure) failure = preflight_failure;
   if (int strays = end_strays(); strays > 0)
     spdlog::info(

@@ -52,10 +52,17 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
                     rows.size());
 }
 
-SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port) {
-  auto check = [this, hosts = job.topology.host_names(), ssh_port, key = job.private_key] {
+SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay) {
+  auto check = [this, hosts = job.topology.host_names(), ssh_port, key = job.private_key, relay] {
     auto since = Clock::now();
-    std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key);
+    SshOutcome to_relay;
+    if (relay != nullptr) {
+      to_relay = [relay](const std::string& host, SshSessionPtr session, const std::string& problem) {
+        if (session) return relay->offer(host, std::move(session));
+        relay->refuse(host, problem.empty() ? "the check failed" : problem);
+      };
+    }
+    std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key, 16, Millis(10000), to_relay);
     seconds_ = std::chrono::duration<double>(Clock::now() - since).count();  // read after the future's get()
     return rows;
   };

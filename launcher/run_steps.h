@@ -25,6 +25,7 @@
 #include "launcher/job_rendezvous.h"
 #include "launcher/options.h"
 #include "launcher/preflight.h"
+#include "launcher/ssh_relay.h"
 
 namespace tmpi::launch {
 
@@ -62,7 +63,9 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUna
 // rows once, by poll() or wait(); it must not move while it runs (hold it in an optional).
 class SshCheckBeside {
  public:
-  SshCheckBeside(const Job& job, int ssh_port);
+  // With a `relay`, each host's verdict goes to it as soon as it is known (ssh_relay.h); the
+  // relay must outlive the check.
+  SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay = nullptr);
   // The rows if the check has ended (empty: every sshd passed), else nullopt.
   std::optional<std::vector<CheckRow>> poll();
   std::vector<CheckRow> wait();

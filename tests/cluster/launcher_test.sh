@@ -33,6 +33,9 @@
 #   torch-gloo                torch.distributed (Debian's torch, gloo) initialised from the
 #                             agents' variables alone (env://), an all-reduce over every rank:
 #                             what DeepSpeed and Megatron-LM do first, with no torchrun
+#   ssh-relay                 at the defaults, MPI's ssh runs over the ssh check's own
+#                             connections: with a failing `ssh` first on PATH, Open MPI and
+#                             MPICH jobs still pass (and --ssh-check before, which uses ssh, fails)
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 source "$(dirname "$0")/launcher_lib.sh"
 # The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
@@ -449,6 +452,70 @@ case $case_name in
     grep -qF $'\xef\xbf\xbd' "$report" || fail "the invalid bytes were not replaced by U+FFFD: $(cat "$report")"
     row "invalid UTF-8 in the command line" "exit 0; report.json written, U+FFFD in place" "$(ms_since "$t0") ms for the whole job"
     pass "invalid UTF-8 in the command: exit 0, report.json written with U+FFFD" ;;
+  ssh-relay)
+    # At the defaults the ssh check runs beside the launch and keeps its connections, and MPI's
+    # ssh is mpi-ssh, which runs each daemon over the check's connection to its host
+    # (launcher/ssh_relay.h). An `ssh` first on PATH that records its use and fails shows
+    # that nothing else connected: Open MPI's job and MPICH's both pass, each rank where the
+    # hostfile puts it, and the stub never ran. With the ssh step before the launch (no relay)
+    # the same PATH fails the launch, and the stub was asked for every node: it is in the way.
+    mkdir -p "$CIB_DIR/stub"
+    printf '#!/bin/sh\necho "$*" >> %q\nexit 255\n' "$CIB_DIR/stub/used" > "$CIB_DIR/stub/ssh"
+    chmod 755 "$CIB_DIR/stub/ssh"
+    status_env=(PATH="$CIB_DIR/stub:$PATH")
+    t0=$(date +%s%N)
+    for mpi in openmpi mpich; do
+      rm -f "$CIB_DIR/stub/used"
+      rc=0; out=$(launch --wait none --mpi "$mpi" --log-level debug -- sh -c 'echo "rank $RANK ran on $(hostname)"' 2>&1) || rc=$?
+      [[ $rc == 0 ]] || fail "$mpi over the relay: exit $rc: $out"
+      [[ ! -e $CIB_DIR/stub/used ]] || fail "$mpi ran the real ssh: $(cat "$CIB_DIR/stub/used")"
+      for rank in 0 1 2 3; do
+        expect_contains "$out" "rank $rank ran on ${nodes[rank / 2]}" "$mpi: rank $rank on its host"
+      done
+      expect_contains "$out" "ssh relay: 2 command(s) ran over the check's connections, 0 went to ssh, 0 failed" "$mpi: the relay's count"
+    done
+    relayed_ms=$(ms_since "$t0")
+    rm -f "$CIB_DIR/stub/used"
+    rc=0; out=$(launch --wait none --ssh-check before -- true 2>&1) || rc=$?
+    [[ $rc != 0 ]] || fail "the stub ssh did not stop a launch that uses ssh: $out"
+    for node in "${nodes[@]}"; do
+      grep -q " $node" "$CIB_DIR/stub/used" || fail "the stub was not asked for $node: $(cat "$CIB_DIR/stub/used" 2>/dev/null)"
+    done
+    # The relay alone (tests/cluster/ssh_relay_probe.cpp), with what a job's daemons seldom do.
+    key=$(ls "$CIB_DIR/pods/$launcher/home/.ssh" | grep -E '^id_[a-z0-9]+$' | head -n 1)
+    coproc PROBE { in_pod "$launcher" "$TMPI_BUILD_DIR/tests/cluster/ssh_relay_probe" \
+      "$CIB_DIR/pods/$launcher/home/.ssh/$key" 2222 "${nodes[0]}.$sub" "${nodes[1]}.$sub" 2>&1; }
+    read -r -t 30 relay_socket <&"${PROBE[0]}" || fail "the relay probe did not start"
+    rs() { in_pod "$launcher" env TMPI_SSH_RELAY="$relay_socket" PATH="$CIB_DIR/stub:$PATH" \
+      "$TMPI_BUILD_DIR/bin/mpi-ssh" -p 2222 "$@"; }
+    rm -f "$CIB_DIR/stub/used"
+    # Output closed long before the exit: EOF, then the exit status in a later packet (the
+    # relay once waited for a close that libssh no longer read after the EOF: MPICH hung).
+    t1=$(date +%s%N); rc=0; rs "${nodes[0]}.$sub" 'exec >&- 2>&-; sleep 0.5; exit 7' || rc=$?
+    [[ $rc == 7 ]] || fail "a command that closed its output then exited 7: mpi-ssh exited $rc"
+    (( $(ms_since "$t1") < 3000 )) || fail "the exit after an early EOF took $(ms_since "$t1") ms"
+    # stdin relayed in, 1.3 MB relayed out whole, stderr apart.
+    seq 1 200000 > "$CIB_DIR/in"
+    rs "${nodes[1]}" 'cat; echo "to stderr" >&2' < "$CIB_DIR/in" > "$CIB_DIR/out" 2> "$CIB_DIR/err" || fail "cat over the relay failed: $(cat "$CIB_DIR/err")"
+    cmp -s "$CIB_DIR/in" "$CIB_DIR/out" || fail "stdin through cat and back differs: $(wc -c < "$CIB_DIR/out") bytes of $(wc -c < "$CIB_DIR/in")"
+    [[ $(cat "$CIB_DIR/err") == "to stderr" ]] || fail "stderr: $(cat "$CIB_DIR/err")"
+    # A second command to a host whose connection is busy goes to the real ssh (the stub).
+    rs "${nodes[0]}.$sub" 'sleep 30' & busy=$!
+    sleep 0.5
+    rc=0; rs "${nodes[0]}.$sub" true 2>/dev/null || rc=$?
+    [[ $rc == 255 && $(cat "$CIB_DIR/stub/used") == *"${nodes[0]}.$sub true" ]] || fail "a busy host: rc $rc, stub: $(cat "$CIB_DIR/stub/used" 2>/dev/null)"
+    # MPI's teardown kills its ssh: the relay closes that channel, and the host serves again.
+    pkill -f "mpi-ssh -p 2222 ${nodes[0]}.$sub sleep 30" || fail "no mpi-ssh to kill"
+    wait "$busy" || true
+    sleep 0.3
+    rm -f "$CIB_DIR/stub/used"
+    rs "${nodes[0]}.$sub" true || fail "the host did not serve again after its caller was killed"
+    [[ ! -e $CIB_DIR/stub/used ]] || fail "the host went to ssh after its caller was killed: $(cat "$CIB_DIR/stub/used")"
+    exec {PROBE[1]}>&-
+    read -r -t 10 counts <&"${PROBE[0]}" || fail "the relay probe did not end"
+    [[ $counts == "relayed 4, fell back 1, failed 0" ]] || fail "the probe's counts: $counts"
+    row "MPI's ssh, at the defaults (the ssh check beside the launch)" "every daemon over the check's connections, no ssh client run (Open MPI, MPICH)" "both jobs in $relayed_ms ms"
+    pass "Open MPI's and MPICH's daemons ran over the ssh check's connections; the real ssh never ran" ;;
   subcommands)
     out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --mpi mpich --dry-run -- python train.py) ||
       fail "--dry-run failed"

@@ -1,0 +1,181 @@
+// See ssh_channel.h. libssh in non-blocking mode: every call returns at once (SSH_AGAIN when
+// it would wait), and ssh_channel_read_nonblocking() both reads the socket and dispatches
+// what came (window adjustments, exit-status, EOF, close), so the loop calls it after every
+// poll, whether or not the socket was readable: libssh may hold data it has already read.
+#include "launcher/ssh_channel.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <libssh/libssh.h>
+
+#include "common/backoff.h"
+
+namespace tmpi::launch {
+
+namespace {
+
+constexpr int kPollMs = 100;
+constexpr Millis kOpenTimeout(30000);  // the channel's open and the exec's answer, together
+
+struct ChannelFree {
+  void operator()(ssh_channel channel) const {
+    if (ssh_channel_is_open(channel) != 0) ssh_channel_close(channel);
+    ssh_channel_free(channel);
+  }
+};
+
+// The loop's event (see run_remote), which must give the session back before it goes: the
+// session outlives it, for the next command to its host.
+struct EventFree {
+  ssh_session session;
+  void operator()(ssh_event event) const {
+    ssh_event_remove_session(event, session);
+    ssh_event_free(event);
+  }
+};
+
+// An event callback that only raises the flag it was given; the loop acts on it.
+int raise_flag(socket_t /*fd*/, int /*revents*/, void* flag) {
+  *static_cast<bool*>(flag) = true;
+  return 0;
+}
+
+bool gone(int fd) {
+  pollfd check{fd, POLLIN, 0};
+  return poll(&check, 1, 0) > 0;  // the caller never writes after its request: EOF or hang-up
+}
+
+// Waits up to one poll slice for the session's socket.
+void wait_session(ssh_session session) {
+  pollfd fd{ssh_get_fd(session), POLLIN, 0};
+  if ((ssh_get_poll_flags(session) & SSH_WRITE_PENDING) != 0) fd.events |= POLLOUT;
+  poll(&fd, 1, kPollMs);
+}
+
+bool write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    ssize_t written = ::write(fd, data, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return false;
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+// Moves what the channel holds to the caller; false if the session failed.
+bool drain(ssh_channel channel, const RemoteCall& call) {
+  std::array<char, 32768> buffer{};
+  for (int is_stderr : {0, 1}) {
+    while (true) {
+      int got = ssh_channel_read_nonblocking(channel, buffer.data(), buffer.size(), is_stderr);
+      if (got == SSH_ERROR) return false;
+      if (got <= 0) break;
+      // A caller's stdout that is gone (its reader died) drops the output, as ssh would die of it.
+      write_all(is_stderr != 0 ? call.err : call.out, buffer.data(), static_cast<std::size_t>(got));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const std::atomic<bool>& stop) {
+  RemoteExit result;
+  auto lost = [&](std::string problem) {
+    result.problem = fmt::format("{} ({})", problem, ssh_get_error(session));
+    result.session_lost = true;
+    return result;
+  };
+  ssh_set_blocking(session, 0);
+  std::unique_ptr<ssh_channel_struct, ChannelFree> channel(ssh_channel_new(session));
+  if (channel == nullptr) return lost("no channel could be made");
+  Deadline deadline(kOpenTimeout);
+  auto wait_step = [&](auto step, const char* what) -> std::optional<RemoteExit> {
+    while (true) {
+      int rc = step();
+      if (rc == SSH_OK) return std::nullopt;
+      if (rc != SSH_AGAIN) return lost(fmt::format("sshd refused to {}", what));
+      if (stop.load() || gone(call.caller)) {
+        result.problem = "stopped before the command started";
+        return result;
+      }
+      if (deadline.expired())
+        return lost(fmt::format("sshd did not {} in {} s", what, kOpenTimeout.count() / 1000));
+      wait_session(session);
+    }
+  };
+  if (auto failed = wait_step([&] { return ssh_channel_open_session(channel.get()); }, "open a channel"))
+    return *failed;
+  if (auto failed = wait_step([&] { return ssh_channel_request_exec(channel.get(), call.command.c_str()); },
+                              "start the command"))
+    return *failed;
+  // The loop's one wait: an event holding the session (libssh reads and dispatches every
+  // packet that comes, which ssh_channel_read_nonblocking() stops doing once the remote side
+  // sent EOF: the exit-status and the close after it would wait forever) and the caller's
+  // socket and stdin, whose callbacks only raise flags.
+  struct Flags {
+    bool caller_gone = false, stdin_ready = false;
+  } flags;
+  std::unique_ptr<ssh_event_struct, EventFree> event(ssh_event_new(), EventFree{session});
+  if (event == nullptr || ssh_event_add_session(event.get(), session) != SSH_OK) return lost("no event loop");
+  ssh_event_add_fd(event.get(), call.caller, POLLIN, &raise_flag, &flags.caller_gone);
+  bool stdin_open = call.in >= 0, stdin_watched = false;
+  std::string pending;  // stdin read but not yet taken by the channel's window
+  std::array<char, 16384> buffer{};
+  while (true) {
+    bool drained = drain(channel.get(), call);
+    bool eof = ssh_channel_is_eof(channel.get()) != 0;
+    // The command's end: the channel closed, or its output ended and its exit status came.
+    if (ssh_channel_is_closed(channel.get()) != 0 ||
+        (eof && drained && ssh_channel_get_exit_status(channel.get()) >= 0)) {
+      drain(channel.get(), call);  // what came in the same packets as the close
+      break;
+    }
+    if (!drained) return lost("the connection failed");
+    if (stop.load()) {
+      result.problem = "the launcher stopped";
+      return result;
+    }
+    // stdin is watched only while nothing read from it waits for the channel's window.
+    bool watch = stdin_open && pending.empty();
+    if (watch != stdin_watched) {
+      if (watch) ssh_event_add_fd(event.get(), call.in, POLLIN, &raise_flag, &flags.stdin_ready);
+      if (!watch) ssh_event_remove_fd(event.get(), call.in);
+      stdin_watched = watch;
+    }
+    flags.stdin_ready = false;
+    ssh_event_dopoll(event.get(), kPollMs);
+    if (flags.caller_gone) {
+      result.problem = "the caller went away";
+      return result;
+    }
+    if (flags.stdin_ready && pending.empty()) {
+      ssize_t got = ::read(call.in, buffer.data(), buffer.size());
+      if (got > 0) pending.assign(buffer.data(), static_cast<std::size_t>(got));
+      if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+        stdin_open = false;
+        ssh_channel_send_eof(channel.get());
+      }
+    }
+    if (!pending.empty()) {
+      int taken = ssh_channel_write(channel.get(), pending.data(), static_cast<uint32_t>(pending.size()));
+      if (taken == SSH_ERROR) return lost("the connection failed");
+      pending.erase(0, static_cast<std::size_t>(std::max(taken, 0)));
+    }
+  }
+  if (ssh_is_connected(session) == 0) return lost("the connection closed");
+  int status = ssh_channel_get_exit_status(channel.get());
+  result.status = status >= 0 && status <= 255 ? status : 255;
+  if (status < 0) result.problem = "the command ended with no exit status (a signal?)";
+  return result;
+}
+
+}  // namespace tmpi::launch

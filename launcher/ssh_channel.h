@@ -1,0 +1,34 @@
+// One remote command over a connection that is already open and authenticated: what ssh
+// does after its handshake, for the launcher's relay (ssh_relay.h).
+//
+// The session is put in non-blocking mode, and one loop polls its socket, the caller's stdin
+// and the caller's own socket every 100 ms at most: the command's stdout and stderr go to the
+// caller's descriptors, its stdin comes from theirs (EOF passed on as EOF), and the loop ends
+// when the remote side closes the channel, when the caller goes away (MPI killed its ssh: the
+// channel is closed, as sshd would see a killed ssh's connection close), or when the relay
+// stops. No step waits on the network for longer than that poll: a host cut off by a
+// partition holds one relay thread for at most 100 ms after the launcher stops.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "common/ssh_probe.h"
+
+namespace tmpi::launch {
+
+struct RemoteCall {
+  std::string command;              // for the remote user's shell, as ssh sends it
+  int in = -1, out = -1, err = -1;  // the caller's stdin, stdout, stderr
+  int caller = -1;                  // the caller's socket: readable or hung up once it is gone
+};
+
+struct RemoteExit {
+  int status = 255;           // the command's exit status; 255 as ssh for anything else
+  std::string problem;        // empty when the command ran to its end
+  bool session_lost = false;  // the connection itself failed: no further command may use it
+};
+
+RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const std::atomic<bool>& stop);
+
+}  // namespace tmpi::launch

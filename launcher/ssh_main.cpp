@@ -1,0 +1,128 @@
+// mpi-ssh: the ssh that MPI runs to start its daemons, in a launch with the ssh check beside
+// it. It asks the launcher's relay (ssh_relay.h; the socket named by TMPI_SSH_RELAY) to run
+// the command over the check's connection to that host, hands the relay its stdin, stdout
+// and stderr, and exits with the remote command's status, as ssh would. Where the relay
+// cannot serve it (no relay, an option it does not honour, a host it does not hold), it
+// becomes the real ssh with the same arguments, so that the worst case is today's launch.
+//
+// MPI starts one of these per host and may kill it (SIGTERM) when it tears the job down:
+// the relay sees its socket close and closes the channel, as sshd sees a killed ssh's
+// connection close. Small on purpose: libc and the request's format (ssh_call.h), nothing
+// else, since it starts once per daemon.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "launcher/ssh_call.h"
+
+namespace {
+
+using tmpi::launch::SshCall;
+
+[[noreturn]] void become_ssh(char** argv) {
+  argv[0] = const_cast<char*>("ssh");
+  execvp("ssh", argv);
+  std::fprintf(stderr, "mpi-ssh: cannot run ssh: %s\n", std::strerror(errno));
+  std::exit(255);
+}
+
+int connect_relay(const char* path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (std::strlen(path) >= sizeof address.sun_path) return -1;
+  std::strncpy(address.sun_path, path, sizeof address.sun_path - 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The request, its first bytes carrying the three descriptors; false if the relay is gone.
+bool send_request(int fd, const std::string& request, const int (&fds)[3]) {
+  char control[CMSG_SPACE(sizeof fds)] = {};
+  iovec part{const_cast<char*>(request.data()), request.size()};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(header), fds, sizeof fds);
+  ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+  if (sent <= 0) return false;
+  for (auto done = static_cast<std::size_t>(sent); done < request.size();) {
+    ssize_t more = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);
+    if (more <= 0 && errno != EINTR) return false;
+    if (more > 0) done += static_cast<std::size_t>(more);
+  }
+  return true;
+}
+
+// The relay's one line, or "" if it closed first.
+std::string read_answer(int fd) {
+  std::string line;
+  char c = 0;
+  while (line.size() < 4096) {
+    ssize_t got = read(fd, &c, 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0 || c == '\n') break;
+    line += c;
+  }
+  return line;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--help") {
+    std::printf(
+        "mpi-ssh [ssh options] HOST COMMAND...   (run by MPI as its ssh)\n"
+        "Runs COMMAND on HOST over the connection that mpi-launcher's ssh check made, when the\n"
+        "launch names its relay in %s; otherwise, or for what the relay cannot serve, it is\n"
+        "ssh with the same arguments.\n",
+        tmpi::launch::kRelayVariable);
+    return 0;
+  }
+  SshCall call = tmpi::launch::parse_ssh_call(args);
+  const char* path = std::getenv(tmpi::launch::kRelayVariable);
+  if (path == nullptr || *path == '\0' || !call.not_relayable.empty()) become_ssh(argv);
+  int relay = connect_relay(path);
+  if (relay < 0) become_ssh(argv);
+  std::string body = tmpi::launch::encode_relay_request(call);
+  std::string request(tmpi::launch::kRelayMagic);
+  auto size = static_cast<std::uint32_t>(body.size());
+  for (int shift = 0; shift < 32; shift += 8) request += static_cast<char>((size >> shift) & 0xff);
+  request += body;
+  // A descriptor MPI left closed goes as /dev/null, as ssh would read and write it.
+  int fds[3];
+  for (int i = 0; i < 3; ++i) {
+    bool closed = fcntl(i, F_GETFD) < 0 || (i == 0 && call.no_stdin);
+    fds[i] = closed ? open("/dev/null", O_RDWR | O_CLOEXEC) : i;
+  }
+  if (!send_request(relay, request, fds)) become_ssh(argv);
+  std::string answer = read_answer(relay);
+  if (answer == "fallback") become_ssh(argv);
+  if (answer.rfind("exit ", 0) == 0) return std::atoi(answer.c_str() + 5) & 0xff;
+  if (answer.rfind("fail ", 0) == 0) {
+    std::fprintf(stderr, "mpi-ssh: %s: %s\n", call.host.c_str(), answer.c_str() + 5);
+    return 255;
+  }
+  std::fprintf(stderr, "mpi-ssh: %s: the launcher's ssh relay ended before the command did\n",
+               call.host.c_str());
+  return 255;
+}

@@ -1,0 +1,285 @@
+// See ssh_relay.h. One acceptor thread polls the socket (100 ms slices, so that destruction
+// is prompt); each request gets a thread of its own, which reads it (5 s at most), waits for
+// its host's verdict, runs the command (ssh_channel.h) and answers one line. A host's
+// session serves one command at a time: libssh sessions are not for two threads at once.
+#include "launcher/ssh_relay.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "common/backoff.h"
+#include "common/utf8.h"
+#include "launcher/ssh_call.h"
+#include "launcher/ssh_channel.h"
+
+namespace tmpi::launch {
+
+namespace {
+
+constexpr int kPollMs = 100;
+constexpr Millis kRequestTimeout(5000);
+constexpr std::size_t kMaxCallers = 65536;  // requests in a launch: MPI asks once per host
+// mpirun may ask before the check has reached its host; the check's handshakes end within
+// their own 10 s timeout, so this only bounds a check that never reports.
+constexpr Millis kVerdictTimeout(60000);
+
+// The relay writes into MPI's pipes; a reader that died must not end the launcher (SIGPIPE).
+void block_sigpipe() {
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+}
+
+void answer(int caller, const std::string& line) {
+  std::string text = line + "\n";
+  [[maybe_unused]] ssize_t sent = send(caller, text.data(), text.size(), MSG_NOSIGNAL);
+}
+
+// One line for the caller's stderr: no control character, bounded, UTF-8.
+std::string one_line(std::string_view text) {
+  std::string out = truncate_utf8(valid_utf8(text), 300, "...");
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return out;
+}
+
+struct Request {
+  SshCall call;
+  std::array<int, 3> fds{-1, -1, -1};
+  ~Request() {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
+
+// The request and its three descriptors, or nullopt (malformed, too slow, too big).
+std::unique_ptr<Request> read_request(int caller) {
+  auto request = std::make_unique<Request>();
+  Deadline deadline(kRequestTimeout);
+  std::string bytes;
+  std::size_t want = kRelayMagic.size() + 4;
+  bool have_fds = false;
+  while (bytes.size() < want) {
+    pollfd readable{caller, POLLIN, 0};
+    if (deadline.expired() || poll(&readable, 1, kPollMs) < 0) return nullptr;
+    if (readable.revents == 0) continue;
+    std::array<char, 65536> buffer{};
+    std::array<char, CMSG_SPACE(sizeof(int) * 3)> control{};
+    iovec part{buffer.data(), std::min(buffer.size(), want - bytes.size())};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control.data();
+    message.msg_controllen = control.size();
+    ssize_t got = recvmsg(caller, &message, MSG_CMSG_CLOEXEC);
+    if (got <= 0) return nullptr;
+    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+         header = CMSG_NXTHDR(&message, header)) {
+      if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+      std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      std::array<int, 3> fds{-1, -1, -1};
+      std::memcpy(fds.data(), CMSG_DATA(header), std::min<std::size_t>(count, 3) * sizeof(int));
+      if (!have_fds && count == 3) {
+        request->fds = fds;
+        have_fds = true;
+      } else {
+        for (std::size_t i = 0; i < std::min<std::size_t>(count, 3); ++i) close(fds[i]);
+      }
+    }
+    if ((message.msg_flags & MSG_CTRUNC) != 0) return nullptr;
+    bytes.append(buffer.data(), static_cast<std::size_t>(got));
+    if (bytes.size() == kRelayMagic.size() + 4 && want == bytes.size()) {
+      if (bytes.compare(0, kRelayMagic.size(), kRelayMagic) != 0) return nullptr;
+      std::uint32_t size = 0;
+      for (int i = 0; i < 4; ++i)
+        size |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[kRelayMagic.size() + i]))
+                << (8 * i);
+      if (size == 0 || size > kRelayMaxRequest) return nullptr;
+      want += size;
+    }
+  }
+  auto call = decode_relay_request(std::string_view(bytes).substr(kRelayMagic.size() + 4));
+  if (!call || !have_fds) return nullptr;
+  request->call = std::move(*call);
+  return request;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<SshRelay>> SshRelay::start(const std::vector<std::string>& hosts, int port) {
+  TMPI_ASSIGN(auto dir, ScratchDir::make("tmpi-relay"));
+  std::string path = dir->path() + "/relay.sock";
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof address.sun_path)
+    return make_error(Exit::kSoftware, "ssh relay: the socket's path {} is too long; set TMPDIR shorter",
+                      path);
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      listen(listener, 256) != 0) {
+    int error = errno;
+    if (listener >= 0) close(listener);
+    return make_error(Exit::kSoftware, "ssh relay: cannot listen on {}: {}", path, std::strerror(error));
+  }
+  return std::unique_ptr<SshRelay>(new SshRelay(std::move(dir), listener, port, hosts));
+}
+
+SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, int port,
+                   const std::vector<std::string>& hosts)
+    : dir_(std::move(dir)), path_(dir_->path() + "/relay.sock"), listener_(listener), port_(port) {
+  for (const auto& host : hosts) {
+    slots_[host];
+    std::string short_name = host.substr(0, host.find('.'));
+    auto [it, added] = short_names_.emplace(short_name, host);
+    if (!added && it->second != host) it->second.clear();  // two hosts share it: ambiguous
+  }
+  acceptor_ = std::jthread([this] { accept_loop(); });
+}
+
+SshRelay::~SshRelay() {
+  stop_ = true;
+  changed_.notify_all();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::jthread> callers;
+  {
+    std::lock_guard lock(mutex_);
+    callers.swap(callers_);
+  }
+  callers.clear();  // each joins within a poll slice of seeing stop_
+  close(listener_);
+  Counts done = counts();
+  if (done.relayed + done.fell_back + done.failed > 0)
+    spdlog::debug("ssh relay: {} command(s) ran over the check's connections, {} went to ssh, {} failed",
+                  done.relayed, done.fell_back, done.failed);
+}
+
+void SshRelay::offer(const std::string& host, SshSessionPtr session) {
+  std::lock_guard lock(mutex_);
+  auto slot = slots_.find(host);
+  // Not ours, or a second verdict on a host already served: the session closes here.
+  if (slot == slots_.end() || slot->second.state == Slot::State::kReady) return;
+  slot->second.session = std::move(session);
+  slot->second.state = Slot::State::kReady;
+  changed_.notify_all();
+}
+
+void SshRelay::refuse(const std::string& host, const std::string& problem) {
+  std::lock_guard lock(mutex_);
+  auto slot = slots_.find(host);
+  if (slot == slots_.end()) return;
+  slot->second.state = Slot::State::kRefused;
+  slot->second.problem = problem;
+  changed_.notify_all();
+}
+
+SshRelay::Counts SshRelay::counts() const {
+  std::lock_guard lock(mutex_);
+  return counts_;
+}
+
+SshRelay::Slot* SshRelay::find_slot(const std::string& host) {
+  if (auto exact = slots_.find(host); exact != slots_.end()) return &exact->second;
+  // Open MPI names a node as its hostfile does, or shortened (orte_keep_fqdn_hostnames).
+  auto named = short_names_.find(host);
+  if (named == short_names_.end() || named->second.empty()) return nullptr;
+  return &slots_.at(named->second);
+}
+
+void SshRelay::accept_loop() {
+  while (!stop_) {
+    pollfd readable{listener_, POLLIN, 0};
+    if (poll(&readable, 1, kPollMs) <= 0) continue;
+    int caller = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (caller < 0) continue;
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (getsockopt(caller, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != getuid()) {
+      close(caller);
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    if (callers_.size() >= kMaxCallers) {  // a flood of requests (MPI asks once a host): ssh serves the rest
+      answer(caller, "fallback");
+      close(caller);
+      continue;
+    }
+    try {
+      callers_.emplace_back([this, caller] { serve(caller); });
+    } catch (const std::system_error& e) {  // no thread to be had: that daemon's ssh is the real one
+      answer(caller, "fallback");
+      close(caller);
+    }
+  }
+}
+
+void SshRelay::serve(int caller) {
+  block_sigpipe();
+  std::unique_ptr<Request> request = read_request(caller);
+  auto finish = [&](const std::string& line, int Counts::*counter) {
+    {
+      std::lock_guard lock(mutex_);  // counted first: a caller that has its answer sees it counted
+      ++(counts_.*counter);
+    }
+    answer(caller, line);
+    close(caller);
+  };
+  if (!request) return finish("fail the request to the launcher's ssh relay was malformed", &Counts::failed);
+  const SshCall& call = request->call;
+  Slot* slot = nullptr;
+  {
+    std::unique_lock lock(mutex_);
+    slot = find_slot(call.host);
+    bool other_login =
+        (call.port && *call.port != port_) || (!call.user.empty() && call.user != ssh_login_user());
+    if (slot == nullptr || other_login) {
+      lock.unlock();
+      return finish("fallback", &Counts::fell_back);
+    }
+    Deadline deadline(kVerdictTimeout);
+    while (slot->state == Slot::State::kPending && !stop_ && !deadline.expired()) {
+      changed_.wait_for(lock, Millis(kPollMs));
+      pollfd hung_up{caller, POLLIN, 0};
+      if (poll(&hung_up, 1, 0) > 0) {  // its ssh was killed while it waited
+        lock.unlock();
+        close(caller);
+        return;
+      }
+    }
+    if (slot->state != Slot::State::kReady || slot->busy) {
+      std::string line = slot->state == Slot::State::kRefused
+                             ? "fail the preflight's ssh check failed: " + one_line(slot->problem)
+                         : slot->busy ? "fallback"
+                                      : "fail the launcher's ssh check gave no verdict on this host";
+      lock.unlock();
+      return finish(line, line == "fallback" ? &Counts::fell_back : &Counts::failed);
+    }
+    slot->busy = true;
+  }
+  RemoteCall remote{call.command, request->fds[0], request->fds[1], request->fds[2], caller};
+  RemoteExit ended = run_remote(slot->session.get(), remote, stop_);
+  {
+    std::lock_guard lock(mutex_);
+    slot->busy = false;
+    if (ended.session_lost) {
+      slot->state = Slot::State::kRefused;
+      slot->problem = ended.problem;
+    }
+  }
+  if (!ended.problem.empty()) spdlog::debug("ssh relay: {}: {}", call.host, ended.problem);
+  if (ended.session_lost) return finish("fail " + one_line(ended.problem), &Counts::failed);
+  finish("exit " + std::to_string(ended.status), &Counts::relayed);
+}
+
+}  // namespace tmpi::launch
