@@ -81,8 +81,8 @@ std::vector<std::string> build_command(const LaunchPlan& plan) {
       bool prte = plan.flavour == Flavour::kOpenMpi5;
       std::string rte = prte ? "--prtemca" : "--mca";
       add({"--hostfile", plan.hostfile, "-np", std::to_string(plan.np)});
-      add({rte, prte ? "plm_ssh_agent" : "plm_rsh_agent", plan.ssh_agent, rte, prte ? "plm_ssh_args" : "plm_rsh_args",
-           ssh_args});
+      add({rte, prte ? "plm_ssh_agent" : "plm_rsh_agent", plan.ssh_agent, rte,
+           prte ? "plm_ssh_args" : "plm_rsh_args", ssh_args});
       if (!plan.iface.empty())
         add({"--mca", "btl_tcp_if_include", plan.iface, rte, "oob_tcp_if_include", plan.iface});
       if (plan.as_root) add({"--allow-run-as-root"});

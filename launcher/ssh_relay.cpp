@@ -160,9 +160,10 @@ SshRelay::~SshRelay() {
   callers.clear();  // each joins within a poll slice of seeing stop_
   close(listener_);
   Counts done = counts();
+  // One line a job, so that a person who sees no ssh process in the pod knows why.
   if (done.relayed + done.fell_back + done.failed > 0)
-    spdlog::debug("ssh relay: {} command(s) ran over the check's connections, {} went to ssh, {} failed",
-                  done.relayed, done.fell_back, done.failed);
+    spdlog::info("ssh relay: {} command(s) ran over the check's connections, {} went to ssh, {} failed",
+                 done.relayed, done.fell_back, done.failed);
 }
 
 void SshRelay::offer(const std::string& host, SshSessionPtr session) {

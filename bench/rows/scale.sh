@@ -4,8 +4,9 @@
 # turn first one then the other:
 #   plain  mpirun --hostfile with a trivial program (`true`), 2 ranks a pod;
 #   ours   mpi-launcher run at its defaults (the full preflight: DNS, then ssh beside the
-#          launch while the agents wait at the start gate; placement checked by every rank's
-#          agent) with the same program and the same mpirun;
+#          launch while the agents wait at the start gate, mpirun's daemons started over the
+#          check's own connections by the ssh relay; placement checked by every rank's agent)
+#          with the same program and the same mpirun;
 #   before the same with --ssh-check before: the ssh step before the launch, as it was.
 # Four figures a size: both wall times (medians), the median of the rounds' ratios, and the
 # preflight alone (report.json's steps, DNS and ssh, wherever the ssh step ran); then the
@@ -103,7 +104,7 @@ step() { jq -r --arg s "$1" '[.preflight[]? | select(.name == $s) | .seconds] | 
 dns=$(step dns) ssh=$(step ssh)
 breakdown() { printf '| where the time goes, %d pods: %s | %.3f s | - | - | - |\n' "$n" "$1" "$2"; }
 breakdown "DNS ($((n + 1)) names)" "$dns"
-breakdown "ssh handshakes (libssh, 16 at a time), beside the daemon start" "$ssh"
+breakdown "ssh handshakes (libssh, 16 at a time), which the daemons' start then uses (the ssh relay)" "$ssh"
 breakdown "launcher start, report and exit (the rest)" \
   "$(echo "($t1 - $t0) - $dns - ($first - $launched) - ($last - $first) - ($t1 - $last)" | bc -l)"
 breakdown "daemon start: mpirun's ssh to every pod, to the first rank (through the start gate)" "$(echo "$first - $launched" | bc -l)"

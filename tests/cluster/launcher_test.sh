@@ -457,8 +457,9 @@ case $case_name in
     # ssh is mpi-ssh, which runs each daemon over the check's connection to its host
     # (launcher/ssh_relay.h). An `ssh` first on PATH that records its use and fails shows
     # that nothing else connected: Open MPI's job and MPICH's both pass, each rank where the
-    # hostfile puts it, and the stub never ran. With the ssh step before the launch (no relay)
-    # the same PATH fails the launch, and the stub was asked for every node: it is in the way.
+    # hostfile puts it, and the stub never ran. (Open MPI asks for a node by its short name,
+    # train-node-0-0, which the relay matches to the check's train-node-0-0.train.) With the ssh step before the launch (no relay)
+    # the same PATH fails the launch, and the stub was asked for a node: it is in the way.
     mkdir -p "$CIB_DIR/stub"
     printf '#!/bin/sh\necho "$*" >> %q\nexit 255\n' "$CIB_DIR/stub/used" > "$CIB_DIR/stub/ssh"
     chmod 755 "$CIB_DIR/stub/ssh"
@@ -478,9 +479,9 @@ case $case_name in
     rm -f "$CIB_DIR/stub/used"
     rc=0; out=$(launch --wait none --ssh-check before -- true 2>&1) || rc=$?
     [[ $rc != 0 ]] || fail "the stub ssh did not stop a launch that uses ssh: $out"
-    for node in "${nodes[@]}"; do
-      grep -q " $node" "$CIB_DIR/stub/used" || fail "the stub was not asked for $node: $(cat "$CIB_DIR/stub/used" 2>/dev/null)"
-    done
+    # (mpirun gives up at the first daemon that fails, so not every node need be asked.)
+    grep -qE " (${nodes[0]}|${nodes[1]})[. ]" "$CIB_DIR/stub/used" ||
+      fail "the stub was not asked for a node: $(cat "$CIB_DIR/stub/used" 2>/dev/null)"
     # The relay alone (tests/cluster/ssh_relay_probe.cpp), with what a job's daemons seldom do.
     key=$(ls "$CIB_DIR/pods/$launcher/home/.ssh" | grep -E '^id_[a-z0-9]+$' | head -n 1)
     coproc PROBE { in_pod "$launcher" "$TMPI_BUILD_DIR/tests/cluster/ssh_relay_probe" \

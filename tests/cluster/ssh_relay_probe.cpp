@@ -7,6 +7,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "launcher/preflight.h"
 #include "launcher/ssh_relay.h"
 
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: ssh_relay_probe KEY PORT HOST...\n";
     return 64;
   }
+  spdlog::set_level(spdlog::level::warn);  // stdout is the test's: the socket path, then the counts
   std::ifstream key_file(argv[1]);
   std::stringstream key;
   key << key_file.rdbuf();
