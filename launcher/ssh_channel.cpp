@@ -7,10 +7,12 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <libssh/libssh.h>
@@ -31,21 +33,44 @@ struct ChannelFree {
   }
 };
 
-// The loop's event (see run_remote), which must give the session back before it goes: the
-// session outlives it, for the next command to its host.
-struct EventFree {
-  ssh_session session;
-  void operator()(ssh_event event) const {
-    ssh_event_remove_session(event, session);
-    ssh_event_free(event);
-  }
-};
-
 // An event callback that only raises the flag it was given; the loop acts on it.
 int raise_flag(socket_t /*fd*/, int /*revents*/, void* flag) {
   *static_cast<bool*>(flag) = true;
   return 0;
 }
+
+// The loop's one wait (see run_remote): an ssh_event holding the session and the descriptors
+// it watches. On the way out it gives the session back (the session outlives it, for the next
+// command to its host) and removes each descriptor, which is what frees libssh's record of it.
+class EventLoop {
+ public:
+  explicit EventLoop(ssh_session session) : session_(session), event_(ssh_event_new()) {
+    has_session_ = event_ != nullptr && ssh_event_add_session(event_, session_) == SSH_OK;
+  }
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+  ~EventLoop() {
+    if (event_ == nullptr) return;
+    for (int fd : fds_) ssh_event_remove_fd(event_, fd);
+    if (has_session_) ssh_event_remove_session(event_, session_);
+    ssh_event_free(event_);
+  }
+  bool ready() const { return has_session_; }
+  void watch(int fd, bool* flag) {
+    if (ssh_event_add_fd(event_, fd, POLLIN, &raise_flag, flag) == SSH_OK) fds_.push_back(fd);
+  }
+  void unwatch(int fd) {
+    ssh_event_remove_fd(event_, fd);
+    fds_.erase(std::remove(fds_.begin(), fds_.end(), fd), fds_.end());
+  }
+  void wait(int ms) { ssh_event_dopoll(event_, ms); }
+
+ private:
+  ssh_session session_;
+  ssh_event event_;
+  bool has_session_ = false;
+  std::vector<int> fds_;
+};
 
 bool gone(int fd) {
   pollfd check{fd, POLLIN, 0};
@@ -124,9 +149,9 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   struct Flags {
     bool caller_gone = false, stdin_ready = false;
   } flags;
-  std::unique_ptr<ssh_event_struct, EventFree> event(ssh_event_new(), EventFree{session});
-  if (event == nullptr || ssh_event_add_session(event.get(), session) != SSH_OK) return lost("no event loop");
-  ssh_event_add_fd(event.get(), call.caller, POLLIN, &raise_flag, &flags.caller_gone);
+  EventLoop loop(session);
+  if (!loop.ready()) return lost("no event loop");
+  loop.watch(call.caller, &flags.caller_gone);
   bool stdin_open = call.in >= 0, stdin_watched = false;
   std::string pending;  // stdin read but not yet taken by the channel's window
   std::array<char, 16384> buffer{};
@@ -147,12 +172,12 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
     // stdin is watched only while nothing read from it waits for the channel's window.
     bool watch = stdin_open && pending.empty();
     if (watch != stdin_watched) {
-      if (watch) ssh_event_add_fd(event.get(), call.in, POLLIN, &raise_flag, &flags.stdin_ready);
-      if (!watch) ssh_event_remove_fd(event.get(), call.in);
+      if (watch) loop.watch(call.in, &flags.stdin_ready);
+      if (!watch) loop.unwatch(call.in);
       stdin_watched = watch;
     }
     flags.stdin_ready = false;
-    ssh_event_dopoll(event.get(), kPollMs);
+    loop.wait(kPollMs);
     if (flags.caller_gone) {
       result.problem = "the caller went away";
       return result;
