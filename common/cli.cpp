@@ -7,27 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/asan_options.h"  // every program links this file (main calls cli::run)
 #include "common/log.h"
 #include "common/params.h"
-
-// In a sanitized build (the asan preset), ASan wants its runtime first among the loaded
-// libraries; a pod that preloads nss_wrapper (LD_PRELOAD, a non-root uid with no passwd
-// entry: docs/design.md, "Non-root") puts that library first, which nss_wrapper needs and
-// ASan need not mind. Every program links this file (main calls cli::run); weak, so that a
-// program with options of its own (nccl-check) keeps them, and says this one too.
-#if defined(__SANITIZE_ADDRESS__)
-#define TMPI_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TMPI_ASAN 1
-#endif
-#endif
-#ifdef TMPI_ASAN
-extern "C" __attribute__((weak)) const char*
-__asan_default_options() {  // NOLINT(bugprone-reserved-identifier)
-  return "verify_asan_link_order=0";
-}
-#endif
 
 namespace tmpi::cli {
 

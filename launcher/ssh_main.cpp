@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/asan_options.h"  // a sanitized mpi-ssh under a pod's LD_PRELOAD
 #include "launcher/ssh_call.h"
 
 namespace {
