@@ -72,11 +72,6 @@ class EventLoop {
   std::vector<int> fds_;
 };
 
-bool gone(int fd) {
-  pollfd check{fd, POLLIN, 0};
-  return poll(&check, 1, 0) > 0;  // the caller never writes after its request: EOF or hang-up
-}
-
 // Waits up to one poll slice for the session's socket.
 void wait_session(ssh_session session) {
   pollfd fd{ssh_get_fd(session), POLLIN, 0};
@@ -112,6 +107,11 @@ bool drain(ssh_channel channel, const RemoteCall& call) {
 
 }  // namespace
 
+bool caller_gone(int caller) {
+  pollfd check{caller, POLLIN, 0};
+  return poll(&check, 1, 0) > 0;
+}
+
 RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const std::atomic<bool>& stop) {
   RemoteExit result;
   auto lost = [&](std::string problem) {
@@ -128,7 +128,7 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
       int rc = step();
       if (rc == SSH_OK) return std::nullopt;
       if (rc != SSH_AGAIN) return lost(fmt::format("sshd refused to {}", what));
-      if (stop.load() || gone(call.caller)) {
+      if (stop.load() || caller_gone(call.caller)) {
         result.problem = "stopped before the command started";
         return result;
       }
@@ -147,11 +147,11 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   // sent EOF: the exit-status and the close after it would wait forever) and the caller's
   // socket and stdin, whose callbacks only raise flags.
   struct Flags {
-    bool caller_gone = false, stdin_ready = false;
+    bool caller_left = false, stdin_ready = false;
   } flags;
   EventLoop loop(session);
   if (!loop.ready()) return lost("no event loop");
-  loop.watch(call.caller, &flags.caller_gone);
+  loop.watch(call.caller, &flags.caller_left);
   bool stdin_open = call.in >= 0, stdin_watched = false;
   std::string pending;  // stdin read but not yet taken by the channel's window
   std::array<char, 16384> buffer{};
@@ -178,7 +178,7 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
     }
     flags.stdin_ready = false;
     loop.wait(kPollMs);
-    if (flags.caller_gone) {
+    if (flags.caller_left) {
       result.problem = "the caller went away";
       return result;
     }

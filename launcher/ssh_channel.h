@@ -29,6 +29,10 @@ struct RemoteExit {
   bool session_lost = false;  // the connection itself failed: no further command may use it
 };
 
+// Whether the caller's socket is readable or hung up: it never writes after its request, so
+// either means it is gone (MPI killed its ssh).
+bool caller_gone(int caller);
+
 RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const std::atomic<bool>& stop);
 
 }  // namespace tmpi::launch

@@ -251,8 +251,7 @@ void SshRelay::serve(int caller) {
     Deadline deadline(kVerdictTimeout);
     while (slot->state == Slot::State::kPending && !stop_ && !deadline.expired()) {
       changed_.wait_for(lock, Millis(kPollMs));
-      pollfd hung_up{caller, POLLIN, 0};
-      if (poll(&hung_up, 1, 0) > 0) {  // its ssh was killed while it waited
+      if (caller_gone(caller)) {  // its ssh was killed while it waited
         lock.unlock();
         close(caller);
         return;
