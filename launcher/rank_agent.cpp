@@ -16,6 +16,8 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -147,6 +149,11 @@ int pass_start_gate(const RankAgentOptions& options, const RankIdentity& id) {
 // The MPI daemon that started this agent (orted, prted, hydra_pmi_proxy) waits for a word from
 // mpirun that cannot come across the cut: once the rank is ended, it is told to go too, so
 // that nothing of the job is left in the pod. Any other parent (a shell) is left alone.
+// SIGTERM first: orted then ends its other ranks and removes its session folder (Open MPI 4.1,
+// orte/mca/ess/base/ess_base_std_orted.c, shutdown_signal: a forced exit). A daemon that is
+// still this agent's parent kOrphanGrace later (its shutdown waiting on the cut link) is
+// killed: nobody else in the pod would end it. The agent's own SIGTERM (the daemon ending its
+// ranks) stays blocked meanwhile; the daemon's SIGKILL, if it comes, means it is shutting down.
 void stop_mpi_daemon() {
   pid_t parent = getppid();
   std::FILE* file = std::fopen(fmt::format("/proc/{}/comm", parent).c_str(), "r");
@@ -156,7 +163,17 @@ void stop_mpi_daemon() {
   std::fclose(file);
   std::string_view comm(name);
   if (!comm.empty() && comm.back() == '\n') comm.remove_suffix(1);
-  if (read && (comm == "orted" || comm == "prted" || comm == "hydra_pmi_proxy")) kill(parent, SIGTERM);
+  if (!read || (comm != "orted" && comm != "prted" && comm != "hydra_pmi_proxy")) return;
+  kill(parent, SIGTERM);
+  auto until = Clock::now() + kOrphanGrace;
+  while (getppid() == parent && Clock::now() < until) std::this_thread::sleep_for(Millis(100));
+  if (getppid() == parent) {
+    std::fprintf(
+        stderr, "mpi-rank: the MPI daemon %s (pid %d) did not end %lld s after SIGTERM: killing it\n",
+        std::string(comm).c_str(), static_cast<int>(parent),
+        static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kOrphanGrace).count()));
+    kill(parent, SIGKILL);
+  }
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ launch() {  # launch [launcher options] -- CMD...: mpi-launcher run in the launc
 launcher_pid() {
   local pid cmd
   ip netns pids "$("$CIB" ns "$launcher")" | while read -r pid; do
-    cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)
+    cmd=$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")
     [[ $cmd == *"mpi-launcher run"* && $cmd != timeout* ]] && echo "$pid"
   done | head -n 1
 }

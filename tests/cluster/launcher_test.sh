@@ -197,7 +197,11 @@ case $case_name in
     fi
     pid=$!
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
-    sleep 3  # the agents report a rank's start after 2 s, and beat from then on
+    # Every rank runs, and its agent has had 3 s to report its start (due 2 s after it began;
+    # it beats from then on). An agent cut off before the coordinator ever answered it keeps
+    # its rank (rank_agent.cpp, orphaned()): the partition must come after that first answer.
+    wait_ranks "$(date +%s%N)" 0 "${nodes[@]}"
+    sleep 3
     t0=$(date +%s.%N)
     if [[ $case_name == node-partitioned* ]]; then
       # A partition: the pod's link cut at the bridge, its processes alive. No FIN or RST
@@ -220,17 +224,23 @@ case $case_name in
     [[ $case_name != *-ssh* || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
-    (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
+    # The goal is the lost host's grace (3 s), then the report. Under the sanitizers the exit
+    # takes longer (LeakSanitizer scans the launcher's memory at its exit): 0.8 s was seen.
+    slack=0.5; [[ ${TMPI_SANITIZED:-OFF} != ON ]] || slack=1.5
+    (( $(bc <<<"$teardown <= 3 + $slack") )) ||
+      fail "the teardown took $teardown s after naming the host (goal: 3 s, and $slack s for the exit): $log"
     ended=""
     if [[ $case_name == node-partitioned* ]]; then
       (( $(bc <<<"$detect <= 17") )) || fail "named $detect s after the partition (goal: --lost-after, 15 s): $log"
       fault="a node pod cut off by a partition"
       # Nobody can reach the cut-off pod: its agents, which hear no answer for --lost-after
-      # and a beat more, end their ranks and the MPI daemon themselves (mpi-rank, orphaned()).
+      # and a beat more (20 s after the cut at most), end their ranks and the MPI daemon
+      # themselves (mpi-rank, orphaned()): SIGTERM, and SIGKILL 5 s later, so all is gone
+      # within about 26 s. The launcher exits 15 s after the cut at the earliest: 20 s more.
       [[ -n $(job_leftovers "${nodes[1]}") ]] || fail "nothing of the job ran in the cut-off pod"
-      for _ in $(seq 150); do [[ -z $(job_leftovers "${nodes[1]}") ]] && break; sleep 0.1; done
+      for _ in $(seq 200); do [[ -z $(job_leftovers "${nodes[1]}") ]] && break; sleep 0.1; done
       left=$(job_leftovers "${nodes[1]}")
-      [[ -z $left ]] || fail "the cut-off pod still runs the job 15 s after the launcher's exit: $left"
+      [[ -z $left ]] || fail "the cut-off pod still runs the job 20 s after the launcher's exit: $left"
       ended="; its ranks ended themselves $(printf '%.2f' "$(bc <<<"$(date +%s.%N) - $t0")") s after the cut"
     else
       fault="a node pod killed hard"
@@ -263,7 +273,11 @@ case $case_name in
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
     (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
-    (( $(bc <<<"$teardown <= 3.5") )) || fail "the teardown took $teardown s after naming the host (goal: 3 s): $log"
+    # The goal is the lost host's grace (3 s), then the report. Under the sanitizers the exit
+    # takes longer (LeakSanitizer scans the launcher's memory at its exit): 0.8 s was seen.
+    slack=0.5; [[ ${TMPI_SANITIZED:-OFF} != ON ]] || slack=1.5
+    (( $(bc <<<"$teardown <= 3 + $slack") )) ||
+      fail "the teardown took $teardown s after naming the host (goal: 3 s, and $slack s for the exit): $log"
     [[ $case_name == *-ssh ]] || expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
     row "a node pod deleted gracefully (${wait_mode[*]:-sidecars}; defaults)" "exit 75, the host named" \
       "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
@@ -387,7 +401,7 @@ case $case_name in
     # ranks all that time, then not start them: exit 69, node 1 named.
     sshd_pid=""  # sshd names its listener "sshd: /usr/sbin/sshd -D ... [listener] ..."
     for pid in $(ip netns pids "$("$CIB" ns "${nodes[1]}")"); do
-      [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == *"[listener]"* ]] && sshd_pid=$pid
+      [[ $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") == *"[listener]"* ]] && sshd_pid=$pid
     done
     [[ -n $sshd_pid ]] || fail "no sshd found in ${nodes[1]}"
     kill -STOP "$sshd_pid"

@@ -18,7 +18,7 @@ job_leftovers() {
   for pod in "${list[@]}"; do
     ns=$("$CIB" ns "$pod" 2>/dev/null) || continue
     for pid in $(ip netns pids "$ns" 2>/dev/null); do
-      cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || continue
+      cmd=$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") || continue
       case $cmd in
         *"sleep 60"*|*mpi-rank*|*"mpi-launcher rank"*|*"mpi-launcher run"*|*orted*|*prted*|*prterun*|*mpirun*|\
         *hydra_pmi_proxy*|*mpiexec*|*nccl-check*) echo "$pod: ${cmd:0:120}" ;;

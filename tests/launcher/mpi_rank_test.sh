@@ -97,8 +97,9 @@ jq -e '.tail | endswith("crlf last line\n")' "$home/body" >/dev/null ||
 # An agent cut off from the coordinator that had answered it (a partition, or the launcher
 # gone) ends its rank after --lost-after and one beat more, and exits 75: nobody else can stop
 # it. A stand-in coordinator takes the start report, then is gone.
-rm -f "$home/port"
-python3 - "$home/port" <<'PY' &
+start_taker() {
+  rm -f "$home/port"
+  python3 - "$home/port" <<'PY' &
 import http.server, sys
 class Take(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
@@ -110,8 +111,10 @@ open(sys.argv[1], "w").write(str(server.server_port))
 server.timeout = 20
 server.handle_request()
 PY
-taker=$!
-for _ in $(seq 100); do [[ -s $home/port ]] && break; sleep 0.1; done
+  taker=$!
+  for _ in $(seq 100); do [[ -s $home/port ]] && break; sleep 0.1; done
+}
+start_taker
 t0=$(date +%s.%N)
 rc=0; err=$(TMPI_COORDINATOR="127.0.0.1:$(cat "$home/port")" TMPI_LOST_AFTER=2s TMPI_BEAT_INTERVAL=500ms \
               timeout 40 "$A" -- sleep 30 2>&1) || rc=$?
@@ -120,6 +123,18 @@ wait "$taker" 2>/dev/null || true
 [[ $rc == 75 && $err == *"has not answered for 2 s (lost-after 2 s)"*"ending this rank"* ]] ||
   fail "an agent cut off from its coordinator: expected exit 75 and why, got $rc after $took s: $err"
 (( $(bc <<<"$took < 10") )) || fail "the cut-off agent ended its rank only after $took s (start 2 s + lost-after 2 s + a beat)"
+# Its MPI daemon is told to go too (SIGTERM), and killed 5 s later if it is still there. The
+# stand-in daemon is named orted and only notes a SIGTERM (bash runs the trap once its
+# foreground child, the agent, has exited: it never does).
+printf '%s\n' '#!/bin/bash' "trap 'echo orted: got TERM >&2' TERM" '"$@"' 'echo "orted: the agent exited $?" >&2' > "$home/orted"
+chmod +x "$home/orted"
+start_taker
+rc=0; err=$(TMPI_COORDINATOR="127.0.0.1:$(cat "$home/port")" TMPI_LOST_AFTER=2s TMPI_BEAT_INTERVAL=500ms \
+              timeout 40 "$home/orted" "$A" -- sleep 30 2>&1) || rc=$?
+wait "$taker" 2>/dev/null || true
+[[ $rc == 137 && $err == *"ending this rank"*"the MPI daemon orted (pid "*") did not end 5 s after SIGTERM: killing it"* &&
+   $err != *"orted: the agent exited"* ]] ||
+  fail "a daemon that stays after SIGTERM: expected it killed (137), got $rc: $err"
 # One that never reached it is not cut off (the coordinator never counted it): its rank runs.
 rc=0; err=$(TMPI_COORDINATOR=127.0.0.1:9 TMPI_LOST_AFTER=1s TMPI_BEAT_INTERVAL=200ms "$A" -- sleep 4 2>&1) || rc=$?
 [[ $rc == 0 && $err != *"ending this rank"* ]] || fail "an agent that never reached its coordinator ended its rank: $rc: $err"
@@ -134,4 +149,4 @@ if [[ $(id -u) == 0 ]]; then
                 prlimit --nproc=1 setpriv --reuid 4377 --regid 4377 --clear-groups "$A" -- true 2>&1) || rc=$?
   [[ $rc == 71 && $out == *"cannot start the rank: fork:"* ]] || fail "a fork that fails: expected exit 71 (system) and why, got $rc: $out"
 fi
-echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, reports a tail within the body limit, ends its rank when cut off from the coordinator (75), and fails (71) when it cannot fork"
+echo "ok: mpi-rank loads only libc, sets the torch variables, passes on stderr, exit 7 and SIGTERM, refuses to run outside MPI, reports a tail within the body limit, ends its rank when cut off from the coordinator (75) and then its MPI daemon (SIGKILL 5 s after SIGTERM), and fails (71) when it cannot fork"
