@@ -27,6 +27,14 @@ wait_ranks() {
   left=$((ms - $(ms_since "$t0")))
   ((left <= 0)) || sleep "$(bc <<<"scale=3; $left / 1000")"
 }
+# check_teardown SECONDS LOG: a lost host's teardown, from the line naming it to the launcher's
+# exit. The goal is the lost host's grace (3 s, run.cpp), then the report; under the sanitizers
+# the exit takes longer (LeakSanitizer scans the launcher's memory at its exit: 0.8 s was seen).
+check_teardown() {
+  local slack=0.5; [[ ${TMPI_SANITIZED:-OFF} != ON ]] || slack=1.5
+  (( $(bc <<<"$1 <= 3 + $slack") )) ||
+    fail "the teardown took $1 s after naming the host (goal: 3 s, and $slack s for the exit): $2"
+}
 status_env=()  # Trainer's status server variables, once start_status_server has run
 # A launch that hangs ends at 240 s (exit 124), before ctest's 300 s: the case then fails
 # with the launcher's output, which a test killed by ctest would lose.

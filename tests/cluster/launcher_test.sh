@@ -224,11 +224,7 @@ case $case_name in
     [[ $case_name != *-ssh* || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
-    # The goal is the lost host's grace (3 s), then the report. Under the sanitizers the exit
-    # takes longer (LeakSanitizer scans the launcher's memory at its exit): 0.8 s was seen.
-    slack=0.5; [[ ${TMPI_SANITIZED:-OFF} != ON ]] || slack=1.5
-    (( $(bc <<<"$teardown <= 3 + $slack") )) ||
-      fail "the teardown took $teardown s after naming the host (goal: 3 s, and $slack s for the exit): $log"
+    check_teardown "$teardown" "$log"
     ended=""
     if [[ $case_name == node-partitioned* ]]; then
       (( $(bc <<<"$detect <= 17") )) || fail "named $detect s after the partition (goal: --lost-after, 15 s): $log"
@@ -273,11 +269,7 @@ case $case_name in
     t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
     detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
     (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
-    # The goal is the lost host's grace (3 s), then the report. Under the sanitizers the exit
-    # takes longer (LeakSanitizer scans the launcher's memory at its exit): 0.8 s was seen.
-    slack=0.5; [[ ${TMPI_SANITIZED:-OFF} != ON ]] || slack=1.5
-    (( $(bc <<<"$teardown <= 3 + $slack") )) ||
-      fail "the teardown took $teardown s after naming the host (goal: 3 s, and $slack s for the exit): $log"
+    check_teardown "$teardown" "$log"
     [[ $case_name == *-ssh ]] || expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
     row "a node pod deleted gracefully (${wait_mode[*]:-sidecars}; defaults)" "exit 75, the host named" \
       "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
