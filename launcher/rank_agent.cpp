@@ -46,7 +46,7 @@ using rdv::signed_body;
 namespace {
 
 constexpr Millis kStartReportAfter(2000);
-constexpr Millis kOrphanGrace(5000);  // an orphaned rank's time to end after SIGTERM, then SIGKILL
+constexpr Millis kOrphanGrace(5000);  // an orphaned rank's, then its daemon's, time to end after SIGTERM
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
