@@ -14,6 +14,9 @@ namespace tmpi::launch {
 namespace {
 
 constexpr std::string_view kReportPrefix = "nccl-check report: ";
+// A rank that gave up inside a blocking MPI call says so on a line of its own
+// (ncclcheck/main.cpp, give_up): the ranks that never say it are the silent ones.
+constexpr std::string_view kGaveUpPrefix = "nccl-check timeout: ";
 
 // nccl-check beside this mpi-launcher (an image installs both in one folder), else PATH.
 std::string default_program() {
@@ -58,6 +61,17 @@ std::vector<std::string> silent_hosts(const nlohmann::json& timeout,
   return {hosts.begin(), hosts.end()};
 }
 
+// The ranks of the job that did not give up, by their placed host: they never reached
+// the blocking call, or never left a stopped one.
+std::vector<std::string> hosts_not_in(const std::set<std::int64_t>& gave_up,
+                                      const std::vector<std::string>& placement) {
+  std::set<std::string> hosts;
+  for (std::size_t rank = 0; rank < placement.size(); ++rank) {
+    if (!gave_up.contains(static_cast<std::int64_t>(rank))) hosts.insert(short_host(placement[rank]));
+  }
+  return {hosts.begin(), hosts.end()};
+}
+
 // A number field, or the fallback when it is absent or not a number.
 double number_at(const nlohmann::json& doc, std::string_view pointer, double fallback) {
   const auto* node = node_at(doc, pointer);
@@ -86,7 +100,17 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   FabricCheck out;
   std::istringstream lines(output);
   std::string line;
+  std::set<std::int64_t> gave_up;  // the ranks that said they gave up in a blocking call
+  nlohmann::json first_gave_up;
   while (std::getline(lines, line)) {
+    if (line.starts_with(kGaveUpPrefix)) {
+      auto said = nlohmann::json::parse(line.substr(kGaveUpPrefix.size()), nullptr, false);
+      if (said.is_object() && node_at(said, "/rank") != nullptr && said["rank"].is_number_integer()) {
+        gave_up.insert(said["rank"].get<std::int64_t>());
+        if (first_gave_up.is_null()) first_gave_up = std::move(said);
+      }
+      continue;
+    }
     // The report may follow another stream's text that mpirun forwarded without its line
     // break: it is found anywhere in the line, and what comes before it stays in the table.
     auto at = line.find(kReportPrefix);
@@ -97,6 +121,11 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     if (at > 0) out.table += line.substr(0, at) + "\n";
     auto report = nlohmann::json::parse(line.substr(at + kReportPrefix.size()), nullptr, false);
     if (!report.is_discarded() && out.report.is_null()) out.report = std::move(report);  // the first one wins
+  }
+  if (!out.report.is_object() && !first_gave_up.is_null()) {  // rank 0 is among the silent
+    out.report = {{"result", "timeout"},
+                  {"backend", string_at(first_gave_up, "/backend", "nccl-check")},
+                  {"timeout", first_gave_up}};
   }
   const auto& report = out.report;
   if (report.is_object() && string_at(report, "/result") == "pass" && status == 0) return out;
@@ -116,12 +145,15 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   }
   if (std::string failure = string_at(report, "/failure"); !failure.empty())
     out.rows.push_back({launcher_host, backend, failure});
-  if (const auto* timeout = node_at(report, "/timeout"); timeout != nullptr && timeout->is_object()) {
+  const auto* timeout = node_at(report, "/timeout");
+  if ((timeout == nullptr || !timeout->is_object()) && !first_gave_up.is_null()) timeout = &first_gave_up;
+  if (timeout != nullptr && timeout->is_object()) {
     out.exit = Exit::kTempFail;
     std::string reason =
         fmt::format("{} did not finish within {} s (seen by rank {})", string_at(*timeout, "/step"),
                     number_at(*timeout, "/after_seconds", 0.0), int_at(*timeout, "/rank", -1));
     auto silent = silent_hosts(*timeout, placement);
+    if (silent.empty() && !gave_up.empty()) silent = hosts_not_in(gave_up, placement);
     if (silent.empty()) out.rows.push_back({string_at(*timeout, "/host"), backend + " timeout", reason});
     for (const auto& host : silent)
       out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});

@@ -75,7 +75,8 @@ class CheckRun {
     my_host_ = host_of_[static_cast<std::size_t>(rank_)];
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
     local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
-    MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_);  // blocking: made once, at the start
+    progress_.blocking(step_, "MPI_Comm_split",
+                       [&] { MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_); });
     TMPI_ASSIGN(auto cpu_lists, allgather_text(progress_, MPI_COMM_WORLD, own_cpu_list(), deadline, step_));
     std::vector<std::set<int>> cpus(report_.hosts.size());
     for (int r = 0; r < size_; ++r) {

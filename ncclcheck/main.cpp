@@ -2,10 +2,16 @@
 //   mpirun ... nccl-check [--backend nccl|mpi] [--min-bytes 1M --max-bytes 256M] [--json FILE|-]
 // Rank 0 prints the table and writes the JSON report. A rank that hits a deadline prints
 // its own report (result "timeout") and aborts the job with exit 75, so nothing hangs.
+// The calls that block with no deadline of their own (MPI_Init, a communicator's creation,
+// MPI_Finalize) run under the watchdog (watchdog.h), whose callback here ends the rank.
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -15,6 +21,7 @@
 #include "common/params.h"
 #include "common/utf8.h"
 #include "ncclcheck/driver.h"
+#include "ncclcheck/watchdog.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // MPI libraries keep their allocations until exit; their leaks are not ours to report. And
@@ -91,6 +98,70 @@ void publish(const Report& report, const std::string& json_path, const std::stri
   }
 }
 
+// What a rank knows before MPI_Init: enough to say, if MPI_Init never returns, who gave up
+// and where. The options are read as body() reads them; where they do not parse, the
+// defaults stand here (body() names the mistake, once MPI runs).
+struct Early {
+  int rank = -1;  // -1: no launcher said (a singleton run)
+  std::string host, backend = "nccl", json_path;
+  Millis step_timeout{60'000};
+};
+
+Early early_view(int argc, char** argv) {
+  Early early;
+  // Each launcher's word for the rank: Open MPI's, PMIx's, MPICH hydra's (PMI).
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank < (1L << 30)) early.rank = static_cast<int>(rank);
+    break;
+  }
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  early.host = name;
+  auto params =
+      Params::parse(kScopeCheck, std::vector<std::string>(argv + 1, argv + argc), current_environment());
+  if (params && !params->help_requested()) {
+    early.backend = params->str(param::kBackend);
+    early.json_path = params->str(param::kJson);
+    early.step_timeout = params->duration(param::kStepTimeout);
+  }
+  return early;
+}
+
+// The watchdog's callback (watchdog.h): `step`, a blocking call, outlived `budget`. The rank
+// says so on one line that the launcher reads ("nccl-check timeout: " and a JSON object; the
+// ranks that never say it are the silent ones), and rank 0 publishes its report as after any
+// timeout. Then it waits for its peers, whose watches started a little apart, to say theirs,
+// and ends: exit 75, with _exit(), since MPI cannot be shut down from beside a call that does
+// not return.
+[[noreturn]] void give_up(const Early& early, const std::string& step, Millis budget) {
+  double seconds = std::chrono::duration<double>(budget).count();
+  nlohmann::json line = {{"rank", early.rank},
+                         {"host", early.host},
+                         {"step", step},
+                         {"after_seconds", seconds},
+                         {"backend", early.backend}};
+  std::string text =
+      fmt::format("nccl-check: rank {} on {}: {} did not finish within {} s; giving up (exit {})\n",
+                  early.rank, log::printable(early.host), step, seconds, static_cast<int>(Exit::kTempFail));
+  text += "nccl-check timeout: " + dump_json(line) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (early.rank <= 0) {
+    Report report;
+    report.backend = early.backend;
+    report.timeout = Timeout{step, seconds, std::max(early.rank, 0), early.host, {}, {}};
+    publish(
+        report, early.json_path,
+        fmt::format("{} timed out; ending the rank with exit {}", step, static_cast<int>(Exit::kTempFail)));
+  }
+  std::this_thread::sleep_for(std::clamp(budget / 2, Millis(2000), Millis(30'000)));
+  _exit(static_cast<int>(Exit::kTempFail));
+}
+
 // Why rank 0 fails, in a line; empty for a pass.
 std::string verdict(const Report& report) {
   if (report.exit_code() == 0) return "";
@@ -99,7 +170,7 @@ std::string verdict(const Report& report) {
                      report.culprits.size());
 }
 
-Status body(const std::vector<std::string>& args) {
+Status body(Watchdog& watchdog, const std::vector<std::string>& args) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   TMPI_ASSIGN(Params params, Params::parse(kScopeCheck, args, current_environment()));
@@ -109,7 +180,7 @@ Status body(const std::vector<std::string>& args) {
   }
   TMPI_CHECK(log::setup_from("nccl-check", params));
   TMPI_ASSIGN(Options options, options_from(params));
-  Progress progress(MPI_COMM_WORLD);
+  Progress progress(MPI_COMM_WORLD, watchdog, blocking_budget(options.step_timeout));
   Outcome outcome = run_check(options, progress);
   const Report& report = outcome.report;
   if (outcome.abort) {
@@ -132,8 +203,13 @@ Status body(const std::vector<std::string>& args) {
 }  // namespace tmpi::check
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int code = tmpi::cli::run("nccl-check", argc, argv, tmpi::check::body);
-  MPI_Finalize();
+  using namespace tmpi::check;
+  const Early early = early_view(argc, argv);
+  Watchdog watchdog([&early](const std::string& step, tmpi::Millis budget) { give_up(early, step, budget); });
+  tmpi::Millis budget = blocking_budget(early.step_timeout);
+  watchdog.guard("MPI_Init", budget, [&] { MPI_Init(&argc, &argv); });
+  int code = tmpi::cli::run("nccl-check", argc, argv,
+                            [&](const std::vector<std::string>& args) { return body(watchdog, args); });
+  watchdog.guard("MPI_Finalize", budget, [] { MPI_Finalize(); });
   return code;
 }

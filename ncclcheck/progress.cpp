@@ -16,8 +16,9 @@ constexpr std::size_t kTextBytes = 1024;
 
 }  // namespace
 
-Progress::Progress(MPI_Comm world) : last_served_(Clock::now()) {
-  MPI_Comm_dup(world, &live_);
+Progress::Progress(MPI_Comm world, Watchdog& watchdog, Millis blocking_budget)
+    : watchdog_(watchdog), blocking_budget_(blocking_budget), last_served_(Clock::now()) {
+  blocking("init", "MPI_Comm_dup", [&] { MPI_Comm_dup(world, &live_); });
   MPI_Comm_rank(live_, &rank_);
   MPI_Comm_size(live_, &size_);
 }

@@ -11,6 +11,9 @@
 // Progress keeps them until the process ends (the job is aborted next). No pending request
 // ever points at freed memory, on any path.
 //
+// The few calls that cannot be polled (a communicator's creation) go through blocking(),
+// under the watchdog (watchdog.h).
+//
 // MPI is used from one thread only (MPI_THREAD_SINGLE is enough).
 #pragma once
 
@@ -23,6 +26,7 @@
 
 #include "common/backoff.h"
 #include "common/error.h"
+#include "ncclcheck/watchdog.h"
 
 namespace tmpi::check {
 
@@ -36,7 +40,9 @@ std::shared_ptr<std::vector<T>> held_buffer(std::size_t count, T value = T{}) {
 
 class Progress {
  public:
-  explicit Progress(MPI_Comm world);
+  // Duplicates `world` for the pings, under the watchdog for `blocking_budget`; blocking()
+  // calls get the same budget.
+  Progress(MPI_Comm world, Watchdog& watchdog, Millis blocking_budget);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -51,6 +57,13 @@ class Progress {
   Status wait(MPI_Request* requests, int count, std::vector<Held> buffers, const Deadline& deadline,
               std::string_view step, Poll poll = Poll::kSpin);
 
+  // A blocking MPI call (MPI_Comm_split, ...) under the watchdog, as step "`step` (`what`)".
+  template <typename Call>
+  void blocking(std::string_view step, std::string_view what, Call&& call) {
+    watchdog_.guard(std::string(step) + " (" + std::string(what) + ")", blocking_budget_,
+                    std::forward<Call>(call));
+  }
+
   // How many buffers failed waits have left to Progress (they are never freed).
   std::size_t abandoned() const { return abandoned_.size(); }
 
@@ -63,6 +76,8 @@ class Progress {
   std::vector<int> silent_ranks(Millis patience);
 
  private:
+  Watchdog& watchdog_;
+  Millis blocking_budget_;
   MPI_Comm live_ = MPI_COMM_NULL;  // a duplicate of the world, for pings only
   int rank_ = 0, size_ = 1;
   Clock::time_point last_served_;

@@ -65,7 +65,7 @@ struct Report {
   // "host GPU 3 (0000:19:00.0)", or "host rank 3" where no device is known.
   std::string gpu_name(int host, int local_rank) const;
 
-  // 0 pass, 3 a deadline passed, 4 a culprit or a failure (DESIGN §3).
+  // 0 pass, 75 a deadline passed, 69 a culprit or a failure (docs/design.md, exit codes).
   int exit_code() const;
   std::string result() const;  // "pass", "timeout", "fail"
 };

@@ -11,6 +11,10 @@
 #                 requests stay pending, and MPI goes on using their buffers while the rank
 #                 pings its peers and aborts. It must end with the timeout report and exit 75,
 #                 not a segfault or a peer's failed read of freed memory (the bug this catches)
+#   init-hang     rank 3 stopped before MPI_Init: the other ranks wait in MPI_Init's fence,
+#                 which no deadline of nccl-check's polls. The watchdog (ncclcheck/watchdog.h)
+#                 must end them after 10 s (its floor): each names its step on a line of its
+#                 own, rank 3 never does, rank 0 gives its timeout report, exit 75
 #   verdict       a failing check with --json - (as mpi-launcher runs it): the verdict and the
 #                 report reach stdout in one write and nothing of nccl-check's follows on
 #                 stderr, which mpirun's forwarding was seen to splice into the report's line
@@ -53,6 +57,27 @@ case ${1:?case} in
     [[ $rc == 75 ]] || fail "expected exit 75 (timeout), got $rc"
     grep -q '^# TIMEOUT in all-reduce 256 MiB after 1.0 s' <<<"$out" || fail "no timeout report: $out"
     echo "ok: a deadline passed mid-transfer: the timeout report and exit 75, no use of freed buffers" ;;
+  init-hang)
+    # Rank 3 stops itself before nccl-check starts; mpirun's teardown (SIGCONT, SIGTERM)
+    # ends it.
+    cat >"$work/stop-rank-3.sh" <<'SCRIPT'
+#!/usr/bin/env bash
+[[ $OMPI_COMM_WORLD_RANK != 3 ]] || kill -STOP $$
+exec "$@"
+SCRIPT
+    chmod +x "$work/stop-rank-3.sh"
+    t0=$SECONDS
+    rc=0; out=$(timeout 120 "${mpirun[@]}" "$work/stop-rank-3.sh" "$nc" --backend mpi --step-timeout 2s --json - 2>&1) || rc=$?
+    echo "$out" | grep -E '^#|^nccl-check' | grep -v '^nccl-check report' || true
+    [[ $rc == 75 ]] || fail "expected exit 75 (a timeout), got $rc after $((SECONDS - t0)) s: $out"
+    spoke=$(sed -n 's/^nccl-check timeout: //p' <<<"$out" | jq -s -c '[.[].rank] | sort')
+    [[ $spoke == "[0,1,2]" ]] || fail "ranks 0, 1 and 2, not 3, should say where they gave up; said: $spoke: $out"
+    sed -n 's/^nccl-check timeout: //p' <<<"$out" | jq -e -s 'all(.step == "MPI_Init" and .after_seconds == 10)' >/dev/null ||
+      fail "each line names MPI_Init and the 10 s floor: $out"
+    grep -q '^# TIMEOUT in MPI_Init after 10.0 s (seen by rank 0' <<<"$out" || fail "no timeout report from rank 0: $out"
+    sed -n 's/^nccl-check report: //p' <<<"$out" | jq -e '.result == "timeout"' >/dev/null || fail "no report line: $out"
+    (( SECONDS - t0 < 60 )) || fail "took $((SECONDS - t0)) s"
+    echo "ok: a rank that never reached MPI_Init: the others gave up after 10 s, named it by their silence, exit 75" ;;
   verdict)
     rc=0
     "${mpirun[@]}" "$nc" --backend mpi --min-bytes 64K --max-bytes 256K --pair-bytes 64K --min-busbw 100000 \

@@ -113,6 +113,49 @@ TEST(FabricCheck, SilentRanksAreNamedByTheirPlacedHost) {
   EXPECT_EQ(bare.rows[0].host, "rank 4");
 }
 
+TEST(FabricCheck, RanksThatNeverGaveUpInABlockingCallAreTheSilentOnes) {
+  // Node 2 stopped before its ranks passed MPI_Init: the other ranks gave up there, each on
+  // a line of its own (ncclcheck/main.cpp, give_up), and rank 0 published a timeout that
+  // names nobody; ranks 4 and 5 said nothing.
+  std::string output;
+  for (int rank : {1, 3, 0, 2}) {
+    output += "nccl-check: rank " + std::to_string(rank) + " on n-" + std::to_string(rank / 2) +
+              ": MPI_Init did not finish within 10 s; giving up (exit 75)\n";
+    output += "nccl-check timeout: {\"rank\":" + std::to_string(rank) + ",\"host\":\"n-" +
+              std::to_string(rank / 2) +
+              "\",\"step\":\"MPI_Init\",\"after_seconds\":10.0,\"backend\":\"mpi\"}\n";
+  }
+  output +=
+      "nccl-check report: {\"result\":\"timeout\",\"backend\":\"mpi\",\"timeout\":{\"step\":\"MPI_Init\","
+      "\"after_seconds\":10.0,\"rank\":0,\"host\":\"n-0\",\"silent_hosts\":[],\"silent_ranks\":[]}}\n";
+  std::vector<std::string> placement = {"n-0.job", "n-0.job", "n-1.job", "n-1.job", "n-2.job", "n-2.job"};
+  auto out = read_fabric_check(output, 75, "launcher", placement);
+  EXPECT_EQ(out.exit, Exit::kTempFail);
+  ASSERT_EQ(out.rows.size(), 1U);
+  EXPECT_EQ(out.rows[0].host, "n-2");
+  EXPECT_EQ(out.rows[0].check, "mpi timeout");
+  EXPECT_NE(out.rows[0].reason.find("MPI_Init did not finish within 10 s"), std::string::npos)
+      << out.rows[0].reason;
+  EXPECT_NE(out.rows[0].reason.find("this host does not answer"), std::string::npos) << out.rows[0].reason;
+  EXPECT_EQ(out.table.find("nccl-check timeout: "), std::string::npos)
+      << "the machine lines stay out of the table";
+
+  // Rank 0 itself silent: no report at all, and the lines of the others still name the host.
+  std::string without_rank0;
+  for (int rank : {2, 3, 4, 5}) {
+    without_rank0 +=
+        "nccl-check timeout: {\"rank\":" + std::to_string(rank) +
+        ",\"host\":\"n\",\"step\":\"init (MPI_Comm_split)\",\"after_seconds\":10,\"backend\":\"mpi\"}\n";
+  }
+  auto silent0 = read_fabric_check(without_rank0 + "garbage\nnccl-check timeout: {\"rank\":\"x\"}\n", 75,
+                                   "launcher", placement);
+  EXPECT_EQ(silent0.exit, Exit::kTempFail);
+  ASSERT_EQ(silent0.rows.size(), 1U);
+  EXPECT_EQ(silent0.rows[0].host, "n-0");
+  EXPECT_NE(silent0.rows[0].reason.find("init (MPI_Comm_split)"), std::string::npos)
+      << silent0.rows[0].reason;
+}
+
 TEST(FabricCheck, AReportAfterAnotherStreamsTextOnItsLineIsRead) {
   // mpirun forwards each stream of each rank in chunks: another stream's text without its
   // line break can come before the report on the same line.
