@@ -29,7 +29,7 @@ done
 
 t0=$SECONDS
 rc=0
-out=$(in_pod "$launcher" env "${sanitized_check_env[@]}" "$bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --report "$report" --check mpi -- \
+out=$(in_pod "$launcher" "$bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --report "$report" --check mpi -- \
         "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi" 2>&1) || rc=$?
 echo "$out" | grep -vE '^\s*$' | tail -n 40
 [[ $rc == 0 ]] || fail "mpi-launcher run --check mpi at its defaults exited $rc"

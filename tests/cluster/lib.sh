@@ -44,14 +44,6 @@ subdomain() { cat "$CIB_DIR/subdomain"; }
 expect_contains() { grep -qF -- "$2" <<<"$1" || fail "$3: expected '$2' in:"$'\n'"$1"; }
 expect_eq() { [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"; }
 
-# nccl-check's step deadline (60 s) is there to catch a hang, not a slow machine. Under the
-# sanitizers, ranks that spin on this machine's 2 cores are slow: 6 of them took 0.7 s an
-# iteration at 16 MiB, which puts a 64 MiB step's 25 iterations past 60 s, so the tests that
-# run the fabric check at its default sizes (defaults_test.sh, the PyTorch examples) double it
-# there. The dev build's runs keep every default.
-sanitized_check_env=()
-[[ ${TMPI_SANITIZED:-OFF} != ON ]] || sanitized_check_env=(TMPI_STEP_TIMEOUT=120s)
-
 # Open MPI refuses root unless told; the Trainer images set the same two variables.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
