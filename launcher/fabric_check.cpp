@@ -103,8 +103,10 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   std::set<std::int64_t> gave_up;  // the ranks that said they gave up in a blocking call
   nlohmann::json first_gave_up;
   while (std::getline(lines, line)) {
-    if (line.starts_with(kGaveUpPrefix)) {
-      auto said = nlohmann::json::parse(line.substr(kGaveUpPrefix.size()), nullptr, false);
+    // Found anywhere in the line too, for the same reason as the report (below).
+    if (auto at = line.find(kGaveUpPrefix); at != std::string::npos) {
+      if (at > 0) out.table += line.substr(0, at) + "\n";
+      auto said = nlohmann::json::parse(line.substr(at + kGaveUpPrefix.size()), nullptr, false);
       if (said.is_object() && node_at(said, "/rank") != nullptr && said["rank"].is_number_integer()) {
         gave_up.insert(said["rank"].get<std::int64_t>());
         if (first_gave_up.is_null()) first_gave_up = std::move(said);

@@ -143,7 +143,9 @@ TEST(FabricCheck, RanksThatNeverGaveUpInABlockingCallAreTheSilentOnes) {
   // Rank 0 itself silent: no report at all, and the lines of the others still name the host.
   std::string without_rank0;
   for (int rank : {2, 3, 4, 5}) {
+    // Rank 5's line comes after another stream's text without its line break.
     without_rank0 +=
+        std::string(rank == 5 ? "a partial line" : "") +
         "nccl-check timeout: {\"rank\":" + std::to_string(rank) +
         ",\"host\":\"n\",\"step\":\"init (MPI_Comm_split)\",\"after_seconds\":10,\"backend\":\"mpi\"}\n";
   }
@@ -154,6 +156,7 @@ TEST(FabricCheck, RanksThatNeverGaveUpInABlockingCallAreTheSilentOnes) {
   EXPECT_EQ(silent0.rows[0].host, "n-0");
   EXPECT_NE(silent0.rows[0].reason.find("init (MPI_Comm_split)"), std::string::npos)
       << silent0.rows[0].reason;
+  EXPECT_NE(silent0.table.find("a partial line\n"), std::string::npos) << silent0.table;
 }
 
 TEST(FabricCheck, AReportAfterAnotherStreamsTextOnItsLineIsRead) {
