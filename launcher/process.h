@@ -36,7 +36,7 @@ class ProcessGroup {
 // The launcher adopts what its children leave behind. Open MPI's ssh launcher starts each
 // ssh in a process group of its own, so ending mpirun's group misses the ssh to a host cut
 // off by a partition: no FIN ever reaches it, and it would wait for that host forever
-// (cluster.launcher.node-partitioned found one). As a child subreaper (adopt_orphans, once,
+// (cluster.teardown.node-partitioned found one). As a child subreaper (adopt_orphans, once,
 // before the first command), the launcher becomes such an orphan's parent, and end_strays,
 // called when no command of its own runs, ends (SIGKILL, its group too) and reaps each one.
 // Returns how many there were. In a pod the container's end would kill them; in a

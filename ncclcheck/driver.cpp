@@ -10,6 +10,7 @@
 
 #include "common/utf8.h"
 #include "ncclcheck/cpus.h"
+#include "ncclcheck/verdict.h"
 
 namespace tmpi::check {
 
@@ -40,7 +41,7 @@ class CheckRun {
     TMPI_CHECK(nodes());
     TMPI_CHECK(gpu_links());
     TMPI_CHECK(links());
-    judge();
+    judge(report_, options_.threshold);
     return ok_status();
   }
 
@@ -165,12 +166,12 @@ class CheckRun {
     GpuPlan plan;
     for (const auto& host : report_.hosts) plan.push_back(pair_rounds(static_cast<int>(host.ranks.size())));
     TMPI_CHECK(gpu_pass(plan, "GPU pairs", report_.gpu_links));
-    double floor = gpu_floor();
+    double floor = gpu_floor(report_, options_.threshold);
     GpuPlan again(report_.hosts.size());
     std::size_t slow = 0;
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
       if (report_.hosts[h].shares_cpus) continue;  // not judged: no second look either
-      again[h] = second_look_rounds(links_of_host(static_cast<int>(h)), floor, /*alone=*/true);
+      again[h] = second_look_rounds(gpu_links_of_host(report_, static_cast<int>(h)), floor, /*alone=*/true);
       slow += again[h].size();
     }
     if (slow == 0) return ok_status();
@@ -235,34 +236,6 @@ class CheckRun {
     return ok_status();
   }
 
-  // The links among one host's GPUs (local ranks).
-  std::vector<LinkSample> links_of_host(int host) const {
-    std::vector<LinkSample> own;
-    for (const auto& gpu : report_.gpu_links) {
-      if (gpu.host == host) own.push_back(gpu.link);
-    }
-    return own;
-  }
-
-  // One floor for every GPU link: the median over all GPUs of each one's best link, from
-  // the hosts whose links are judged.
-  double gpu_floor() const {
-    std::vector<LinkSample> global;
-    int total = 0;
-    std::vector<int> offset;  // first global GPU index of each host
-    for (const auto& host : report_.hosts) {
-      offset.push_back(total);
-      total += static_cast<int>(host.ranks.size());
-    }
-    for (const auto& gpu : report_.gpu_links) {
-      if (report_.hosts[static_cast<std::size_t>(gpu.host)].shares_cpus) continue;
-      int base = offset[static_cast<std::size_t>(gpu.host)];
-      global.push_back(
-          {{base + gpu.link.hosts.first, base + gpu.link.hosts.second}, gpu.link.gbps, gpu.link.wrong});
-    }
-    return floor_for(options_.threshold, link_reference(global, total));
-  }
-
   // Every pair of hosts once, in rounds of disjoint pairs; a second look at each slow link;
   // then each suspect again, beside a good peer.
   Status links() {
@@ -319,54 +292,6 @@ class CheckRun {
       out.push_back({pairs[p], samples[2 * p], static_cast<std::int64_t>(samples[2 * p + 1])});
     }
     return ok_status();
-  }
-
-  void judge() {
-    std::vector<std::string> names;
-    for (const auto& host : report_.hosts) names.push_back(host.name);
-    for (const auto& size : report_.allreduce) {
-      if (size.wrong > 0) {
-        report_.culprits.push_back({"data", "world",
-                                    fmt::format("all-reduce of {}: {} wrong elements over {} ranks",
-                                                human_bytes(size.bytes), size.wrong, size_)});
-      }
-    }
-    const auto& largest = report_.allreduce.back();
-    if (size_ > 1 && largest.busbw < options_.threshold.min_gbps) {
-      report_.culprits.push_back(
-          {"world", "world",
-           fmt::format("all-reduce of {}: busbw {:.3g} GB/s, below --min-busbw {:.3g}",
-                       human_bytes(largest.bytes), largest.busbw, options_.threshold.min_gbps)});
-    }
-    std::vector<NodeSample> judged;  // a host whose ranks share CPUs measured its scheduler: its data only
-    for (const auto& node : report_.nodes) {
-      if (!report_.hosts[static_cast<std::size_t>(node.host)].shares_cpus) {
-        judged.push_back(node);
-      } else if (node.wrong > 0) {
-        report_.culprits.push_back({"node", names[static_cast<std::size_t>(node.host)],
-                                    fmt::format("intra-node all-reduce: {} wrong elements", node.wrong)});
-      }
-    }
-    auto nodes = judge_nodes(judged, options_.threshold, names);
-    judge_gpus_of_every_host();
-    auto links = judge_links(report_.links, report_.retests, report_.link_floor, names);
-    report_.culprits.insert(report_.culprits.end(), nodes.begin(), nodes.end());
-    report_.culprits.insert(report_.culprits.end(), links.begin(), links.end());
-  }
-
-  // One floor for every GPU link, then each host's GPUs judged among themselves.
-  void judge_gpus_of_every_host() {
-    report_.gpu_floor = gpu_floor();
-    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
-      auto own = links_of_host(static_cast<int>(h));
-      if (own.empty()) continue;
-      std::vector<std::string> gpu_names;
-      for (std::size_t l = 0; l < report_.hosts[h].ranks.size(); ++l)
-        gpu_names.push_back(report_.gpu_name(static_cast<int>(h), static_cast<int>(l)));
-      auto culprits = report_.hosts[h].shares_cpus ? judge_gpu_data(own, gpu_names)
-                                                   : judge_gpus(own, report_.gpu_floor, gpu_names);
-      report_.culprits.insert(report_.culprits.end(), culprits.begin(), culprits.end());
-    }
   }
 
   const Options& options_;

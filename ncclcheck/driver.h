@@ -1,9 +1,9 @@
 // The plan of nccl-check, the same for both backends: the world all-reduce at every size,
 // then localisation (an all-reduce within each host; a test per pair of ranks within each
 // host and per pair of hosts, in rounds of disjoint pairs; a second look at every slow
-// pair; a retest of each suspect host beside a known good peer), then the verdict. Each step has its own
-// deadline (--step-timeout); every rank computes the same verdict from the same all-reduced samples (rank 0
-// exits with its code: see main.cpp).
+// pair; a retest of each suspect host beside a known good peer), then the verdict
+// (verdict.h). Each step has its own deadline (--step-timeout); every rank computes the
+// same verdict from the same all-reduced samples (rank 0 exits with its code: see main.cpp).
 #pragma once
 
 #include "ncclcheck/fabric.h"

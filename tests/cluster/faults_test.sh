@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Faults of the fault matrix (tests/faults/run.sh) that launcher_test.sh does not already
-# cover, on the same job (1 launcher, 2 nodes, 2 slots each, short beats). One case per run;
+# Faults of the fault matrix (tests/faults/run.sh) that launcher_test.sh and teardown_test.sh
+# do not cover, on the same job (1 launcher, 2 nodes, 2 slots each, short beats). One case per run;
 # each ends with a `row` (fault, outcome, time to detect) and its checks:
 #   pod-never-comes    node 1's sidecar never starts: exit 75 at --rendezvous-timeout, naming it
 #   late-pod           node 1's sidecar starts 6 s late: the job waits for it, then runs (exit 0)

@@ -205,7 +205,7 @@ TEST(Process, AForkThatFailsIsAnErrorAndSignalsNobody) {
 }
 
 // Open MPI starts each ssh in a process group of its own, so ending mpirun's group leaves
-// the ssh to a host cut off by a partition (cluster.launcher.node-partitioned found one): the
+// the ssh to a host cut off by a partition (cluster.teardown.node-partitioned found one): the
 // launcher adopts such an orphan and ends it. Here a stray in its own group holds a pipe's
 // only writer; its end is seen as the pipe's EOF. (In a child: the subreaper is for life.)
 TEST(Process, AnOrphanInAGroupOfItsOwnIsAdoptedAndEnded) {

@@ -9,6 +9,7 @@
 #include "ncclcheck/data_check.h"
 #include "ncclcheck/metrics.h"
 #include "ncclcheck/report.h"
+#include "ncclcheck/verdict.h"
 
 namespace tmpi::check {
 namespace {
@@ -335,6 +336,43 @@ TEST(Report, AHostWhoseRanksShareCpusIsShownNotJudged) {
   ASSERT_EQ(wrong.size(), 1U);
   EXPECT_EQ(wrong[0].name, "n rank 1 <-> n rank 2");
   EXPECT_EQ(wrong[0].reason, "3 wrong elements");
+}
+
+// The verdict over a whole report: each kind of sample reaches its judge, and the GPU floor
+// leaves out a host whose ranks share CPUs (its 0.1 GB/s would halve the floor to 5).
+TEST(Verdict, EachKindOfSampleIsJudgedAndSharedCpusStayOutOfTheGpuFloor) {
+  Report report = sample_report();
+  report.links = {{{0, 1}, 2.0, 0}, {{0, 2}, 2.0, 0}, {{1, 2}, 2.0, 0}};
+  report.allreduce[0].wrong = 3;
+  report.hosts[1].shares_cpus = true;
+  report.nodes = {{0, 10.0, 0}, {1, 0.1, 2}, {2, 10.0, 0}};
+  report.gpu_links = {{0, {{0, 1}, 50.0, 0}}, {1, {{0, 1}, 0.1, 0}}, {2, {{0, 1}, 10.0, 0}}};
+  judge(report, Threshold{0, 0.5});
+  EXPECT_DOUBLE_EQ(report.gpu_floor, 15.0);  // half the median of 50, 50, 10, 10
+  std::vector<std::string> seen;
+  for (const auto& culprit : report.culprits)
+    seen.push_back(culprit.kind + ": " + culprit.name + ": " + culprit.reason);
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "data: world: all-reduce of 1 MiB: 3 wrong elements over 6 ranks",
+                      "node: node-1: intra-node all-reduce: 2 wrong elements",
+                      "gpu link: node-2 rank 0 <-> node-2 rank 1: 10 GB/s, below the floor of 15 GB/s",
+                  }));
+}
+
+TEST(Verdict, TheWorldAgainstMinBusbwOnlyWithPeers) {
+  Report report = sample_report();
+  report.links.clear();
+  judge(report, Threshold{100, 0.5});
+  ASSERT_EQ(report.culprits.size(), 1U);
+  EXPECT_EQ(report.culprits[0].reason, "all-reduce of 4 MiB: busbw 1.75 GB/s, below --min-busbw 100");
+  report.culprits.clear();
+  report.ranks = 1;  // one rank moves nothing: its busbw of 0 says nothing of a fabric
+  judge(report, Threshold{100, 0.5});
+  EXPECT_TRUE(report.culprits.empty());
+  report.allreduce.clear();  // a report that never measured: nothing to judge, and no crash
+  report.ranks = 6;
+  judge(report, Threshold{100, 0.5});
+  EXPECT_TRUE(report.culprits.empty());
 }
 
 }  // namespace
