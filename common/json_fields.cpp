@@ -59,6 +59,11 @@ std::int64_t int_at(const json& doc, std::string_view pointer, std::int64_t fall
   return node->get<std::int64_t>();
 }
 
+double number_at(const json& doc, std::string_view pointer, double fallback) {
+  const json* node = node_at(doc, pointer);
+  return node != nullptr && node->is_number() ? node->get<double>() : fallback;
+}
+
 bool bool_at(const json& doc, std::string_view pointer, bool fallback) {
   const json* node = node_at(doc, pointer);
   return node != nullptr && node->is_boolean() ? node->get<bool>() : fallback;

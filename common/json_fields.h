@@ -23,6 +23,7 @@ const nlohmann::json* node_at(const nlohmann::json& doc, std::string_view pointe
 // else `fallback`.
 std::string string_at(const nlohmann::json& doc, std::string_view pointer, std::string fallback = {});
 std::int64_t int_at(const nlohmann::json& doc, std::string_view pointer, std::int64_t fallback);
+double number_at(const nlohmann::json& doc, std::string_view pointer, double fallback);
 bool bool_at(const nlohmann::json& doc, std::string_view pointer, bool fallback);
 
 }  // namespace tmpi

@@ -72,12 +72,6 @@ std::vector<std::string> hosts_not_in(const std::set<std::int64_t>& gave_up,
   return {hosts.begin(), hosts.end()};
 }
 
-// A number field, or the fallback when it is absent or not a number.
-double number_at(const nlohmann::json& doc, std::string_view pointer, double fallback) {
-  const auto* node = node_at(doc, pointer);
-  return node != nullptr && node->is_number() ? node->get<double>() : fallback;
-}
-
 }  // namespace
 
 std::string fabric_backend(const std::string& check, const Topology& topology) {

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/json_fields.h"
+
 namespace tmpi::launch {
 
 namespace {
@@ -40,17 +42,21 @@ void StatusFeed::ranks(int running, int failed, const std::string& first_failure
   push();
 }
 
+// The report is nccl-check's, read from mpirun's output: its fields are read without
+// exceptions (json_fields.h), so a malformed one ("allreduce": [1]) reads as absent.
 void StatusFeed::fabric(const nlohmann::json& report) {
   if (!report.is_object()) return;
   double best = 0;
-  for (const auto& size : report.value("allreduce", nlohmann::json::array())) {
-    best = std::max(best, size.value("busbw_gbps", 0.0));
+  if (const auto* sizes = node_at(report, "/allreduce"); sizes != nullptr && sizes->is_array()) {
+    for (const auto& size : *sizes) best = std::max(best, number_at(size, "/busbw_gbps", 0.0));
   }
   if (best > 0) health_.busbw_gbps = best;
-  for (const auto& culprit : report.value("culprits", nlohmann::json::array())) {
-    if (culprit.value("kind", "") == "host") {
-      health_.slowest_host = culprit.value("name", "");
-      break;
+  if (const auto* culprits = node_at(report, "/culprits"); culprits != nullptr && culprits->is_array()) {
+    for (const auto& culprit : *culprits) {
+      if (string_at(culprit, "/kind") == "host") {
+        health_.slowest_host = string_at(culprit, "/name");  // bounded in the status body
+        break;
+      }
     }
   }
   push();

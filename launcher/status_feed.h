@@ -34,6 +34,8 @@ class StatusFeed {
   void finish(int exit_code, const std::string& reason);
   void wait();
 
+  const status::JobHealth& health() const { return health_; }  // what the next update carries
+
  private:
   void push();
 

@@ -2,7 +2,9 @@
 // the state under the mutex, so update() costs a lock and a notify.
 #include "status/reporter.h"
 
+#include <charconv>
 #include <cstdlib>
+#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -144,6 +146,7 @@ Expected<HttpResponse> StatusReporter::post(const JobHealth& health, Millis time
   request.method = "POST";
   request.url = config_.url;
   request.timeout = timeout;
+  request.max_body = std::size_t{4} << 20;  // the server's answer is a Status or the TrainJob
   request.body = dump_json(status_body(health, std::chrono::system_clock::now()));
   request.headers.emplace_back("Content-Type: application/json");
   if (!config_.token_file.empty()) {
@@ -180,8 +183,16 @@ void StatusReporter::settle(const JobHealth& sent, const Expected<HttpResponse>&
   }
   Millis wait = backoff_.next();
   if (answer && !answer->retry_after.empty()) {
-    long seconds = std::atol(answer->retry_after.c_str());
-    if (seconds > 0) wait = std::max(wait, Millis(seconds * 1000));
+    // Honoured up to --retry's longest wait: a server's "Retry-After: 99999999999" must neither
+    // overflow the arithmetic nor silence the job's status for good.
+    long long seconds = 0;
+    const std::string& text = answer->retry_after;
+    std::errc error = std::from_chars(text.data(), text.data() + text.size(), seconds).ec;
+    if (error == std::errc::result_out_of_range) seconds = std::numeric_limits<long long>::max();
+    if ((error == std::errc() || error == std::errc::result_out_of_range) && seconds > 0) {
+      wait = std::max(
+          wait, seconds > config_.retry_max.count() / 1000 ? config_.retry_max : Millis(seconds * 1000));
+    }
   }
   std::string why = answer ? describe_answer(answer->status, answer->body) : answer.error().message;
   if (!in_backoff_) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json_fields.h"
 #include "common/utf8.h"
 
 namespace tmpi::status {
@@ -54,17 +55,28 @@ nlohmann::json status_body(const JobHealth& health, std::chrono::system_clock::t
   return {{"trainerStatus", status}};
 }
 
-std::string describe_answer(long http_status, const std::string& body) {
-  auto parsed = nlohmann::json::parse(body, nullptr, false);
-  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
-    return fmt::format("HTTP {} {}: {}", http_status, parsed.value("reason", ""),
-                       parsed.value("message", ""));
-  }
-  std::string start = truncate_utf8(body, 200);
+namespace {
+
+// At most 200 bytes of text from the server, on one line.
+std::string one_line(const std::string& text) {
+  std::string start = truncate_utf8(text, 200);
   for (char& c : start) {
     if (c == '\n' || c == '\r') c = ' ';
   }
-  return fmt::format("HTTP {}: {}", http_status, start);
+  return start;
+}
+
+}  // namespace
+
+std::string describe_answer(long http_status, const std::string& body) {
+  // Read without exceptions (json_fields.h): this runs on the reporter's thread, and a field
+  // of another type ({"kind": "Status", "message": null}) must not end the launcher.
+  auto parsed = parse_object(body);
+  if (string_at(parsed, "/kind") == "Status") {
+    return fmt::format("HTTP {} {}: {}", http_status, one_line(string_at(parsed, "/reason")),
+                       one_line(string_at(parsed, "/message")));
+  }
+  return fmt::format("HTTP {}: {}", http_status, one_line(body));
 }
 
 }  // namespace tmpi::status

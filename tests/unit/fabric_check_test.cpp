@@ -1,10 +1,11 @@
 // The launcher's side of nccl-check: which backend --check auto picks, the command it
-// runs, and how it reads the output into preflight rows and exit codes.
+// runs, and how it reads the output into preflight rows, exit codes and the TrainJob status.
 #include "launcher/fabric_check.h"
 
 #include <gtest/gtest.h>
 
 #include "launcher/options.h"
+#include "launcher/status_feed.h"
 
 namespace tmpi::launch {
 namespace {
@@ -197,6 +198,26 @@ TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
   EXPECT_EQ(out.exit, Exit::kUnavailable);
   // A passing report with a failed exit status is not a pass.
   EXPECT_FALSE(read_fabric_check("nccl-check report: {\"result\":\"pass\"}\n", 1, "l").rows.empty());
+}
+
+// The report comes from mpirun's output: fields of other shapes read as absent, never as an
+// exception (which ended the launcher with 70 and no report.json).
+TEST(FabricCheck, TheStatusReadsAReportOfAnyShapeWithoutThrowing) {
+  StatusFeed feed({"off", Millis(0)}, 2, 4);
+  auto report = nlohmann::json::parse(
+      R"({"allreduce": [1, {"busbw_gbps": "x"}, {"busbw_gbps": 3.5}, null],
+          "culprits": [{"kind": 3}, "x", {"kind": "host", "name": "node-2"}]})");
+  EXPECT_NO_THROW(feed.fabric(report));
+  ASSERT_TRUE(feed.health().busbw_gbps.has_value());
+  EXPECT_DOUBLE_EQ(*feed.health().busbw_gbps, 3.5);
+  EXPECT_EQ(feed.health().slowest_host, "node-2");
+  for (const char* odd :
+       {R"({"allreduce": {"a": 1}, "culprits": 7})", R"({"allreduce": "x", "culprits": [[1]]})"}) {
+    StatusFeed other({"off", Millis(0)}, 2, 4);
+    EXPECT_NO_THROW(other.fabric(nlohmann::json::parse(odd))) << odd;
+    EXPECT_FALSE(other.health().busbw_gbps.has_value()) << odd;
+    EXPECT_EQ(other.health().slowest_host, "") << odd;
+  }
 }
 
 }  // namespace

@@ -81,14 +81,25 @@ TEST(StatusBody, DescribesTheServersAnswer) {
           R"({"kind":"Status","status":"Failure","message":"Forbidden","reason":"Forbidden","code":403})"),
       "HTTP 403 Forbidden: Forbidden");
   EXPECT_EQ(describe_answer(502, "<html>bad\ngateway</html>"), "HTTP 502: <html>bad gateway</html>");
+  // Fields of other types are not the server's words, and must not throw (the reporter's thread).
+  EXPECT_EQ(describe_answer(503, R"({"kind":"Status","message":null,"reason":{}})"), "HTTP 503 : ");
+  EXPECT_EQ(describe_answer(500, R"({"kind":1})"), R"(HTTP 500: {"kind":1})");
+  EXPECT_EQ(describe_answer(500, R"({"kind":"Status","reason":"A\nB","message":"two\nlines"})"),
+            "HTTP 500 A B: two lines");
 }
 
 // A transport that records every request and answers from a script (200 when it runs out).
 // A delay stalls each request on the manual clock, as a server that does not answer would.
 class Recorder {
  public:
-  explicit Recorder(ManualClock& clock, std::deque<long> answers = {}, Millis delay = 0ms)
-      : clock_(clock), answers_(std::move(answers)), delay_(delay) {}
+  explicit Recorder(ManualClock& clock, std::deque<long> answers = {}, Millis delay = 0ms,
+                    std::string error_body = R"({"kind":"Status","message":"no","reason":"X"})",
+                    std::string retry_after = "")
+      : clock_(clock),
+        answers_(std::move(answers)),
+        delay_(delay),
+        error_body_(std::move(error_body)),
+        retry_after_(std::move(retry_after)) {}
   SendFn fn() {
     return [this](const HttpRequest& request) -> Expected<HttpResponse> {
       if (delay_ > 0ms) clock_.sleep_for(std::min(delay_, request.timeout));
@@ -100,8 +111,8 @@ class Recorder {
         code = answers_.front();
         answers_.pop_front();
       }
-      return HttpResponse{
-          code, code == 200 ? request.body : R"({"kind":"Status","message":"no","reason":"X"})", ""};
+      if (code == 200) return HttpResponse{code, request.body, ""};
+      return HttpResponse{code, error_body_, retry_after_};
     };
   }
   std::vector<HttpRequest> requests() {
@@ -119,6 +130,7 @@ class Recorder {
   std::mutex mutex_;
   std::deque<long> answers_;
   Millis delay_;
+  std::string error_body_, retry_after_;
   std::vector<HttpRequest> requests_;
 };
 
@@ -204,6 +216,24 @@ TEST(StatusReporter, RetriesServerErrorsWithBackoffThenGoesOn) {
   auto counts = reporter.counts();
   EXPECT_EQ(counts.failed, 3);
   EXPECT_FALSE(counts.gave_up);
+}
+
+// A hostile or broken server: an error body whose fields have other types, and a Retry-After
+// beyond any clock. The reporter's thread goes on (no std::terminate), waits at most
+// --retry's longest wait (200 ms here), and the update lands.
+TEST(StatusReporter, AHostileAnswerNeitherEndsTheLauncherNorSilencesIt) {
+  for (const char* retry_after : {"99999999999999999999", "9223372036854775807", "86400", "-5", "soon"}) {
+    ManualClock clock;
+    clock.autopilot(2);
+    Recorder recorder(clock, {503, 429}, 0ms, R"({"kind":"Status","message":null,"reason":[1]})",
+                      retry_after);
+    StatusReporter reporter(test_config(50ms), recorder.fn(), clock);
+    auto start = clock.now();
+    reporter.update(running(4));
+    ASSERT_TRUE(eventually(clock, [&] { return reporter.counts().accepted == 1; })) << retry_after;
+    EXPECT_LE(clock.now() - start, 500ms) << "Retry-After " << retry_after << " held the updates back";
+    EXPECT_EQ(reporter.counts().failed, 2) << retry_after;
+  }
 }
 
 TEST(StatusReporter, TheFinalStateIsTriedBeforeItsDeadlineEvenInALongBackoff) {
