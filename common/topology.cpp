@@ -4,10 +4,13 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "common/utf8.h"
 
 namespace tmpi {
@@ -22,9 +25,9 @@ std::vector<std::string> Topology::host_names() const {
 }
 
 int Topology::total_slots() const {
-  int total = 0;
-  for (const auto& host : hosts) total += host.slots;
-  return total;
+  std::int64_t total = 0;
+  for (const auto& host : hosts) total += std::max(host.slots, 0);
+  return static_cast<int>(std::min<std::int64_t>(total, INT32_MAX));
 }
 
 std::vector<Host> Topology::all_pods() const {
@@ -55,22 +58,40 @@ std::string render_hostfile(const Topology& topology, Dialect dialect) {
 
 namespace {
 
+// A field of hosts.json that may be absent (then `field` keeps its default), read without
+// exceptions: a string, or a whole number from 0 to INT32_MAX (slots are bounded later).
+Status read_field(const json& item, const char* key, std::string& field, std::string_view where) {
+  auto it = item.find(key);
+  if (it == item.end()) return ok_status();
+  if (!it->is_string()) return make_error(Exit::kData, "{}: \"{}\" must be a string", where, key);
+  field = it->get<std::string>();
+  return ok_status();
+}
+Status read_field(const json& item, const char* key, int& field, std::string_view where) {
+  auto it = item.find(key);
+  if (it == item.end()) return ok_status();
+  std::int64_t value = it->is_number_integer() ? int_at(*it, "", -1) : -1;
+  if (value < 0 || value > INT32_MAX) {
+    return make_error(Exit::kData, "{}: \"{}\" must be a whole number from 0 to {}, not {}", where, key,
+                      INT32_MAX, truncate_utf8(it->dump(), 40, "..."));
+  }
+  field = static_cast<int>(value);
+  return ok_status();
+}
+
 Expected<Host> host_from_json(const json& item, std::string_view where) {
   if (!item.is_object()) return make_error(Exit::kData, "{}: expected an object", where);
+  if (!item.contains("name")) return make_error(Exit::kData, "{}: each host needs a string \"name\"", where);
   Host host;
-  try {
-    host.name = item.at("name").get<std::string>();
-    host.address = item.value("address", "");
-    host.slots = item.value("slots", 1);
-    host.gpus = item.value("gpus", 0);
-    host.role = item.value("role", "node");
-    host.pod = item.value("pod", "");
-    host.group = item.value("group", "");
-    host.job_index = item.value("jobIndex", 0);
-    host.pod_index = item.value("podIndex", 0);
-  } catch (const json::exception& e) {
-    return make_error(Exit::kData, "{}: {}; each host needs a string \"name\" and numeric slots", where,
-                      e.what());
+  host.role = "node";
+  TMPI_CHECK(read_field(item, "name", host.name, where));
+  for (auto [key, field] : {std::pair{"address", &host.address}, std::pair{"role", &host.role},
+                            std::pair{"pod", &host.pod}, std::pair{"group", &host.group}}) {
+    TMPI_CHECK(read_field(item, key, *field, where));
+  }
+  for (auto [key, field] : {std::pair{"slots", &host.slots}, std::pair{"gpus", &host.gpus},
+                            std::pair{"jobIndex", &host.job_index}, std::pair{"podIndex", &host.pod_index}}) {
+    TMPI_CHECK(read_field(item, key, *field, where));
   }
   return host;
 }
@@ -123,8 +144,8 @@ Expected<Topology> parse_hosts_json(std::string_view text, std::string_view orig
     return make_error(Exit::kData, "{}: not a JSON object; re-create it with mpi-init", origin);
   }
   Topology topology;
-  topology.jobset = doc.value("jobset", "");
-  topology.subdomain = doc.value("subdomain", "");
+  TMPI_CHECK(read_field(doc, "jobset", topology.jobset, origin));
+  TMPI_CHECK(read_field(doc, "subdomain", topology.subdomain, origin));
   if (doc.contains("launcher") && doc["launcher"].is_object()) {
     TMPI_ASSIGN(topology.launcher, host_from_json(doc["launcher"], fmt::format("{}: launcher", origin)));
   }
@@ -211,16 +232,27 @@ Status validate_topology(const Topology& topology, std::string_view origin) {
                       "--launcher-as-node for a single-pod job",
                       origin);
   }
+  if (topology.hosts.size() > kMaxHosts) {
+    return make_error(Exit::kData, "{}: {} hosts; a job has at most {}", origin, topology.hosts.size(),
+                      kMaxHosts);
+  }
   std::set<std::string> names;
+  std::int64_t total = 0;
   for (const auto& host : topology.hosts) {
     if (host.name.empty()) return make_error(Exit::kData, "{}: a host has an empty name", origin);
     if (!names.insert(host.name).second) {
       return make_error(Exit::kData, "{}: host {} appears twice; list each host once", origin, host.name);
     }
-    if (host.slots < 1) {
-      return make_error(Exit::kData, "{}: host {} has {} slots; slots must be 1 or more", origin, host.name,
-                        host.slots);
+    if (host.slots < 1 || host.slots > kMaxSlotsPerHost) {
+      return make_error(Exit::kData, "{}: host {} has {} slots; slots must be from 1 to {}", origin,
+                        host.name, host.slots, kMaxSlotsPerHost);
     }
+    total += host.slots;
+  }
+  if (total > kMaxTotalSlots) {
+    return make_error(Exit::kData,
+                      "{}: {} slots in all; a job has at most {} (--np's bound): fewer slots a host", origin,
+                      total, kMaxTotalSlots);
   }
   return ok_status();
 }

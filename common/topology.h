@@ -26,6 +26,13 @@ struct Host {
   std::string short_name() const { return name.substr(0, name.find('.')); }
 };
 
+// The bounds of a job, as the parameters have them (--slots, --np) and the API source does:
+// whatever a hostfile, a pod list or hosts.json says beyond them is refused, so no sum of
+// slots can overflow and no plan of ranks can take the memory of a pod.
+inline constexpr int kMaxSlotsPerHost = 1048576;
+inline constexpr int kMaxTotalSlots = 16777216;
+inline constexpr std::size_t kMaxHosts = 100000;
+
 struct Topology {
   std::string jobset;
   std::string subdomain;
@@ -33,7 +40,7 @@ struct Topology {
   std::vector<Host> hosts;         // the hosts that run ranks, in rank order
   std::vector<std::string> notes;  // what the source left out, and why
 
-  int total_slots() const;
+  int total_slots() const;  // at most kMaxTotalSlots once validated; never overflows
   // The names of `hosts`, in rank order: what the preflight, the wait and the launcher ask.
   std::vector<std::string> host_names() const;
   // Hosts and launcher, without duplicates: every name that needs a pinned host key.

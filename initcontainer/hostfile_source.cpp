@@ -5,9 +5,11 @@
 // Hostfile lines: "host", "host slots=N [max_slots=M]" (Open MPI, PRRTE, DeepSpeed) or
 // "host:N" (MPICH, Intel hydra); "#" starts a comment.
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <sstream>
 
+#include "common/utf8.h"
 #include "initcontainer/sources.h"
 
 namespace tmpi::init {
@@ -17,6 +19,10 @@ namespace {
 Expected<int> parse_slots(std::string_view text, std::string_view where) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc{} && value > kMaxSlotsPerHost)) {
+    return make_error(Exit::kData, "{}: slots={}; a host has from 1 to {} slots", where,
+                      truncate_utf8(text, 20, "..."), kMaxSlotsPerHost);
+  }
   if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
     return make_error(Exit::kData, "{}: slots '{}' is not a whole number; write e.g. slots=8", where, text);
   }
@@ -158,6 +164,11 @@ Expected<Topology> topology_from_static(const std::vector<std::string>& replicat
       counts = counts.substr(x + 1);
     }
     TMPI_ASSIGN(int pods, parse_slots(counts, where));
+    if (static_cast<std::int64_t>(jobs) * pods + static_cast<std::int64_t>(topology.hosts.size()) >
+        static_cast<std::int64_t>(kMaxHosts)) {
+      return make_error(Exit::kUsage, "{}: {} pods; a job has at most {} hosts", where,
+                        static_cast<std::int64_t>(jobs) * pods, kMaxHosts);
+    }
     for (int j = 0; j < jobs; ++j) {
       for (int p = 0; p < pods; ++p) {
         Host host;

@@ -7,6 +7,7 @@
 //    job first, then by name), then job index, then completion index;
 //  - slots: the flag, else the nvidia.com/gpu limit of the pod's main container, else 1.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "common/json_filter.h"
 #include "initcontainer/sources.h"
 
@@ -101,7 +103,10 @@ int gpu_limit(const json& spec, const std::string& group) {
   const json& limits = member(member(*main, "resources"), "limits");
   if (!limits.is_object() || !limits.contains("nvidia.com/gpu")) return 0;
   const json& value = limits["nvidia.com/gpu"];
-  if (value.is_number_integer()) return value.get<int>();
+  // Bounded as a number, never wrapped (4294967304 is not 8): a count beyond any host reaches
+  // validate_topology as one, which names it.
+  if (value.is_number_integer())
+    return static_cast<int>(std::clamp<std::int64_t>(int_at(value, "", 0), 0, INT32_MAX));
   return value.is_string() ? int_of(value.get<std::string>(), 0) : 0;
 }
 

@@ -305,6 +305,42 @@ TEST(Render, HostsJsonRoundTripsAndIsStable) {
   EXPECT_FALSE(parse_hosts_json(R"({"hosts":[{"slots":1}]})", "hosts.json"));
 }
 
+// Every source is held to the parameters' bounds (--slots, --np, the API's hosts), so that no
+// sum of slots overflows and no plan of ranks fills a pod's memory; hosts.json's fields are
+// read by type, never by an exception.
+TEST(Bounds, SlotsAndHostsBeyondAnyJobAreRefusedWithTheirSource) {
+  auto refused = [](const Expected<Topology>& t, Exit exit, const std::string& words) {
+    ASSERT_FALSE(t) << words;
+    EXPECT_EQ(t.error().exit, exit) << t.error().message;
+    EXPECT_NE(t.error().message.find(words), std::string::npos) << t.error().message;
+  };
+  refused(topology_from_hostfile("a slots=2147483647\nb slots=2147483647\n", "hf", {}), Exit::kData,
+          "hf line 1: slots=2147483647; a host has from 1 to 1048576 slots");
+  refused(topology_from_hostfile("a slots=99999999999999999999\n", "hf", {}), Exit::kData, "hf line 1");
+  std::string many;
+  for (int i = 0; i < 17; ++i) many += fmt::format("h{} slots=1048576\n", i);
+  refused(topology_from_hostfile(many, "hf", {}), Exit::kData,
+          "17825792 slots in all; a job has at most 16777216");
+  EXPECT_TRUE(topology_from_hostfile("a slots=1048576\n", "hf", {}));
+  json huge = pod("job", "node", 0, 0);
+  huge["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 4294967304LL;  // not 8
+  refused(topology_from_pod_list(list_of({huge}), "p", {}), Exit::kData, "has 2147483647 slots");
+  SourceOptions options;
+  options.jobset = "train";
+  refused(topology_from_static({"node=1000000x1000000"}, options), Exit::kUsage,
+          "a job has at most 100000 hosts");
+  for (const char* bad :
+       {R"({"jobset": 7, "hosts": [{"name": "a"}]})", R"({"hosts": [{"name": "a", "slots": 1e100}]})",
+        R"({"hosts": [{"name": "a", "slots": 4294967304}]})", R"({"hosts": [{"name": "a", "role": null}]})",
+        R"({"hosts": [{"name": ["a"]}]})"}) {
+    refused(parse_hosts_json(bad, "hosts.json"), Exit::kData, "hosts.json");
+  }
+  auto fine = parse_hosts_json(R"({"hosts": [{"name": "a", "slots": 3, "gpus": 2}]})", "hosts.json");
+  ASSERT_TRUE(fine) << fine.error().message;
+  EXPECT_EQ(fine->hosts[0].slots, 3);
+  EXPECT_EQ(fine->hosts[0].role, "node");
+}
+
 // A host with only a name and an address.
 Host host_at(std::string name, std::string address) {
   Host host;
