@@ -2,6 +2,7 @@
 // alive (the API server is asked many times while pods come up).
 #include "common/http_client.h"
 
+#include <algorithm>
 #include <cctype>
 #include <mutex>
 
@@ -13,9 +14,22 @@ namespace tmpi {
 
 namespace {
 
+struct BodySink {
+  std::string* body;
+  std::size_t max;
+  bool over = false;
+};
+
+// Returning less than was given ends the transfer (CURLE_WRITE_ERROR).
 std::size_t collect_body(char* data, std::size_t size, std::size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
+  auto* sink = static_cast<BodySink*>(out);
+  std::size_t bytes = size * count;
+  if (bytes > sink->max - std::min(sink->max, sink->body->size())) {
+    sink->over = true;
+    return 0;
+  }
+  sink->body->append(data, bytes);
+  return bytes;
 }
 
 std::size_t collect_header(char* data, std::size_t size, std::size_t count, void* out) {
@@ -88,7 +102,8 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min<long>(request.timeout.count(), 5000)));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
+  BodySink sink{&response.body, request.max_body};
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response.retry_after);
   if (request.method != "GET") {
@@ -117,6 +132,13 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   }
   CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  if (sink.over) {
+    return make_error(Exit::kData,
+                      "{} {}: the answer passed {} bytes, the most this request reads; a server or proxy "
+                      "that answers without end? (for a pod list, a smaller --api-page-size)",
+                      request.method, truncate_utf8(request.url.substr(0, request.url.find('?')), 200, "..."),
+                      request.max_body);
+  }
   if (code != CURLE_OK) {
     Exit exit = code == CURLE_OPERATION_TIMEDOUT ? Exit::kTempFail : Exit::kUnavailable;
     return make_error(exit, "{} {}: {}", request.method, request.url, curl_easy_strerror(code));

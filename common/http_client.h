@@ -26,6 +26,10 @@ struct HttpRequest {
   std::vector<std::string> headers;  // "Name: value"
   Millis timeout{10000};             // the whole exchange; a stalled server ends here
   std::string local_address;         // bind to this source address (tests, load generators)
+  // The most of an answer's body that is read: past it the request fails (Exit::kData), so
+  // that a server or a proxy that answers without end cannot take this process's memory.
+  // The default holds the largest pod list page; callers whose answers are small ask less.
+  std::size_t max_body = std::size_t{256} << 20;
 };
 
 struct HttpResponse {

@@ -19,43 +19,67 @@ std::string trim_newlines(std::string text) {
   return text;
 }
 
+// Only maps are indexed and only scalars read: yaml-cpp throws on a subscript of a scalar
+// (a KUBECONFIG that points at a token file) and on a conversion of a map; an empty value
+// ("namespace:") is null, and reads as absent, not as the text "null".
+std::string text_of(const YAML::Node& node, const char* key) {
+  if (!node || !node.IsMap()) return "";
+  YAML::Node value = node[key];
+  return value && value.IsScalar() ? value.Scalar() : "";
+}
+
 YAML::Node named(const YAML::Node& list, const std::string& name) {
   if (!list || !list.IsSequence()) return {};
   for (const auto& item : list) {
-    if (item["name"] && item["name"].as<std::string>() == name) return item;
+    if (item.IsMap() && !name.empty() && text_of(item, "name") == name) return item;
   }
   return {};
 }
 
-std::string text_of(const YAML::Node& node, const char* key) {
-  return node && node[key] ? node[key].as<std::string>() : "";
+YAML::Node member(const YAML::Node& node, const char* key) {
+  return node && node.IsMap() ? node[key] : YAML::Node{};
 }
 
+Expected<KubeConfig> read_kubeconfig(const std::string& path);
+
+// Any shape that yaml-cpp still refuses is the file's error (65), named, never an
+// internal one.
 Expected<KubeConfig> from_kubeconfig(const std::string& path) {
-  YAML::Node doc;
   try {
-    doc = YAML::LoadFile(path);
+    return read_kubeconfig(path);
   } catch (const YAML::Exception& e) {
-    return make_error(Exit::kData, "KUBECONFIG {}: {}", path, e.what());
+    return make_error(Exit::kData, "KUBECONFIG {}: {}; fix the file or unset KUBECONFIG", path, e.what());
+  }
+}
+
+Expected<KubeConfig> read_kubeconfig(const std::string& path) {
+  YAML::Node doc = YAML::LoadFile(path);
+  if (!doc.IsMap()) {
+    return make_error(Exit::kData,
+                      "KUBECONFIG {}: not a kubeconfig (a YAML map with contexts, clusters, users)", path);
   }
   KubeConfig config;
   config.origin = "kubeconfig " + path;
   std::string context_name = text_of(doc, "current-context");
-  YAML::Node context = named(doc["contexts"], context_name)["context"];
-  if (!context) {
+  YAML::Node context = member(named(doc["contexts"], context_name), "context");
+  if (!context || !context.IsMap()) {
     return make_error(Exit::kData, "KUBECONFIG {}: no context '{}'; set current-context", path, context_name);
   }
-  YAML::Node cluster = named(doc["clusters"], text_of(context, "cluster"))["cluster"];
-  YAML::Node user = named(doc["users"], text_of(context, "user"))["user"];
-  if (!cluster)
+  YAML::Node cluster = member(named(doc["clusters"], text_of(context, "cluster")), "cluster");
+  YAML::Node user = member(named(doc["users"], text_of(context, "user")), "user");
+  if (!cluster || !cluster.IsMap())
     return make_error(Exit::kData, "KUBECONFIG {}: context '{}' names no known cluster", path, context_name);
   config.server = text_of(cluster, "server");
   config.namespace_ = text_of(context, "namespace");
   config.tls.ca_file = text_of(cluster, "certificate-authority");
   TMPI_ASSIGN(config.tls.ca_data,
               base64_decode(text_of(cluster, "certificate-authority-data"), "certificate-authority-data"));
-  config.tls.insecure = cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>();
-  if (user) {
+  if (YAML::Node insecure = member(cluster, "insecure-skip-tls-verify"); insecure) {
+    if (!insecure.IsScalar() || !YAML::convert<bool>::decode(insecure, config.tls.insecure)) {
+      return make_error(Exit::kData, "KUBECONFIG {}: insecure-skip-tls-verify is not true or false", path);
+    }
+  }
+  if (user && user.IsMap()) {
     config.token = text_of(user, "token");
     config.token_file = text_of(user, "tokenFile");
     config.tls.cert_file = text_of(user, "client-certificate");

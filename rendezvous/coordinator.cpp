@@ -86,7 +86,7 @@ bool Coordinator::registration_signed(const json& body, int& status, std::string
 // the port, and no unauthenticated request may make the coordinator resolve names.
 std::optional<std::string> Coordinator::host_to_resolve(Call& call) const {
   if (call.method != "POST" || call.target != kRegisterPath) return std::nullopt;
-  call.parsed = json::parse(call.body, nullptr, false);
+  call.parsed = parse_body(call.body);
   const json& body = call.parsed;
   std::string host = body.is_object() ? text_field(body, "host") : "";
   if (host.empty() || !hosts_.contains(host)) return std::nullopt;
@@ -125,7 +125,7 @@ Reply Coordinator::refuse(int status, const std::string& host, const std::string
 }
 
 Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
-  const json body = call.parsed.is_null() ? json::parse(call.body, nullptr, false) : call.parsed;
+  const json body = call.parsed.is_null() ? parse_body(call.body) : call.parsed;
   if (!body.is_object()) return refuse(400, "", "the body is not a JSON object");
   std::string host = text_field(body, "host");
   auto it = hosts_.find(host);
@@ -185,7 +185,7 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
 }
 
 Reply Coordinator::beat(const Call& call, Clock::time_point now) {
-  json body = json::parse(call.body, nullptr, false);
+  json body = parse_body(call.body);
   Parsed<Beat> parsed = parse_beat(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   const Beat& message = std::get<Beat>(parsed);
@@ -207,7 +207,7 @@ Reply Coordinator::beat(const Call& call, Clock::time_point now) {
 }
 
 Reply Coordinator::end(const Call& call) {
-  json body = json::parse(call.body, nullptr, false);
+  json body = parse_body(call.body);
   Parsed<EndJob> parsed = parse_end(body);
   if (std::holds_alternative<Refusal>(parsed) || !signed_by(config_.key, Kind::kEnd, body) ||
       !nonces_.insert(std::get<EndJob>(parsed).nonce).second) {
@@ -218,7 +218,7 @@ Reply Coordinator::end(const Call& call) {
 }
 
 Reply Coordinator::rank(const Call& call, Clock::time_point now) {
-  json body = json::parse(call.body, nullptr, false);
+  json body = parse_body(call.body);
   Parsed<RankReport> parsed = parse_rank(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   const RankReport& report = std::get<RankReport>(parsed);
@@ -244,7 +244,7 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
 }
 
 Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
-  json body = json::parse(call.body, nullptr, false);
+  json body = parse_body(call.body);
   Parsed<RankBeat> parsed = parse_rank_beat(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   const RankBeat& message = std::get<RankBeat>(parsed);
@@ -272,7 +272,7 @@ std::string Coordinator::canonical_host(const std::string& host) const {
 }
 
 Reply Coordinator::leave(const Call& call) {
-  json body = json::parse(call.body, nullptr, false);
+  json body = parse_body(call.body);
   Parsed<Leave> parsed = parse_leave(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   const Leave& message = std::get<Leave>(parsed);
@@ -302,7 +302,7 @@ Reply Coordinator::leave(const Call& call) {
 // The start gate (config.gated): closed while the launcher's preflight runs beside the
 // launch; the agents ask, and hold their ranks until it opens, or stops them.
 Reply Coordinator::may_start(const Call& call) {
-  json body = json::parse(call.body, nullptr, false);
+  json body = parse_body(call.body);
   Parsed<MayStart> parsed = parse_may_start(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   if (!signed_by(config_.key, Kind::kMayStart, body))

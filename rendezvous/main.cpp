@@ -107,7 +107,8 @@ Status end_job(const Params& params) {
                                       body,
                                       {"Content-Type: application/json"},
                                       Millis(5000),
-                                      ""}));
+                                      "",
+                                      std::size_t{1} << 20}));
   if (response.status != 200) {
     return make_error(Exit::kUnavailable, "{} refused the end: HTTP {} {}", coordinator, response.status,
                       response.body);

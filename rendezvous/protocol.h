@@ -115,7 +115,14 @@ std::string signed_body(std::string_view key, const Leave& message);
 std::string signed_body(std::string_view key, const RankBeat& message);
 std::string signed_body(std::string_view key, const MayStart& message);
 
-// A received body (already parsed as JSON): its fields, type-checked.
+// A received body, parsed; a discarded value when it is not JSON, or when it nests deeper
+// than kMaxBodyDepth. No message nests at all (each is one flat object), but anyone can
+// reach the port, and the proof copies and dumps the whole body, recursively: 32,000 levels
+// fit in 64 KiB, and would take the coordinator thread's stack before any proof is checked.
+inline constexpr int kMaxBodyDepth = 8;
+nlohmann::json parse_body(std::string_view body);
+
+// A received body (parse_body): its fields, type-checked.
 Parsed<Registration> parse_registration(const nlohmann::json& body);
 Parsed<Beat> parse_beat(const nlohmann::json& body);
 Parsed<EndJob> parse_end(const nlohmann::json& body);

@@ -54,6 +54,7 @@ Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::st
   request.body = body;
   request.headers = {"Content-Type: application/json"};
   request.timeout = timeout;
+  request.max_body = std::size_t{1} << 20;  // the coordinator answers in a few hundred bytes
   TMPI_ASSIGN(HttpResponse response, client.send(request));
   return Answer{response.status, parse_object(response.body), truncate_utf8(response.body, 200, "...")};
 }

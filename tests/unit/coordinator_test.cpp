@@ -3,6 +3,8 @@
 // key, the deadline, a lost host, the job ending, and the endpoints.
 #include "rendezvous/coordinator.h"
 
+#include <pthread.h>
+
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -381,6 +383,40 @@ TEST(CoordinatorWire, InvalidUtf8InTheTargetGetsA404NotAnException) {
   Reply reply = coordinator.handle(Call{"GET", "/v1/hos\xff\xffts", "", "10.0.0.1", {}}, Clock::now());
   EXPECT_EQ(reply.status, 404);
   EXPECT_FALSE(reply.body.empty());
+}
+
+// Runs `body` on a thread with 1 MiB of stack, where the recursion of a copy or a dump of a
+// 32,000-level document would not fit (the coordinator's thread has 8 MiB, less under load).
+void on_small_stack(const std::function<void()>& body) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, std::size_t{1} << 20);
+  pthread_t thread;
+  auto run = [](void* arg) -> void* {
+    (*static_cast<const std::function<void()>*>(arg))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, const_cast<std::function<void()>*>(&body)), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+// A deep body on any route is refused, from anyone, before a DNS lookup or a proof
+// (protocol.h, parse_body), and costs no stack; the coordinator goes on.
+TEST_F(CoordinatorTest, ADeepBodyIsRefusedOnEveryRoute) {
+  std::string deep =
+      R"({"host":"j-node-0-0.j","x":)" + std::string(32000, '[') + std::string(32000, ']') + "}";
+  on_small_stack([&] {
+    for (const char* path :
+         {"/v1/register", "/v1/beat", "/v1/rank", "/v1/leave", "/v1/end", "/v1/rank-beat"}) {
+      Call call{"POST", path, deep, "10.0.0.1", {}};
+      EXPECT_EQ(coordinator_.host_to_resolve(call), std::nullopt) << path;
+      int status = send(call).status;
+      EXPECT_TRUE(status == 400 || status == 403) << path << ": " << status;
+    }
+  });
+  for (const auto& host : kHosts) EXPECT_EQ(send(register_call(host)).status, 200);
+  EXPECT_TRUE(coordinator_.barrier_open());
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 // The client plumbing: base64 and URL encoding, backoff with jitter under a deadline, and
 // Kubernetes configuration from a kubeconfig or a service account.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -45,6 +51,49 @@ TEST(HttpClient, RefusesABearerTokenOverPlainHttp) {
   auto plain = client.send(request);
   ASSERT_FALSE(plain);
   EXPECT_EQ(plain.error().message.find("plain http"), std::string::npos) << plain.error().message;
+}
+
+// A server that answers more than the request reads (8 MiB against 1 MiB here; on a cluster,
+// a proxy that never ends): the client stops at the bound with an error that says so, and
+// names the URL without its query.
+TEST(HttpClient, AnAnswerPastItsBoundIsAnErrorNotMemory) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::thread server([listener] {
+    int peer = accept(listener, nullptr, nullptr);
+    if (peer < 0) return;
+    std::string request(4096, '\0');
+    (void)recv(peer, request.data(), request.size(), 0);
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+    std::string chunk(64 * 1024, ' ');
+    bool sent = send(peer, head.data(), head.size(), MSG_NOSIGNAL) > 0;
+    for (int i = 0; sent && i < 128; ++i) sent = send(peer, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0;
+    close(peer);
+  });
+  Expected<HttpResponse> answer = make_error(Exit::kSoftware, "not sent");
+  {
+    HttpClient client{TlsConfig{}};
+    HttpRequest request;
+    request.url =
+        fmt::format("http://127.0.0.1:{}/api/v1/namespaces/a/pods?limit=500", ntohs(address.sin_port));
+    request.max_body = std::size_t{1} << 20;
+    request.timeout = std::chrono::milliseconds(10000);
+    answer = client.send(request);
+  }  // the client's connection closes here, so the server's last send fails if not before
+  server.join();
+  close(listener);
+  ASSERT_FALSE(answer) << "a body of " << answer->body.size() << " bytes was read";
+  EXPECT_EQ(answer.error().exit, Exit::kData);
+  EXPECT_NE(answer.error().message.find("/api/v1/namespaces/a/pods: the answer passed 1048576 bytes"),
+            std::string::npos)
+      << answer.error().message;
+  EXPECT_EQ(answer.error().message.find("limit=500"), std::string::npos);
 }
 
 TEST(Encoding, UrlEncodeKeepsUnreservedOnly) {
@@ -144,6 +193,38 @@ TEST_F(KubeConfigTest, ClearErrors) {
   auto bad = load_kube_config({{"KUBECONFIG", dir_ + "/bad"}}, dir_, "");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("no context 'nope'"), std::string::npos);
+}
+
+// A KUBECONFIG of another shape is the file's error (65, its path named), never an internal
+// one: yaml-cpp throws on a subscript of a scalar and on a conversion of a map.
+TEST_F(KubeConfigTest, AnyShapeIsTheFilesErrorNamed) {
+  const std::string cluster = "clusters: [{name: k, cluster: {server: 'https://k:6443'}}]\n";
+  for (const std::string& text : {
+           std::string("just-a-token\n"),
+           std::string("- a\n- b\n"),
+           "current-context: [a]\ncontexts: [{name: a, context: {cluster: k}}]\n" + cluster,
+           "current-context: c\ncontexts: [{name: c, context: 7}]\n" + cluster,
+           std::string("current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+                       "clusters: [{name: k, cluster: {server: 'https://k:6443', insecure-skip-tls-verify: "
+                       "maybe}}]\n"),
+       }) {
+    ASSERT_TRUE(write_atomic(dir_ + "/odd", text));
+    auto config = load_kube_config({{"KUBECONFIG", dir_ + "/odd"}}, dir_, "");
+    ASSERT_FALSE(config) << text;
+    EXPECT_EQ(config.error().exit, Exit::kData) << text << config.error().message;
+    EXPECT_NE(config.error().message.find(dir_ + "/odd"), std::string::npos) << config.error().message;
+  }
+  // An empty value is absent, not the text "null"; a user of another shape is no user.
+  ASSERT_TRUE(write_atomic(dir_ + "/odd",
+                           "current-context: c\n"
+                           "contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n"
+                           "    namespace:\n" +
+                               cluster + "users:\n- name: u\n  user: 5\n"));
+  auto config = load_kube_config({{"KUBECONFIG", dir_ + "/odd"}}, dir_, "");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->server, "https://k:6443");
+  EXPECT_EQ(config->namespace_, "default") << "an empty namespace is none (then the default), not \"null\"";
+  EXPECT_EQ(config->token, "");
 }
 
 }  // namespace

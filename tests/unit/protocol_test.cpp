@@ -124,5 +124,21 @@ TEST(Protocol, WrongShapesAreRefusalsThatNameWhatIsNeeded) {
   EXPECT_NE(std::get<Refusal>(rank).why.find("seconds a number"), std::string::npos);
 }
 
+// Anyone can reach the port: a deep body (here 32,000 levels, 64 KiB) is refused before the
+// proof copies and dumps it, which would take the coordinator thread's stack.
+TEST(Protocol, ADeepBodyIsDiscardedBeforeAnyProof) {
+  std::string deep = R"({"event":"start","nonce":"n","rank":0,"x":)" + std::string(32000, '[') +
+                     std::string(32000, ']') + "}";
+  EXPECT_TRUE(parse_body(deep).is_discarded());
+  EXPECT_FALSE(parse_body(R"({"a":[[[[[[[1]]]]]]]})").is_discarded()) << "8 levels are allowed";
+  EXPECT_TRUE(parse_body(R"({"a":[[[[[[[[1]]]]]]]]})").is_discarded()) << "9 are not";
+  // Brackets inside strings are text, and an escaped quote does not end a string.
+  json text = parse_body(R"({"tail":"[[[[[[[[[[[[ \" {{{{{{{{{{{{","host":"a"})");
+  ASSERT_TRUE(text.is_object());
+  EXPECT_EQ(text["host"], "a");
+  EXPECT_TRUE(parse_body("{not json").is_discarded());
+  EXPECT_TRUE(std::holds_alternative<Refusal>(parse_rank(parse_body(deep))));
+}
+
 }  // namespace
 }  // namespace tmpi::rdv
