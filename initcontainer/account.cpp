@@ -5,12 +5,14 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
 
 #include "common/files.h"
+#include "common/utf8.h"
 
 namespace tmpi::init {
 
@@ -143,6 +145,15 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
         "HOME is unset: with NSS_WRAPPER_PASSWD, mpi-init gives uid {} the home $HOME; set HOME "
         "to the pod's writable home (an emptyDir) in every container",
         uid);
+  }
+  // HOME becomes a field of the passwd entry: a ':' would shift the fields after it, and a
+  // line break would add an entry.
+  if (std::any_of(home.begin(), home.end(),
+                  [](char c) { return c == ':' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return make_error(
+        Exit::kUsage,
+        "HOME {}: a passwd entry cannot hold ':' or control characters; set HOME to a plain path",
+        dump_json(nlohmann::json(truncate_utf8(home, 200, "..."))));
   }
   TMPI_ASSIGN(std::string etc_group, read_file(etc + "/group"));
   account.home = home;

@@ -175,7 +175,7 @@ Status run(const std::vector<std::string>& args) {
   const Topology& topology = loaded.topology;
   const KeyPair& key = loaded.key;
   for (const auto& note : topology.notes) spdlog::info("{}", note);
-  TMPI_CHECK(check_ssh_dir(layout));  // before the first write: all of the outputs, or none
+  TMPI_CHECK(check_ssh_dir(layout, key));  // before the first write: all of the outputs, or none
   TMPI_CHECK(install_account(account));
   log_account(account);
   TMPI_CHECK(write_topology(topology, params.str(param::kOut)));

@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
+#include <string_view>
 
 #include <libssh/libssh.h>
 
 #include "common/files.h"
 #include "common/job_key.h"
+#include "common/utf8.h"
 #include "initcontainer/account.h"
 
 namespace tmpi::init {
@@ -173,8 +176,33 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
   return out;
 }
 
-Status check_ssh_dir(const SshLayout& layout) {
+Status check_ssh_dir(const SshLayout& layout, const KeyPair& key) {
   const std::string& dir = layout.ssh_dir;
+  // The folder is written into ssh's and sshd's configs as a bare word: a blank, a quote or
+  // '#' would split or end it, '%' is one of ssh's tokens, and a line break a directive.
+  bool plain = !dir.empty() && std::none_of(dir.begin(), dir.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f ||
+           std::string_view(" \"'\\#%").find(c) != std::string_view::npos;
+  });
+  if (!plain) {
+    return make_error(
+        Exit::kUsage,
+        "--ssh-dir {}: ssh's config cannot hold a path with blanks, quotes, '#', '%' or control "
+        "characters; choose a plain path (the default is $HOME/.ssh)",
+        dump_json(nlohmann::json(truncate_utf8(dir, 200, "..."))));
+  }
+  // The programs read the first of id_ed25519, id_ecdsa and id_rsa that exists
+  // (common/job_key.h). Another key of a type before this job's, left in a folder that
+  // outlives pods (a HOME on a volume) by an earlier job or by hand, would be read instead:
+  // every ssh and every rendezvous proof would then fail, far from here.
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    if (name == key.file_name) break;
+    if (!file_exists(dir + "/" + name)) continue;
+    return make_error(Exit::kIo,
+                      "--ssh-dir {}: it holds {}, another key than this job's {}, and the job's programs "
+                      "would read that one first; remove it, or give the job an ssh folder of its own",
+                      dir, name, key.file_name);
+  }
   struct stat st {};
   if (getuid() != 0 && stat(dir.c_str(), &st) == 0 && st.st_uid != getuid()) {
     return make_error(
@@ -189,7 +217,7 @@ Status check_ssh_dir(const SshLayout& layout) {
 
 Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology) {
   const std::string dir = layout.ssh_dir;
-  TMPI_CHECK(check_ssh_dir(layout));
+  TMPI_CHECK(check_ssh_dir(layout, key));
   TMPI_CHECK(make_dirs(dir, 0700));
   if (!layout.home.empty()) layout.strict_modes_problem = strict_modes_problem(dir, layout.home, getuid());
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name, key.private_key, {0600}));

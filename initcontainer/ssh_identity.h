@@ -52,8 +52,9 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
 Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology);
 
 // Whether the running uid can make layout.ssh_dir the 0700 folder ssh needs (a folder that
-// another uid owns cannot be): checked before any output is written, so that a refused
+// another uid owns cannot be), and whether `key` would be the one read back from it (no
+// other key there comes first): checked before any output is written, so that a refused
 // identity leaves no hostfiles behind either.
-Status check_ssh_dir(const SshLayout& layout);
+Status check_ssh_dir(const SshLayout& layout, const KeyPair& key);
 
 }  // namespace tmpi::init

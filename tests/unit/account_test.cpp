@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "common/files.h"
+#include "common/job_key.h"
 #include "initcontainer/ssh_identity.h"
 
 namespace tmpi::init {
@@ -64,6 +65,21 @@ TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
       prepare_account({{"NSS_WRAPPER_PASSWD", "/h/p"}, {"NSS_WRAPPER_GROUP", "/h/g"}}, 1000, 1000, etc);
   ASSERT_FALSE(no_home);
   EXPECT_NE(no_home.error().message.find("HOME is unset"), std::string::npos);
+  for (const char* bad : {"/h:/x", "/h\n/x"}) {  // the passwd entry's fields, and its lines
+    auto odd = prepare_account({{"HOME", bad}, {"NSS_WRAPPER_PASSWD", "/h/p"}, {"NSS_WRAPPER_GROUP", "/h/g"}},
+                               1000870000, 0, etc);
+    ASSERT_FALSE(odd) << bad;
+    EXPECT_EQ(odd.error().exit, Exit::kUsage);
+    EXPECT_NE(odd.error().message.find("a passwd entry cannot hold ':' or control characters"),
+              std::string::npos);
+  }
+  // The ssh folder is a bare word in ssh's and sshd's configs.
+  for (const char* bad : {"/home/my user/.ssh", "/h/%d", "/h/\"x", "/h/#"}) {
+    auto odd = check_ssh_dir(SshLayout{bad, 2222, "/h", {}, std::nullopt}, KeyPair{"", "", "id_ed25519"});
+    ASSERT_FALSE(odd) << bad;
+    EXPECT_EQ(odd.error().exit, Exit::kUsage) << bad;
+    EXPECT_NE(odd.error().message.find("choose a plain path"), std::string::npos) << odd.error().message;
+  }
 
   auto listed = prepare_account({{"HOME", "/elsewhere"}}, 1000, 1000, etc);
   ASSERT_TRUE(listed) << listed.error().message;
@@ -129,6 +145,31 @@ TEST(Account, SshdConfigTurnsStrictModesOffOnlyWithAReasonAndPassesTheEnv) {
   EXPECT_NE(config.find("\nSetEnv LD_PRELOAD=libnss_wrapper.so \"NSS_WRAPPER_PASSWD=/home/u/a b\"\n"),
             std::string::npos)
       << config;
+}
+
+// A key of another type that the programs would read first (common/job_key.h), left in an
+// ssh folder that outlived its job, is refused before anything is written; one they read
+// after this job's does no harm.
+TEST(Account, AnotherKeyReadBeforeTheJobsIsRefusedBeforeAnyWrite) {
+  std::string home = temp_dir();
+  SshLayout layout{home + "/.ssh", 2222, "", {}, std::nullopt};
+  ASSERT_TRUE(make_dirs(layout.ssh_dir, 0700));
+  ASSERT_TRUE(write_atomic(layout.ssh_dir + "/id_ed25519", "an earlier job's key", {0600}));
+  KeyPair ecdsa{"this job's key", "ecdsa-sha2-nistp521 AAAA trainer-mpi", "id_ecdsa"};
+  auto refused = install_identity(ecdsa, layout, nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().exit, Exit::kIo);
+  EXPECT_NE(refused.error().message.find("it holds id_ed25519, another key than this job's id_ecdsa"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_FALSE(file_exists(layout.ssh_dir + "/id_ecdsa")) << "written before the check";
+  std::filesystem::remove(layout.ssh_dir + "/id_ed25519");
+  ASSERT_TRUE(write_atomic(layout.ssh_dir + "/id_rsa", "an earlier job's key", {0600}));
+  ASSERT_TRUE(install_identity(ecdsa, layout, nullptr));
+  auto read_back = find_job_key(layout.ssh_dir);
+  ASSERT_TRUE(read_back);
+  EXPECT_EQ(read_back->text, "this job's key");
+  std::filesystem::remove_all(home);
 }
 
 }  // namespace
