@@ -48,16 +48,56 @@ void adopt_orphans() {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
-int end_strays() {
-  // An orphan is listed as a child of one of this process's threads (Linux 3.5+; the file
-  // needs CONFIG_PROC_CHILDREN, which Debian's and the cloud kernels have). Without it, no
-  // stray is seen, as before.
-  std::vector<pid_t> strays;
+namespace {
+
+// The children of `pid`, every thread's: an orphan is listed as a child of one of its
+// subreaper's threads (Linux 3.5+; the file needs CONFIG_PROC_CHILDREN, which Debian's and
+// the cloud kernels have). Without it, none is seen, as before.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
   std::error_code error;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
     std::ifstream children(task.path() / "children");
-    for (pid_t pid = 0; children >> pid;) strays.push_back(pid);
+    for (pid_t child = 0; children >> child;) out.push_back(child);
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<pid_t> descendants() {
+  std::vector<pid_t> found, parents{getpid()};
+  while (!parents.empty() && found.size() < 4096) {  // bounded: a pid reused mid-walk is no loop
+    pid_t parent = parents.back();
+    parents.pop_back();
+    for (pid_t child : children_of(parent)) {
+      found.push_back(child);
+      parents.push_back(child);
+    }
+  }
+  return found;
+}
+
+void end_descendants(Clock::time_point kill_at) {
+  for (;;) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (descendants().empty()) return;
+    if (Clock::now() >= kill_at) break;
+    std::this_thread::sleep_for(Millis(50));
+  }
+  for (pid_t pid : descendants()) kill(pid, SIGKILL);
+  auto until = Clock::now() + Millis(1000);  // reaped, so that none is left a zombie for long
+  while (!descendants().empty() && Clock::now() < until) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    std::this_thread::sleep_for(Millis(10));
+  }
+}
+
+int end_strays() {
+  std::vector<pid_t> strays = children_of(getpid());
   for (pid_t pid : strays) {
     if (getpgid(pid) == pid) kill(-pid, SIGKILL);  // its own group, with whatever it started
     kill(pid, SIGKILL);

@@ -44,6 +44,14 @@ class ProcessGroup {
 void adopt_orphans();
 int end_strays();
 
+// Every process under this one, children first (with adopt_orphans, also what they left
+// behind), from /proc; at most 4096.
+std::vector<pid_t> descendants();
+// Waits until no process is left under this one (reaping each), or SIGKILLs the rest at
+// `kill_at`. Only once this process has reaped the children it waits for itself: it reaps
+// any child.
+void end_descendants(Clock::time_point kill_at);
+
 struct Captured {
   int status = 0;
   std::string output;             // stdout and stderr together

@@ -314,10 +314,13 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
               std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *last_contact).count()),
           static_cast<long long>(
               std::chrono::duration_cast<std::chrono::seconds>(options.lost_after).count()));
-      kill(child, SIGTERM);
+      adopt_orphans();  // from now on, what the rank leaves (a shell's python) stays under this agent
+      for (pid_t pid : descendants()) kill(pid, SIGTERM);  // the rank, and all it started
       orphaned_at = Clock::now();
     }
-    if (!exited && orphaned_at && Clock::now() - *orphaned_at >= kOrphanGrace) kill(child, SIGKILL);
+    if (!exited && orphaned_at && Clock::now() - *orphaned_at >= kOrphanGrace) {
+      for (pid_t pid : descendants()) kill(pid, SIGKILL);
+    }
     if (g_signal != 0) {
       kill(child, g_signal);
       g_signal = 0;
@@ -344,6 +347,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   close(err_pipe[0]);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (orphaned_at) {  // nobody to report to: the daemon goes too, and the outcome is a lost host's
+    end_descendants(*orphaned_at + kOrphanGrace);  // what outlived the rank, SIGKILLed at the grace's end
     stop_mpi_daemon();
     return static_cast<int>(Exit::kTempFail);
   }

@@ -96,7 +96,10 @@ jq -e '.tail | endswith("crlf last line\n")' "$home/body" >/dev/null ||
   fail "a line ended by CRLF was lost from the tail: $(jq -c '.tail[-80:]' "$home/body")"
 # An agent cut off from the coordinator that had answered it (a partition, or the launcher
 # gone) ends its rank after --lost-after and one beat more, and exits 75: nobody else can stop
-# it. A stand-in coordinator takes the start report, then is gone.
+# it. What the rank started ends with it (here a `sleep 3017` in the background, as a wrapper
+# script's python), though the rank's end leaves it an orphan; its output goes elsewhere, so
+# that one left running fails the check below rather than holding this script's pipe. A
+# stand-in coordinator takes the start report, then is gone.
 start_taker() {
   rm -f "$home/port"
   python3 - "$home/port" <<'PY' &
@@ -117,9 +120,11 @@ PY
 start_taker
 t0=$(date +%s.%N)
 rc=0; err=$(TMPI_COORDINATOR="127.0.0.1:$(cat "$home/port")" TMPI_LOST_AFTER=2s TMPI_BEAT_INTERVAL=500ms \
-              timeout 40 "$A" -- sleep 30 2>&1) || rc=$?
+              timeout 40 "$A" -- sh -c 'sleep 3017 >/dev/null 2>&1 & exec sleep 30' 2>&1) || rc=$?
 took=$(bc <<<"$(date +%s.%N) - $t0")
 wait "$taker" 2>/dev/null || true
+left=$(pgrep -f "sleep 3017" || true)
+[[ -z $left ]] || { pkill -f "sleep 3017"; fail "what the cut-off rank started outlived it: pid $left"; }
 [[ $rc == 75 && $err == *"has not answered for 2 s (lost-after 2 s)"*"ending this rank"* ]] ||
   fail "an agent cut off from its coordinator: expected exit 75 and why, got $rc after $took s: $err"
 (( $(bc <<<"$took < 10") )) || fail "the cut-off agent ended its rank only after $took s (start 2 s + lost-after 2 s + a beat)"
