@@ -31,6 +31,20 @@ std::size_t utf8_sequence_at(std::string_view text, std::size_t at) {
   return length;
 }
 
+std::string last_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t room = max_bytes > ellipsis.size() ? max_bytes - ellipsis.size() : 0;
+  std::size_t start = text.size() - room;
+  // A continuation byte (10xxxxxx) cannot start a character: start after the last of them,
+  // at most 3, past which the bytes are invalid anyway and count one unit each.
+  for (int skipped = 0;
+       skipped < 3 && start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80;
+       ++skipped)
+    ++start;
+  return std::string(max_bytes >= ellipsis.size() ? ellipsis : std::string_view{}) +
+         std::string(text.substr(start));
+}
+
 std::string truncate_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis) {
   if (text.size() <= max_bytes) return std::string(text);
   std::size_t room = max_bytes > ellipsis.size() ? max_bytes - ellipsis.size() : 0;

@@ -22,6 +22,9 @@ std::size_t utf8_sequence_at(std::string_view text, std::size_t at);
 // The longest prefix of `text` of at most `max_bytes` that does not split a character;
 // with `ellipsis` ("..."), a cut prefix ends with it, within the same `max_bytes`.
 std::string truncate_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis = {});
+// The same from the other end: the longest suffix of at most `max_bytes` that does not begin
+// inside a character (what a long output ends with: its error); `ellipsis` leads a cut one.
+std::string last_utf8(std::string_view text, std::size_t max_bytes, std::string_view ellipsis = {});
 
 // The bytes `text` takes inside a JSON string as dump_json writes it: `"` `\` and the
 // control characters escaped (\n is 2 bytes, \u001b is 6), an invalid byte as U+FFFD (3).

@@ -15,7 +15,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "common/ssh_probe.h"
+#include "common/utf8.h"
 
 namespace tmpi::launch {
 
@@ -181,14 +183,23 @@ std::vector<CheckRow> check_placement(const std::vector<std::string>& expected, 
   return rows;
 }
 
+// Every cell is outside text (an ssh server's disconnect message, mpirun's output, a
+// culprit's name): cut, and made printable as the log makes a message (control characters
+// and invalid UTF-8 as \xNN, a line break followed by the log's continuation), so that no
+// peer writes a record of its own into the launcher's output.
 std::string render_table(const std::vector<CheckRow>& rows) {
+  auto cell = [](const std::string& text, std::size_t max) {
+    return log::printable(truncate_utf8(text, max, "..."));
+  };
+  std::vector<CheckRow> shown;
   std::size_t host_width = 4, check_width = 5;
   for (const auto& row : rows) {
-    host_width = std::max(host_width, row.host.size());
-    check_width = std::max(check_width, row.check.size());
+    shown.push_back({cell(row.host, 253), cell(row.check, 64), cell(row.reason, 1024)});
+    host_width = std::max(host_width, shown.back().host.size());
+    check_width = std::max(check_width, shown.back().check.size());
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {}\n", "HOST", host_width, "CHECK", check_width, "REASON");
-  for (const auto& row : rows)
+  for (const auto& row : shown)
     out += fmt::format("{:<{}}  {:<{}}  {}\n", row.host, host_width, row.check, check_width, row.reason);
   return out;
 }

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/files.h"
+#include "common/json_fields.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
 #include "launcher/failure.h"
@@ -76,6 +77,12 @@ Status check_job(const LauncherOptions& options) {
   job_options.start_gate = false;  // the ssh step runs here, before any launch
   TMPI_ASSIGN(Job job, prepare_job(job_options, {"true"}));
   job.probe_placement = true;  // no rank of a job is to check it here
+  // As in run: what the probe's or the fabric check's mpirun leaves (an ssh to a host cut off
+  // mid-check, in a process group of its own) is adopted, and ended before `check` returns.
+  adopt_orphans();
+  struct EndStrays {
+    ~EndStrays() { end_strays(); }
+  } end_strays_at_return;
   json fabric;
   std::vector<Phase> steps;
   HostAddresses addresses;
@@ -83,7 +90,7 @@ Status check_job(const LauncherOptions& options) {
   std::cout << fmt::format(
       "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
       job.topology.hosts.size(), job.plan.np,
-      fabric.is_null() ? "" : fmt::format("; the {} fabric check passed", fabric.value("backend", "")));
+      fabric.is_null() ? "" : fmt::format("; the {} fabric check passed", string_at(fabric, "/backend")));
   return ok_status();
 }
 

@@ -158,7 +158,8 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
     }
     rows = check_placement(expected, ran->output);
     if (ran->status != 0 && rows.empty())
-      rows.push_back({job.launcher_name, "placement", "the probe job failed: " + ran->output});
+      rows.push_back(
+          {job.launcher_name, "placement", "the probe job failed: " + last_utf8(ran->output, 1000, "...")});
     step_done("placement");
   }
   Exit exit = Exit::kUnavailable;

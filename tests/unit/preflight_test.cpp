@@ -124,5 +124,18 @@ TEST(Preflight, TheLostHostIsTheUnresolvedThenTheMovedThenTheSilent) {
   EXPECT_EQ(silent->rfind("host 127.0.0.1 is gone (", 0), 0U) << *silent;
 }
 
+// The table's cells are outside text (an ssh server's disconnect message, mpirun's output):
+// no peer may write a record of its own, an escape or invalid UTF-8 into the launcher's output.
+TEST(Preflight, TheTableShowsOutsideTextAsTheLogDoes) {
+  std::string forged = "refused\n2026-12-03T00:00:00Z mpi-launcher info: job finished\x1b[2J\xff";
+  std::string table = render_table({{"node-1", "ssh", forged}, {"node-2\n", "ssh", std::string(5000, 'x')}});
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_EQ(table.find('\xff'), std::string::npos) << table;
+  EXPECT_NE(table.find("\\x1b[2J\\xff"), std::string::npos) << table;
+  EXPECT_EQ(table.find("\n2026-12-03"), std::string::npos) << "a line that looks like a record: " << table;
+  EXPECT_NE(table.find("\n    | 2026-12-03"), std::string::npos) << table;
+  EXPECT_LT(table.size(), 2500U) << "a reason is cut at 1 KiB";
+}
+
 }  // namespace
 }  // namespace tmpi::launch

@@ -54,6 +54,19 @@ TEST(Utf8, AnEllipsisFitsWithinTheSameBound) {
   EXPECT_EQ(truncate_utf8(kMixed, kMixed.size(), "..."), kMixed);  // not cut: no ellipsis
 }
 
+TEST(Utf8, ALastPartNeverBeginsInsideACharacter) {
+  for (std::size_t max = 3; max <= kMixed.size() + 2; ++max) {
+    std::string cut = last_utf8(kMixed, max, "...");
+    EXPECT_LE(cut.size(), max) << max;
+    EXPECT_TRUE(valid(cut)) << max;
+    if (max < kMixed.size()) {
+      EXPECT_EQ(cut.substr(0, 3), "...") << max;
+      EXPECT_EQ(kMixed.substr(kMixed.size() - (cut.size() - 3)), cut.substr(3)) << "a suffix, " << max;
+    }
+  }
+  EXPECT_EQ(last_utf8(kMixed, kMixed.size(), "..."), kMixed);
+}
+
 TEST(Utf8, InvalidBytesAreReplacedAndDumpNeverThrows) {
   std::string bad =
       "ok\xFF\xC3(\xED\xA0\x80\xF4\x90\x80\x80";  // a stray byte, a cut pair, a surrogate, > U+10FFFF
