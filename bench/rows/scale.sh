@@ -11,8 +11,8 @@
 # Four figures a size: both wall times (medians), the median of the rounds' ratios, and the
 # preflight alone (report.json's steps, DNS and ssh, of the `before` run: there nothing runs
 # beside the ssh step, which in `ours` shares the cores with mpirun's start); then the ssh
-# step before the launch beside plain mpirun. Then, per size, what the box holds in memory, and at
-# the largest size where the time goes. Tree spawn: at up to 64 nodes, Open MPI 4's tree of
+# step before the launch beside plain mpirun. Then, per size, what the box holds in memory; at
+# the largest size where the time goes; last, how each wall time grows with N (the slope). Tree spawn: at up to 64 nodes, Open MPI 4's tree of
 # radix 64 (routed_radix) has every daemon as a child of mpirun's own, so both ways launch
 # alike; the largest size measures both and runs the faster (the row says which).
 set -euo pipefail
@@ -20,10 +20,21 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 if [[ ${1:-} != --in-cluster ]]; then
   export CIB_ROOT=$TMPI_BUILD_DIR/cib CIB_QUIET=1
   sizes=(${TMPI_SCALE_SIZES:-8 16 32 64})
+  export TMPI_SCALE_CURVE=$TMPI_BUILD_DIR/scale-curve.$$  # "pods ours plain" a size, medians
+  trap 'rm -f "$TMPI_SCALE_CURVE"' EXIT
+  : > "$TMPI_SCALE_CURVE"
   for n in "${sizes[@]}"; do
     largest=0; [[ $n == "${sizes[-1]}" ]] && largest=1
     "$root/tests/cluster/cib" run --jobset scale --nodes "$n" -- bash "$0" --in-cluster "$n" "$largest"
   done
+  # How each grows with N: the least-squares slope of the medians over the sizes, in seconds
+  # a pod (two ranks) added.
+  if (( ${#sizes[@]} > 1 )); then
+    awk '{ n++; x += $1; xx += $1 * $1; o += $2; p += $3; xo += $1 * $2; xp += $1 * $3 }
+      END { d = n * xx - x * x; so = (n * xo - x * o) / d; sp = (n * xp - x * p) / d
+            printf "| launch cost per added pod (the slope over %s pods): mpi-launcher run vs plain mpirun | %.4f s | %.4f s | %.2f | <= 1.00 (no worse) |\n", sizes, so, sp, so / sp }' \
+      sizes="$(IFS=,; echo "${sizes[*]}")" "$TMPI_SCALE_CURVE"
+  fi
   exit 0
 fi
 n=$2 largest=$3
@@ -86,6 +97,7 @@ done
 target="-"; (( n == 8 )) && target="<= 1.10"; (( n == 64 )) && target="<= 1.05"
 printf '| launch, %d pods (%d ranks, %s): mpi-launcher run vs plain mpirun | %.2f s | %.2f s | %.2f | %s |\n' \
   "$n" "$np" "$spawn" "$(median < "$CIB_DIR/ours")" "$(median < "$CIB_DIR/plain")" "$(median < "$CIB_DIR/ratio")" "$target"
+echo "$n $(median < "$CIB_DIR/ours") $(median < "$CIB_DIR/plain")" >> "$TMPI_SCALE_CURVE"
 pf_target="-"; (( n == 64 )) && pf_target="< 1 s"
 printf '| launch, %d pods: the preflight alone (DNS, ssh; nothing beside it, as with --ssh-check before) | %.2f s | - | - | %s |\n' \
   "$n" "$(median < "$CIB_DIR/preflight")" "$pf_target"
