@@ -6,8 +6,7 @@
 // rank that exits 0 within 2 s reports nothing: mpirun's exit status says it.) Cut off from
 // the coordinator, it ends its rank itself, and all the rank started: it becomes their
 // subreaper then, so a wrapper shell's python cannot slip away as an orphan when the shell
-// ends first. (Only then: as the subreaper of every rank, an agent was seen to keep Open
-// MPI 4's orted past the end of a job that mpirun stopped.)
+// ends first. Only then: a job that ends as usual is ended by its MPI daemon, as before.
 #pragma once
 
 #include <map>
