@@ -149,10 +149,12 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
   // there, could not report which rank failed.
   if (options.ssh_dir_given) job.env["TMPI_SSH_DIR"] = options.ssh_dir;
-  // The start gate (rank_gate.h): said to the agents either way, so that a TMPI_START_GATE in
-  // the launcher's own environment cannot hold ranks that no gate will let go.
+  // The ssh step beside the launch, and the start gate (rank_gate.h): said to the agents
+  // either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
+  // that no gate will let go.
   job.start_gate = options.start_gate && !job.probe_placement;
-  job.env["TMPI_START_GATE"] = job.start_gate ? "true" : "false";
+  job.agents_ask = job.start_gate && hydra;
+  job.env["TMPI_START_GATE"] = job.agents_ask ? "true" : "false";
   std::vector<std::string> names;
   for (const auto& [name, value] : current_environment()) names.push_back(name);
   for (const auto& [name, value] : job.env) names.push_back(name);

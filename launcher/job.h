@@ -24,9 +24,16 @@ struct Job {
   // The preflight runs the placement probe job: --placement probe, or too many hosts to pass
   // their names to the agents (rank_placement.h).
   bool probe_placement = false;
-  // The ssh step runs beside the launch, and every agent holds its rank until it passed:
-  // TMPI_START_GATE=true reaches the ranks (JobOptions::start_gate).
+  // The ssh step runs beside the launch (JobOptions::start_gate), and no rank starts before
+  // it passed: held by its agent at the start gate, or by the MPI's own launch order.
   bool start_gate = false;
+  // The agents ask the start gate (TMPI_START_GATE=true): under hydra only. Open MPI 4 and 5
+  // start a daemon on every host of the hostfile, each over ssh with the job's key and pinned
+  // host key (through the relay, which waits for that host's verdict), and launch no rank
+  // before every daemon has reported back (ORTE's and PRRTE's daemon callback: the citations
+  // are in rank_gate.h). There a daemon's start is its host's ssh check, and the agents' 128
+  // questions at 64 pods would cost the launch about 1 ms a pod (bench/README.md).
+  bool agents_ask = false;
 };
 
 // This mpi-launcher's own path, and the path of a program installed beside it ("" when

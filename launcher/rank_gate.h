@@ -5,6 +5,20 @@
 // start before that check has passed: each agent asks the coordinator (POST /v1/may-start)
 // and holds its rank until the answer is "start".
 //
+// Only hydra's agents ask (Job::agents_ask): a hydra proxy forks its ranks as soon as the
+// launch info reaches it, with no barrier across proxies (MPICH, src/pm/hydra/mpiexec/
+// pmiserv_cb.c, HYD_pmcd_pmiserv_proxy_init_cb sends it to each proxy as that one connects;
+// proxy/pmip_cb.c, handle_launch_procs). Open MPI holds its ranks itself: it starts a daemon on
+// every host of the hostfile whatever --np (Open MPI 4.1, orte/mca/plm/base/
+// plm_base_launch_support.c, orte_plm_base_setup_virtual_machine; PRRTE 3.0, the runtime of
+// Open MPI 5, prte_plm_base_setup_virtual_machine in src/mca/plm/base/, with no --novm at
+// all), and launches no rank before every daemon has reported (orte_plm_base_daemon_callback,
+// num_reported == num_procs before DAEMONS_REPORTED, then VM_READY ... LAUNCH_APPS in
+// orte/mca/state/hnp/state_hnp.c; PRRTE's progress_daemons and src/mca/state/dvm). Each daemon
+// starts over ssh with the job key and the pinned host key, through the relay, which waits for
+// that host's verdict (ssh_relay.h), or over ssh itself with the same options: its start is
+// its host's check. tests/cluster/launcher_test.sh has both (gate-holds, gate-holds-openmpi).
+//
 // The agent keeps asking while the answer is "wait", with backoff and jitter (10 ms, up to
 // 250 ms), since the ssh check usually ends before mpirun has started a single rank. What it
 // does when the answers stop, decided as for the agent's reports (rank_agent.h):

@@ -12,6 +12,9 @@
 #   gate-holds                node 1's sshd never answers the ssh check that runs beside the
 #                             launch; the ranks MPICH started on node 0 wait at the start gate,
 #                             then are not started: exit 69
+#   gate-holds-openmpi        the same under Open MPI, whose agents ask no gate: its daemon
+#                             for node 1 waits in the ssh relay, and Open MPI starts no rank
+#                             before every daemon is up; none starts: exit 69
 #   ssh-refused               a node's sshd rejects the key: exit 69 before any rank starts (and
 #                             the API forbids Events: one line names the missing rule)
 #   invalid-utf8              a command line that is not UTF-8: report.json is still written
@@ -24,6 +27,15 @@
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 # A job that does not end by itself (a node lost, a hang, a signal) is teardown_test.sh's.
 source "$(dirname "$0")/launcher_lib.sh"
+# SIGSTOP to POD's sshd (sshd_pid): the kernel still takes connections, and nobody answers.
+stop_sshd() {
+  sshd_pid=""  # sshd names its listener "sshd: /usr/sbin/sshd -D ... [listener] ..."
+  for pid in $(ip netns pids "$("$CIB" ns "$1")"); do
+    [[ $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") == *"[listener]"* ]] && sshd_pid=$pid
+  done
+  [[ -n $sshd_pid ]] || fail "no sshd found in $1"
+  kill -STOP "$sshd_pid"
+}
 # The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
 # team-a/train, with the fake's switches; adds KUBECONFIG to status_env (the launcher's env).
 start_kube_api() {
@@ -175,12 +187,7 @@ case $case_name in
     # (SIGSTOP: the kernel takes the connection, nobody answers), so the check waits out its
     # 10 s handshake deadline while hydra has started both ranks' agents. They must hold their
     # ranks all that time, then not start them: exit 69, node 1 named.
-    sshd_pid=""  # sshd names its listener "sshd: /usr/sbin/sshd -D ... [listener] ..."
-    for pid in $(ip netns pids "$("$CIB" ns "${nodes[1]}")"); do
-      [[ $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") == *"[listener]"* ]] && sshd_pid=$pid
-    done
-    [[ -n $sshd_pid ]] || fail "no sshd found in ${nodes[1]}"
-    kill -STOP "$sshd_pid"
+    stop_sshd "${nodes[1]}"
     t0=$(date +%s%N)
     launch --wait none --np 2 --mpi mpich -- sh -c "touch $CIB_DIR/rank-started-\$RANK" > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
@@ -206,6 +213,35 @@ case $case_name in
       fail "report.json: $(jq -c '{exit, preflight}' "$report")"
     row "an sshd that never answers the ssh check, which runs beside the launch" "exit 69, the host named; the ranks' agents waited at the start gate and never started them" "$(ms_since "$t0") ms to the launcher's exit (10 s: the handshake's deadline); agents held from $held_at ms"
     pass "the ranks wait at the start gate for the ssh check beside the launch, and do not start when it fails" ;;
+  gate-holds-openmpi)
+    # As gate-holds, under Open MPI, where the agents are told not to ask (TMPI_START_GATE=false,
+    # launcher/job.h): ranks are held by Open MPI's own launch order. --np 2 maps both ranks to
+    # node 0, yet mpirun starts a daemon on every host of the hostfile and no rank before all of
+    # them have reported; node 1's start waits in the ssh relay for the check's verdict, which
+    # is a refusal after the 10 s handshake deadline. Node 0's daemon runs all that time, and
+    # no agent, let alone a rank, may appear there.
+    stop_sshd "${nodes[1]}"
+    t0=$(date +%s%N)
+    launch --wait none --np 2 --mpi openmpi -- sh -c "touch $CIB_DIR/rank-started-\$RANK" > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    daemon() { job_leftovers "${nodes[0]}" | grep -c "orted" || true; }
+    for _ in $(seq 50); do [[ $(daemon) -gt 0 ]] && break; sleep 0.1; done
+    [[ $(daemon) -gt 0 ]] || fail "Open MPI did not start its daemon on ${nodes[0]} in 5 s: $(job_leftovers)"
+    held_at=$(ms_since "$t0")
+    for _ in $(seq 30); do  # 3 s: well past the time a rank takes to start once its daemon runs
+      ! job_leftovers "${nodes[0]}" | grep -q "mpi-rank" || fail "an agent started before the ssh check passed: $(job_leftovers)"
+      ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started before the ssh check passed"
+      sleep 0.1
+    done
+    rc=0; wait "$pid" || rc=$?
+    kill -CONT "$sshd_pid"
+    out=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
+    expect_contains "$out" "${nodes[1]}.$sub" "the silent host is named"
+    expect_contains "$out" "preflight failed on 1 check(s); no rank was started" "the preflight's verdict"
+    ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started after the ssh check failed: $out"
+    row "the same under Open MPI (its agents ask no gate)" "exit 69, the host named; node 0's daemon ran, and no agent or rank started (Open MPI waits for every daemon)" "$(ms_since "$t0") ms to the launcher's exit; node 0's daemon up from $held_at ms"
+    pass "under Open MPI no rank starts before every daemon, each over the checked ssh, is up: exit 69" ;;
   ssh-refused)
     : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands

@@ -26,6 +26,7 @@ cases=(
   "launcher|2|$src/tests/cluster/faults_test.sh|recreated-after"
   "launcher|2|$src/tests/cluster/launcher_test.sh|ssh-refused"
   "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds-openmpi"
   "launcher|2|$src/tests/cluster/faults_test.sh|unresolvable"
   "launcher|2|$src/tests/cluster/launcher_test.sh|placement"
   "launcher|2|$src/tests/cluster/launcher_test.sh|rank-fails"
