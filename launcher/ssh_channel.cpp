@@ -72,11 +72,11 @@ class EventLoop {
   std::vector<int> fds_;
 };
 
-// Waits up to one poll slice for the session's socket.
-void wait_session(ssh_session session) {
-  pollfd fd{ssh_get_fd(session), POLLIN, 0};
-  if ((ssh_get_poll_flags(session) & SSH_WRITE_PENDING) != 0) fd.events |= POLLOUT;
-  poll(&fd, 1, kPollMs);
+// Waits up to one poll slice for the session's socket, or for `wake`.
+void wait_session(ssh_session session, int wake) {
+  std::array<pollfd, 2> fds{{{ssh_get_fd(session), POLLIN, 0}, {wake, POLLIN, 0}}};
+  if ((ssh_get_poll_flags(session) & SSH_WRITE_PENDING) != 0) fds[0].events |= POLLOUT;
+  poll(fds.data(), wake >= 0 ? 2 : 1, kPollMs);
 }
 
 bool write_all(int fd, const char* data, std::size_t size) {
@@ -134,7 +134,7 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
       }
       if (deadline.expired())
         return lost(fmt::format("sshd did not {} in {} s", what, kOpenTimeout.count() / 1000));
-      wait_session(session);
+      wait_session(session, call.wake);
     }
   };
   if (auto failed = wait_step([&] { return ssh_channel_open_session(channel.get()); }, "open a channel"))
@@ -147,11 +147,12 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   // sent EOF: the exit-status and the close after it would wait forever) and the caller's
   // socket and stdin, whose callbacks only raise flags.
   struct Flags {
-    bool caller_left = false, stdin_ready = false;
+    bool caller_left = false, stdin_ready = false, woken = false;
   } flags;
   EventLoop loop(session);
   if (!loop.ready()) return lost("no event loop");
   loop.watch(call.caller, &flags.caller_left);
+  if (call.wake >= 0) loop.watch(call.wake, &flags.woken);  // `stop` is then set: seen at the top
   bool stdin_open = call.in >= 0, stdin_watched = false;
   std::string pending;  // stdin read but not yet taken by the channel's window
   std::array<char, 16384> buffer{};

@@ -1,9 +1,11 @@
-// See ssh_relay.h. One acceptor thread polls the socket (100 ms slices, so that destruction
-// is prompt); each request gets a thread of its own, which reads it (5 s at most), waits for
-// its host's verdict, runs the command (ssh_channel.h) and answers one line. A host's
-// session serves one command at a time: libssh sessions are not for two threads at once.
+// See ssh_relay.h. One acceptor thread polls the socket and the wake pipe (written at
+// destruction, so that every thread ends at once); each request gets a thread of its own,
+// which reads it (5 s at most), waits for its host's verdict, runs the command
+// (ssh_channel.h) and answers one line. A host's session serves one command at a time:
+// libssh sessions are not for two threads at once.
 #include "launcher/ssh_relay.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -64,16 +66,18 @@ struct Request {
 };
 
 // The request and its three descriptors, or nullopt (malformed, too slow, too big).
-std::unique_ptr<Request> read_request(int caller) {
+// `wake` readable: the relay is being destroyed.
+std::unique_ptr<Request> read_request(int caller, int wake) {
   auto request = std::make_unique<Request>();
   Deadline deadline(kRequestTimeout);
   std::string bytes;
   std::size_t want = kRelayMagic.size() + 4;
   bool have_fds = false;
   while (bytes.size() < want) {
-    pollfd readable{caller, POLLIN, 0};
-    if (deadline.expired() || poll(&readable, 1, kPollMs) < 0) return nullptr;
-    if (readable.revents == 0) continue;
+    std::array<pollfd, 2> readable{{{caller, POLLIN, 0}, {wake, POLLIN, 0}}};
+    if (deadline.expired() || poll(readable.data(), readable.size(), kPollMs) < 0) return nullptr;
+    if (readable[1].revents != 0) return nullptr;
+    if (readable[0].revents == 0) continue;
     std::array<char, 65536> buffer{};
     std::array<char, CMSG_SPACE(sizeof(int) * 3)> control{};
     iovec part{buffer.data(), std::min(buffer.size(), want - bytes.size())};
@@ -133,12 +137,22 @@ Expected<std::unique_ptr<SshRelay>> SshRelay::start(const std::vector<std::strin
     if (listener >= 0) close(listener);
     return make_error(Exit::kSoftware, "ssh relay: cannot listen on {}: {}", path, std::strerror(error));
   }
-  return std::unique_ptr<SshRelay>(new SshRelay(std::move(dir), listener, port, hosts));
+  std::array<int, 2> wake{-1, -1};
+  if (pipe2(wake.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
+    int error = errno;
+    close(listener);
+    return make_error(Exit::kOsErr, "ssh relay: no pipe: {}", std::strerror(error));
+  }
+  return std::unique_ptr<SshRelay>(new SshRelay(std::move(dir), listener, wake, port, hosts));
 }
 
-SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, int port,
+SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, std::array<int, 2> wake, int port,
                    const std::vector<std::string>& hosts)
-    : dir_(std::move(dir)), path_(dir_->path() + "/relay.sock"), listener_(listener), port_(port) {
+    : dir_(std::move(dir)),
+      path_(dir_->path() + "/relay.sock"),
+      listener_(listener),
+      wake_(wake),
+      port_(port) {
   for (const auto& host : hosts) {
     slots_[host];
     std::string short_name = host.substr(0, host.find('.'));
@@ -151,14 +165,17 @@ SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, int port,
 SshRelay::~SshRelay() {
   stop_ = true;
   changed_.notify_all();
+  [[maybe_unused]] ssize_t woken = write(wake_[1], "x", 1);  // every poll below returns now
   if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::jthread> callers;
   {
     std::lock_guard lock(mutex_);
     callers.swap(callers_);
   }
-  callers.clear();  // each joins within a poll slice of seeing stop_
+  callers.clear();  // each ends as soon as it sees stop_, woken by the pipe or by changed_
   close(listener_);
+  close(wake_[0]);
+  close(wake_[1]);
   Counts done = counts();
   // One line a job, so that a person who sees no ssh process in the pod knows why.
   if (done.relayed + done.fell_back + done.failed > 0)
@@ -200,8 +217,8 @@ SshRelay::Slot* SshRelay::find_slot(const std::string& host) {
 
 void SshRelay::accept_loop() {
   while (!stop_) {
-    pollfd readable{listener_, POLLIN, 0};
-    if (poll(&readable, 1, kPollMs) <= 0) continue;
+    std::array<pollfd, 2> readable{{{listener_, POLLIN, 0}, {wake_[0], POLLIN, 0}}};
+    if (poll(readable.data(), readable.size(), kPollMs) <= 0 || readable[0].revents == 0) continue;
     int caller = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (caller < 0) continue;
     ucred peer{};
@@ -227,7 +244,7 @@ void SshRelay::accept_loop() {
 
 void SshRelay::serve(int caller) {
   block_sigpipe();
-  std::unique_ptr<Request> request = read_request(caller);
+  std::unique_ptr<Request> request = read_request(caller, wake_[0]);
   auto finish = [&](const std::string& line, int Counts::*counter) {
     {
       std::lock_guard lock(mutex_);  // counted first: a caller that has its answer sees it counted
@@ -267,7 +284,7 @@ void SshRelay::serve(int caller) {
     }
     slot->busy = true;
   }
-  RemoteCall remote{call.command, request->fds[0], request->fds[1], request->fds[2], caller};
+  RemoteCall remote{call.command, request->fds[0], request->fds[1], request->fds[2], caller, wake_[0]};
   RemoteExit ended = run_remote(slot->session.get(), remote, stop_);
   {
     std::lock_guard lock(mutex_);
