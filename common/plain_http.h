@@ -12,8 +12,9 @@
 
 namespace tmpi {
 
-// address: "host:port". Any HTTP status is a response; a transport failure or the
-// deadline is an Error.
+// address: "host:port", host a name or an IP literal ("10.0.0.5", "[fd00::5]": connected to
+// without a lookup, so that the whole request is under `timeout`; a name's lookup is not).
+// Any HTTP status is a response; a transport failure or the deadline is an Error.
 Expected<HttpResponse> plain_http(const std::string& method, const std::string& address,
                                   const std::string& target, const std::string& body, Millis timeout);
 

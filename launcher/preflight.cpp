@@ -11,6 +11,7 @@
 #include <system_error>
 #include <thread>
 
+#include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -51,6 +52,25 @@ HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<C
     addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
   }
   return found;
+}
+
+std::string coordinator_address(const std::string& name, const std::vector<std::string>& addresses,
+                                const std::string& listen, int port) {
+  auto with_port = [port](const boost::asio::ip::address& ip) {
+    return ip.is_v6() ? fmt::format("[{}]:{}", ip.to_string(), port)
+                      : fmt::format("{}:{}", ip.to_string(), port);
+  };
+  boost::system::error_code bad;
+  auto listening = boost::asio::ip::make_address(listen, bad);
+  if (!bad && !listening.is_unspecified()) return with_port(listening);
+  bool any_family = !bad && listening.is_v6();  // "::" takes IPv4 too, unless the host says v6only
+  for (const auto& text : addresses) {
+    auto ip = boost::asio::ip::make_address(text, bad);
+    if (bad || ip.is_loopback() || (ip.is_v6() && !any_family)) continue;
+    if (ip.is_v6() && ip.to_v6().is_link_local()) continue;  // needs a scope that differs by pod
+    return with_port(ip);
+  }
+  return fmt::format("{}:{}", name, port);
 }
 
 std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now) {

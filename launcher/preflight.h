@@ -30,6 +30,14 @@ HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<C
 // pod was recreated (the same name, a new pod, a new IP), and the job's ranks went with the
 // old one. Said as the coordinator says it when the new pod registers first; nullopt if none.
 std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now);
+// Where the agents reach the coordinator (TMPI_COORDINATOR): an address, not the launcher's
+// name, so that no agent needs DNS for it (a lookup is the one wait that the agents' request
+// deadline cannot cut short: plain_http.h). `listen` when it names one address; else the
+// first of `addresses` (the launcher's own name's, resolve_hosts) that the coordinator serves
+// there: IPv4 under 0.0.0.0, either under "::" (IPv6 bracketed), never a loopback one, which
+// would be each agent's own pod. None of them: `name`, as before.
+std::string coordinator_address(const std::string& name, const std::vector<std::string>& addresses,
+                                const std::string& listen, int port);
 // After MPI stopped the job with no rank failing on its own: the first of `hosts` that no
 // longer resolves, was recreated, or no longer takes the job key ("host X ..."), else nullopt.
 // It takes DNS and, only when that finds nothing, an ssh handshake to each host (2 s at most).

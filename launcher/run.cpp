@@ -196,6 +196,16 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
                shell_join(command));
   since = Clock::now();
   std::map<std::string, std::string> mpirun_env = job.env;
+  // The agents reach the coordinator at an address of the launcher's, not by its name
+  // (preflight.h, coordinator_address): the preflight's DNS step resolved it.
+  std::vector<std::string> own =
+      at_launch.contains(job.launcher_name) ? at_launch.at(job.launcher_name) : std::vector<std::string>{};
+  if (own.empty()) {
+    std::vector<CheckRow> unresolved;  // the name, as before: the agents will say what they find
+    own = resolve_hosts({job.launcher_name}, unresolved)[job.launcher_name];
+  }
+  mpirun_env["TMPI_COORDINATOR"] =
+      coordinator_address(job.launcher_name, own, options.listen_address, options.job.rendezvous_port);
   if (job.start_gate) {
     // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh_relay.h).
     if (job.plan.ssh_agent != "ssh") {

@@ -61,12 +61,14 @@ KC
 }
 # The TrainJob's trainerStatus metric NAME, as the fake server holds it now.
 status_metric() { jq -r --arg n "$1" '.["team-a/train"].trainerStatus.metrics[] | select(.name == $n) | .value' "$CIB_DIR/status/state.json"; }
-probe='echo "probe $(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"'
+probe='echo "probe $(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT TMPI_COORDINATOR=$TMPI_COORDINATOR"'
 check_probe() {  # the torch variables of every rank, as the hostfile places them
-  local out=$1
+  # ... and the coordinator by the launcher's address, not its name (no DNS in the agents).
+  local out=$1 launcher_ip
+  launcher_ip=$("$CIB" pods | awk -v pod="$launcher" '$1 == pod { print $2 }')
   for rank in 0 1 2 3; do
     local node=${nodes[$((rank / 2))]}
-    expect_contains "$out" "probe $node RANK=$rank LOCAL_RANK=$((rank % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 NODE_RANK=$((rank / 2)) MASTER_ADDR=${nodes[0]}.$sub MASTER_PORT=29500" "torch variables of rank $rank"
+    expect_contains "$out" "probe $node RANK=$rank LOCAL_RANK=$((rank % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 NODE_RANK=$((rank / 2)) MASTER_ADDR=${nodes[0]}.$sub MASTER_PORT=29500 TMPI_COORDINATOR=$launcher_ip:29410" "torch variables of rank $rank"
   done
 }
 

@@ -93,6 +93,25 @@ TEST(Preflight, NamesResolveToTheirAddressesAndTheRestAreRows) {
   EXPECT_EQ(failed[0].check, "dns");
 }
 
+// The agents are given an address the coordinator serves, never a loopback one (each
+// agent's own pod), nor one of another family than it listens on; else the name.
+TEST(Preflight, TheAgentsReachTheCoordinatorByAnAddressItServes) {
+  const std::string name = "j-launcher-0-0.j";
+  EXPECT_EQ(coordinator_address(name, {"10.0.0.5"}, "0.0.0.0", 29410), "10.0.0.5:29410");
+  EXPECT_EQ(coordinator_address(name, {"10.0.0.5", "fd00::5"}, "0.0.0.0", 29410), "10.0.0.5:29410");
+  EXPECT_EQ(coordinator_address(name, {"127.0.1.1", "192.168.7.2"}, "0.0.0.0", 1), "192.168.7.2:1")
+      << "an image's /etc/hosts may map the host name to a loopback address";
+  EXPECT_EQ(coordinator_address(name, {"127.0.1.1", "fd00::5"}, "0.0.0.0", 29410), name + ":29410")
+      << "0.0.0.0 serves no IPv6";
+  EXPECT_EQ(coordinator_address(name, {"fd00::5"}, "::", 29410), "[fd00::5]:29410");
+  EXPECT_EQ(coordinator_address(name, {"::1", "fe80::1"}, "::", 29410), name + ":29410")
+      << "loopback, and link-local (whose scope differs by pod)";
+  EXPECT_EQ(coordinator_address(name, {"10.0.0.5"}, "10.9.9.9", 29410), "10.9.9.9:29410")
+      << "a coordinator that listens on one address is reached there";
+  EXPECT_EQ(coordinator_address(name, {}, "0.0.0.0", 29410), name + ":29410");
+  EXPECT_EQ(coordinator_address(name, {"not an address"}, "not either", 29410), name + ":29410");
+}
+
 // A host is recreated when its name resolves to none of its old addresses: one kept address
 // (a dual-stack pod that lost one) is the same pod; a name not resolved then or now is not
 // this question's (the DNS check names it).
