@@ -4,8 +4,9 @@
 # turn first one then the other:
 #   plain  mpirun --hostfile with a trivial program (`true`), 2 ranks a pod;
 #   ours   mpi-launcher run at its defaults (the full preflight: DNS, then ssh beside the
-#          launch while the agents wait at the start gate, mpirun's daemons started over the
-#          check's own connections by the ssh relay; placement checked by every rank's agent)
+#          launch, mpirun's daemons started over the check's own connections by the ssh relay,
+#          each once its host passed, and no rank before all are up: Open MPI's own order, so
+#          its agents ask no start gate; placement checked by every rank's agent)
 #          with the same program and the same mpirun;
 #   before the same with --ssh-check before: the ssh step before the launch, as it was.
 # Four figures a size: both wall times (medians), the median of the rounds' ratios, and the
@@ -122,6 +123,6 @@ breakdown "DNS ($((n + 1)) names)" "$dns"
 breakdown "ssh handshakes (libssh, 16 at a time), which the daemons' start then uses (the ssh relay)" "$ssh"
 breakdown "launcher start, report and exit (the rest)" \
   "$(echo "($t1 - $t0) - $dns - ($first - $launched) - ($last - $first) - ($t1 - $last)" | bc -l)"
-breakdown "daemon start: mpirun's ssh to every pod, to the first rank (through the start gate)" "$(echo "$first - $launched" | bc -l)"
+breakdown "daemon start: mpirun's ssh to every pod (over the relay), to the first rank" "$(echo "$first - $launched" | bc -l)"
 breakdown "rank start: the first rank to the last" "$(echo "$last - $first" | bc -l)"
 breakdown "teardown: the last rank to the launcher's exit" "$(echo "$t1 - $last" | bc -l)"
