@@ -30,9 +30,11 @@ std::string short_name(const std::string& name) {
 
 }  // namespace
 
-HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed) {
+HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed,
+                            const GiveUp& give_up) {
   HostAddresses found;
   for (const auto& name : names) {
+    if (give_up && give_up()) break;
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* list = nullptr;
@@ -95,14 +97,16 @@ std::optional<std::string> recreated_host(const HostAddresses& at_launch, const 
 
 std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
                                           const HostAddresses& at_launch, int port,
-                                          const std::string& private_key) {
+                                          const std::string& private_key, Millis budget, const GiveUp& stop) {
+  Deadline deadline(budget);
+  GiveUp give_up = [&] { return deadline.expired() || (stop && stop()); };
   std::vector<CheckRow> rows;
-  HostAddresses now = resolve_hosts(hosts, rows);
+  HostAddresses now = resolve_hosts(hosts, rows, give_up);
   if (rows.empty()) {
     // A recreated pod answers ssh with the job's host key (every pod has it), so the handshake
     // alone would call it well: its new address is what tells (cluster.faults.recreated-after).
     if (auto moved = recreated_host(at_launch, now)) return moved;
-    rows = check_ssh(hosts, port, private_key, 16, Millis(2000));
+    rows = check_ssh(hosts, port, private_key, 16, Millis(2000), {}, give_up);
   }
   if (rows.empty()) return std::nullopt;
   return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
@@ -110,11 +114,11 @@ std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
 
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency, Millis timeout,
-                                const SshOutcome& outcome) {
+                                const SshOutcome& outcome, const GiveUp& give_up) {
   std::vector<CheckRow> rows(hosts.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t i; (i = next++) < hosts.size();) {
+    for (std::size_t i; !(give_up && give_up()) && (i = next++) < hosts.size();) {
       SshSessionPtr session;
       try {
         SshVerdict verdict =

@@ -22,10 +22,14 @@ struct CheckRow {
   std::string host, check, reason;
 };
 
+// Asked before each host is taken up: true, and the rest are left unchecked (no row).
+using GiveUp = std::function<bool()>;
+
 // Each name's addresses (numeric, sorted, without repeats), as the pods' resolver gives them
 // now; a name that does not resolve gets a "dns" row in `failed`, and no entry.
 using HostAddresses = std::map<std::string, std::vector<std::string>>;
-HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed);
+HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<CheckRow>& failed,
+                            const GiveUp& give_up = {});
 // The first host whose name resolves `now` to none of the addresses it had `at_launch`: its
 // pod was recreated (the same name, a new pod, a new IP), and the job's ranks went with the
 // old one. Said as the coordinator says it when the new pod registers first; nullopt if none.
@@ -40,17 +44,23 @@ std::string coordinator_address(const std::string& name, const std::vector<std::
                                 const std::string& listen, int port);
 // After MPI stopped the job with no rank failing on its own: the first of `hosts` that no
 // longer resolves, was recreated, or no longer takes the job key ("host X ..."), else nullopt.
-// It takes DNS and, only when that finds nothing, an ssh handshake to each host (2 s at most).
+// It takes DNS and, only when that finds nothing, an ssh handshake to each host (2 s at most,
+// 16 at a time). No host is taken up past `budget`, or once `stop` says so (the pod is being
+// deleted): a partition of a large job, every handshake waiting out its 2 s, or a resolver
+// that hangs, would otherwise hold the report for minutes. What was not reached is not named.
+inline constexpr Millis kLostHostBudget{10000};
 std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
                                           const HostAddresses& at_launch, int port,
-                                          const std::string& private_key);
+                                          const std::string& private_key, Millis budget = kLostHostBudget,
+                                          const GiveUp& stop = {});
 // Each host's verdict as soon as it is known, from the worker that reached it: the session
 // that passed (for the ssh relay, ssh_relay.h), or none and the problem.
 using SshOutcome =
     std::function<void(const std::string& host, SshSessionPtr session, const std::string& problem)>;
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency = 16,
-                                Millis timeout = Millis(10000), const SshOutcome& outcome = {});
+                                Millis timeout = Millis(10000), const SshOutcome& outcome = {},
+                                const GiveUp& give_up = {});
 
 // Where rank r must run: hosts in hostfile order, each filled to its slots, round after
 // round if np exceeds the slots (by-slot mapping, the default of Open MPI and hydra).

@@ -297,8 +297,10 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     if (!outcome.primary) outcome.primary = shared.failure;  // a rank report that raced mpirun's exit
     outcome.secondary = shared.secondary;
   }
-  failure = attribute_failure(
-      outcome, [&] { return find_lost_host(host_names, at_launch, options.job.ssh_port, job.private_key); });
+  failure = attribute_failure(outcome, [&] {
+    return find_lost_host(host_names, at_launch, options.job.ssh_port, job.private_key, kLostHostBudget,
+                          stop_requested);
+  });
   {
     std::lock_guard lock(shared.mutex);
     if (!shared.misplaced.empty() && failure && failure->event == "RankMisplaced") {

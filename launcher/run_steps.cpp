@@ -62,7 +62,9 @@ SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay) {
         relay->refuse(host, problem.empty() ? "the check failed" : problem);
       };
     }
-    std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key, 16, Millis(10000), to_relay);
+    // A stop (the pod is being deleted) leaves the hosts not yet taken unchecked: the launcher
+    // waits for this verdict after mpirun, and silent hosts would hold it 10 s a round of 16.
+    std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key, 16, Millis(10000), to_relay, stop_requested);
     seconds_ = std::chrono::duration<double>(Clock::now() - since).count();  // read after the future's get()
     return rows;
   };
@@ -134,11 +136,12 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
   std::vector<std::string> names = job.topology.host_names();
   names.insert(names.begin(), job.launcher_name);
   std::vector<CheckRow> rows;
-  addresses = resolve_hosts(names, rows);
+  addresses = resolve_hosts(names, rows, stop_requested);
   step_done("dns");
   if (stop_requested()) return stopped_during("during the preflight");
   if (rows.empty() && options.wait != "ssh" && !job.start_gate) {
-    rows = check_ssh(job.topology.host_names(), options.job.ssh_port, job.private_key);
+    rows = check_ssh(job.topology.host_names(), options.job.ssh_port, job.private_key, 16, Millis(10000), {},
+                     stop_requested);  // what was not checked is not passed: the stop is said next
     step_done("ssh");
   }
   if (stop_requested()) return stopped_during("during the preflight");

@@ -81,6 +81,49 @@ TEST(Preflight, TheSshCheckSurvivesWorkersThatCannotStart) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not take uid 4343; 11: a host had no row";
 }
 
+// A listener that never accepts: the kernel takes each connection, and no sshd ever speaks,
+// so every handshake waits out its timeout. Its port, or -1.
+int silent_port(int& listener) {
+  listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      listen(listener, 128) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    return -1;
+  return ntohs(address.sin_port);
+}
+
+// After a failure in a partition, every host is silent: the search for the lost one takes no
+// host up past its budget (without it, 40 silent hosts are 3 rounds of 16 handshakes of 2 s),
+// and none at all once the launcher is told to stop.
+TEST(Preflight, TheSearchForALostHostKeepsToItsBudgetAndStops) {
+  auto key = init::generate_ed25519();
+  ASSERT_TRUE(key) << key.error().message;
+  int listener = -1;
+  int port = silent_port(listener);
+  ASSERT_GT(port, 0);
+  std::vector<std::string> hosts(40, "127.0.0.1");
+  HostAddresses at_launch = {{"127.0.0.1", {"127.0.0.1"}}};
+  auto t0 = Clock::now();
+  auto lost = find_lost_host(hosts, at_launch, port, key->private_key, Millis(500));
+  auto took = std::chrono::duration_cast<Millis>(Clock::now() - t0);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->rfind("host 127.0.0.1 is gone (", 0), 0U) << *lost;
+  EXPECT_LT(took.count(), 4500) << "the first round (2 s) and no other";
+  EXPECT_GE(took.count(), 1500) << "the first round's handshakes run to their 2 s";
+
+  t0 = Clock::now();
+  auto stopped =
+      find_lost_host(hosts, at_launch, port, key->private_key, kLostHostBudget, [] { return true; });
+  took = std::chrono::duration_cast<Millis>(Clock::now() - t0);
+  EXPECT_EQ(stopped, std::nullopt) << "no host was taken up, so none is named";
+  EXPECT_LT(took.count(), 500);
+  close(listener);
+}
+
 // Names resolve to numeric addresses, sorted and without repeats (getaddrinfo gives one
 // entry a protocol); a name that does not resolve is a "dns" row and has no entry.
 TEST(Preflight, NamesResolveToTheirAddressesAndTheRestAreRows) {
