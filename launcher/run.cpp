@@ -38,6 +38,7 @@ namespace {
 
 using nlohmann::json;
 constexpr Millis kLostHostGrace(3000);
+constexpr Millis kDaemonsEnd(5000);     // after mpirun's exit, for its daemons to end their ranks
 constexpr Millis kMpirunLinger(10000);  // mpirun's time to exit after every rank reported its exit 0
 
 // mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
@@ -285,7 +286,14 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   }
   phase_done("job", since);
   if (ssh_beside) ssh_verdict(ssh_beside->wait());  // mpirun ended first: its verdict still decides
-  relay.reset();                                    // mpirun is gone: every channel it left open closes now
+  // mpirun, stopped, may exit before its daemons have ended their ranks: they are waited for
+  // (ssh_relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
+  // will answer, and the report would wait for nothing).
+  bool unreachable = failure && (failure->event == "HostLost" || failure->event == "PreflightFailed");
+  if (relay && !unreachable && !relay->wait_idle(kDaemonsEnd))
+    spdlog::debug("ssh relay: a daemon still ran {} ms after {} exited", kDaemonsEnd.count(),
+                  job.plan.launcher);
+  relay.reset();  // mpirun is gone: every channel it left open closes now
   if (preflight_failure) failure = preflight_failure;
   if (int strays = end_strays(); strays > 0)
     spdlog::info(

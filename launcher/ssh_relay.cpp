@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -202,6 +203,13 @@ void SshRelay::refuse(const std::string& host, const std::string& problem) {
   changed_.notify_all();
 }
 
+bool SshRelay::wait_idle(Millis budget) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, budget, [this] {
+    return std::none_of(slots_.begin(), slots_.end(), [](const auto& slot) { return slot.second.busy; });
+  });
+}
+
 SshRelay::Counts SshRelay::counts() const {
   std::lock_guard lock(mutex_);
   return counts_;
@@ -293,6 +301,7 @@ void SshRelay::serve(int caller) {
       slot->state = Slot::State::kRefused;
       slot->problem = ended.problem;
     }
+    changed_.notify_all();  // wait_idle
   }
   if (!ended.problem.empty()) spdlog::debug("ssh relay: {}: {}", call.host, ended.problem);
   if (ended.session_lost) return finish("fail " + one_line(ended.problem), &Counts::failed);

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/ssh_probe.h"
@@ -52,6 +53,12 @@ class SshRelay {
   // The check's verdict on `host`: its authenticated connection, or why there is none.
   void offer(const std::string& host, SshSessionPtr session);
   void refuse(const std::string& host, const std::string& problem);
+
+  // Waits until no command runs over the relay, each ended from its own side, or `budget`
+  // passes; false then. mpirun, stopped, may exit while its daemons are still ending their
+  // ranks: the launcher waits for them here, where it still holds their connections, so that
+  // when it exits nothing of the job runs on (cluster.launcher.rank-fails).
+  bool wait_idle(Millis budget);
 
   struct Counts {
     int relayed = 0, fell_back = 0, failed = 0;
