@@ -153,7 +153,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   // either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
   // that no gate will let go.
   job.start_gate = options.start_gate && !job.probe_placement;
-  job.agents_ask = job.start_gate && hydra;
+  job.agents_ask = job.start_gate && (hydra || job.topology.hosts.size() > kMpirunTreeRadix);
   job.env["TMPI_START_GATE"] = job.agents_ask ? "true" : "false";
   std::vector<std::string> names;
   for (const auto& [name, value] : current_environment()) names.push_back(name);

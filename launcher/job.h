@@ -27,14 +27,22 @@ struct Job {
   // The ssh step runs beside the launch (JobOptions::start_gate), and no rank starts before
   // it passed: held by its agent at the start gate, or by the MPI's own launch order.
   bool start_gate = false;
-  // The agents ask the start gate (TMPI_START_GATE=true): under hydra only. Open MPI 4 and 5
-  // start a daemon on every host of the hostfile, each over ssh with the job's key and pinned
-  // host key (through the relay, which waits for that host's verdict), and launch no rank
-  // before every daemon has reported back (ORTE's and PRRTE's daemon callback: the citations
-  // are in rank_gate.h). There a daemon's start is its host's ssh check, and the agents' 128
-  // questions at 64 pods would cost the launch about 1 ms a pod (bench/README.md).
+  // The agents ask the start gate (TMPI_START_GATE=true): under hydra, or where a daemon may
+  // start without the check's verdict on its host. Open MPI 4 and 5 start a daemon on every
+  // host of the hostfile, and launch no rank before every daemon has reported back (ORTE's
+  // and PRRTE's daemon callback: the citations are in rank_gate.h); mpirun starts each one
+  // itself through the relay, which waits for that host's verdict (ssh_relay.h), as long as
+  // its routing tree is one level: up to kMpirunTreeRadix hosts (past it, daemons start the
+  // rest over ssh of their own). There a daemon's start waits for its host's check, and the
+  // agents' 128 questions at 64 pods would cost the launch about 1 ms a pod (bench/README.md).
+  // run.cpp sets it again when the relay cannot start.
   bool agents_ask = false;
 };
+
+// Open MPI's routing tree under mpirun: routed_radix, 64 by default (Open MPI 4.1,
+// orte/mca/routed/radix/routed_radix_component.c; PRRTE 3.0, src/mca/routed/radix). Up to this
+// many hosts, every daemon is mpirun's own child, started by mpirun's ssh (tree spawn or not).
+inline constexpr std::size_t kMpirunTreeRadix = 64;
 
 // This mpi-launcher's own path, and the path of a program installed beside it ("" when
 // there is none): images put mpi-rank and nccl-check in the same folder.

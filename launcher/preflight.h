@@ -36,10 +36,11 @@ HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<C
 std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now);
 // Where the agents reach the coordinator (TMPI_COORDINATOR): an address, not the launcher's
 // name, so that no agent needs DNS for it (a lookup is the one wait that the agents' request
-// deadline cannot cut short: plain_http.h). `listen` when it names one address; else the
-// first of `addresses` (the launcher's own name's, resolve_hosts) that the coordinator serves
-// there: IPv4 under 0.0.0.0, either under "::" (IPv6 bracketed), never a loopback one, which
-// would be each agent's own pod. None of them: `name`, as before.
+// deadline cannot cut short: plain_http.h). `listen` when it names one address (as given:
+// the coordinator serves nowhere else); else the first of `addresses` (the launcher's own
+// name's, resolve_hosts) that the coordinator serves: IPv4 under 0.0.0.0, either under "::"
+// (IPv6 bracketed), and of those never a loopback one, which would be each agent's own pod.
+// None of them: `name`, as before.
 std::string coordinator_address(const std::string& name, const std::vector<std::string>& addresses,
                                 const std::string& listen, int port);
 // After MPI stopped the job with no rank failing on its own: the first of `hosts` that no

@@ -5,7 +5,8 @@
 // start before that check has passed: each agent asks the coordinator (POST /v1/may-start)
 // and holds its rank until the answer is "start".
 //
-// Only hydra's agents ask (Job::agents_ask): a hydra proxy forks its ranks as soon as the
+// Only hydra's agents ask, and Open MPI's where mpirun does not start every daemon itself
+// through the relay (Job::agents_ask): a hydra proxy forks its ranks as soon as the
 // launch info reaches it, with no barrier across proxies (MPICH, src/pm/hydra/mpiexec/
 // pmiserv_cb.c, HYD_pmcd_pmiserv_proxy_init_cb sends it to each proxy as that one connects;
 // proxy/pmip_cb.c, handle_launch_procs). Open MPI holds its ranks itself: it starts a daemon on

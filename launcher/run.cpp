@@ -186,6 +186,8 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   auto ssh_verdict = [&](const std::vector<CheckRow>& rows) {
     preflight_steps.push_back({"ssh", ssh_beside->seconds()});
     ssh_beside.reset();
+    // A check cut short by a stop signal left hosts unchecked, with no row: that is no pass.
+    if (rows.empty() && stop_requested()) return coordinator.stop_gate("the launcher was stopped");
     if (rows.empty()) return coordinator.open_gate();
     Error failed = preflight_failed(rows);
     preflight_failure = Failure{static_cast<int>(failed.exit), failed.message, "PreflightFailed"};
@@ -217,6 +219,9 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
         spdlog::warn("{}; {}'s ssh makes its own connections", started.error().message, job.plan.launcher);
       }
     }
+    // Without the relay the daemons start over ssh of their own, without the check's verdict
+    // on their hosts: Open MPI's launch order then holds nothing, and the agents ask (job.h).
+    if (!relay) mpirun_env["TMPI_START_GATE"] = "true";
     ssh_beside.emplace(job, options.job.ssh_port, relay.get());
   }
   auto spawned = ProcessGroup::spawn(command, mpirun_env);

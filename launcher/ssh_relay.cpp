@@ -144,7 +144,13 @@ Expected<std::unique_ptr<SshRelay>> SshRelay::start(const std::vector<std::strin
     close(listener);
     return make_error(Exit::kOsErr, "ssh relay: no pipe: {}", std::strerror(error));
   }
-  return std::unique_ptr<SshRelay>(new SshRelay(std::move(dir), listener, wake, port, hosts));
+  std::unique_ptr<SshRelay> relay(new SshRelay(std::move(dir), listener, wake, port, hosts));
+  try {  // started here, so that a refused thread (the process limit) is an error, its fds closed
+    relay->acceptor_ = std::jthread([raw = relay.get()] { raw->accept_loop(); });
+  } catch (const std::system_error& e) {
+    return make_error(Exit::kOsErr, "ssh relay: no thread to accept on: {}", e.what());
+  }
+  return relay;
 }
 
 SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, std::array<int, 2> wake, int port,
@@ -160,11 +166,13 @@ SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, std::array<int
     auto [it, added] = short_names_.emplace(short_name, host);
     if (!added && it->second != host) it->second.clear();  // two hosts share it: ambiguous
   }
-  acceptor_ = std::jthread([this] { accept_loop(); });
 }
 
 SshRelay::~SshRelay() {
-  stop_ = true;
+  {
+    std::lock_guard lock(mutex_);  // a waiter between its test of stop_ and its wait is not missed
+    stop_ = true;
+  }
   changed_.notify_all();
   [[maybe_unused]] ssize_t woken = write(wake_[1], "x", 1);  // every poll below returns now
   if (acceptor_.joinable()) acceptor_.join();
@@ -261,6 +269,11 @@ void SshRelay::serve(int caller) {
     answer(caller, line);
     close(caller);
   };
+  if (!request && stop_) {  // cut short by the relay's end: not the caller's fault, and not counted
+    answer(caller, "fail the launcher is stopping");
+    close(caller);
+    return;
+  }
   if (!request) return finish("fail the request to the launcher's ssh relay was malformed", &Counts::failed);
   const SshCall& call = request->call;
   Slot* slot = nullptr;

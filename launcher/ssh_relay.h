@@ -94,7 +94,7 @@ class SshRelay {
   std::map<std::string, std::string> short_names_;  // "node-0" -> its full name; "" if two share it
   Counts counts_;
   std::vector<std::jthread> callers_;  // one per request, joined at destruction
-  std::jthread acceptor_;              // last: it starts once everything above exists
+  std::jthread acceptor_;              // started by start(), once everything above exists
 };
 
 }  // namespace tmpi::launch

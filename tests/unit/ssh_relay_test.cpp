@@ -183,17 +183,36 @@ TEST_F(RelayAnswers, AMalformedRequestIsRefusedAndAStoppingRelayLetsWaitersGo) {
   close(fd);
   // node-0 has no verdict yet: the request waits, until the relay goes.
   std::string socket_path = (*relay)->socket_path();
+  std::chrono::steady_clock::duration reset_took{};
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto r0 = std::chrono::steady_clock::now();
     relay->reset();
+    reset_took = std::chrono::steady_clock::now() - r0;
   });
   auto t0 = std::chrono::steady_clock::now();
   Ran ran = mpi_ssh(socket_path, {"node-0.job", "true"});
   stopper.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_LT(reset_took, std::chrono::milliseconds(100)) << "a waiter is told at once";
   EXPECT_EQ(ran.status, 255);
   EXPECT_NE(ran.err.find("mpi-ssh: node-0.job: "), std::string::npos) << ran.err;
   EXPECT_FALSE(std::filesystem::exists(socket_path)) << "the relay's folder outlived it";
+}
+
+// Its end is at once, not a poll slice (100 ms) later: the launcher's exit waits for it
+// (issue 13: about 50 ms of every launch). Five relays, each idle in its accept loop.
+TEST_F(RelayAnswers, ItsEndIsPrompt) {
+  std::chrono::steady_clock::duration longest{};
+  for (int i = 0; i < 5; ++i) {
+    auto relay = SshRelay::start({"node-0.job"}, 2222);
+    ASSERT_TRUE(relay) << relay.error().message;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the acceptor is in its poll
+    auto r0 = std::chrono::steady_clock::now();
+    relay->reset();
+    longest = std::max(longest, std::chrono::steady_clock::now() - r0);
+  }
+  EXPECT_LT(longest, std::chrono::milliseconds(50));
 }
 
 }  // namespace
