@@ -153,10 +153,16 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   // either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
   // that no gate will let go.
   job.start_gate = options.start_gate && !job.probe_placement;
-  job.agents_ask = job.start_gate && (hydra || job.topology.hosts.size() > kMpirunTreeRadix);
-  job.env["TMPI_START_GATE"] = job.agents_ask ? "true" : "false";
+  // A routing tree of the user's (OMPI_MCA_routed*, PRTE_MCA_routed*: another radix, binomial)
+  // may have daemons start others over their own ssh: then the agents ask too (job.h).
+  bool own_tree = false;
   std::vector<std::string> names;
-  for (const auto& [name, value] : current_environment()) names.push_back(name);
+  for (const auto& [name, value] : current_environment()) {
+    names.push_back(name);
+    own_tree = own_tree || name.starts_with("OMPI_MCA_routed") || name.starts_with("PRTE_MCA_routed");
+  }
+  job.agents_ask = job.start_gate && (hydra || own_tree || job.topology.hosts.size() > kMpirunTreeRadix);
+  job.env["TMPI_START_GATE"] = job.agents_ask ? "true" : "false";
   for (const auto& [name, value] : job.env) names.push_back(name);
   plan.env_names = forwarded_env(names, options.env, options.env_prefixes);
   // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.

@@ -33,9 +33,10 @@ struct Job {
   // and PRRTE's daemon callback: the citations are in rank_gate.h); mpirun starts each one
   // itself through the relay, which waits for that host's verdict (ssh_relay.h), as long as
   // its routing tree is one level: up to kMpirunTreeRadix hosts (past it, daemons start the
-  // rest over ssh of their own). There a daemon's start waits for its host's check, and the
-  // agents' 128 questions at 64 pods would cost the launch about 1 ms a pod (bench/README.md).
-  // run.cpp sets it again when the relay cannot start.
+  // rest over ssh of their own), and with no routing tree of the user's in the environment.
+  // There a daemon's start waits for its host's check, and the agents' 128 questions at 64
+  // pods would cost the launch about 1 ms a pod (bench/README.md). run.cpp sets it again when
+  // the relay cannot start.
   bool agents_ask = false;
 };
 

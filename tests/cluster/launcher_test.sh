@@ -27,6 +27,19 @@
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 # A job that does not end by itself (a node lost, a hang, a signal) is teardown_test.sh's.
 source "$(dirname "$0")/launcher_lib.sh"
+# The end of a launch (pid, its log in launcher.log) whose ssh check found node 1's sshd
+# (stopped: sshd_pid) silent: exit 69, the host named, no rank started, report.json's verdict.
+expect_check_refused() {
+  rc=0; wait "$pid" || rc=$?
+  kill -CONT "$sshd_pid"
+  out=$(cat "$CIB_DIR/launcher.log")
+  [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
+  expect_contains "$out" "${nodes[1]}.$sub" "the silent host is named"
+  expect_contains "$out" "preflight failed on 1 check(s); no rank was started" "the preflight's verdict"
+  ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started after the ssh check failed: $out"
+  [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.preflight | map(.name) | join(",")' "$report") == dns,ssh ]] ||
+    fail "report.json: $(jq -c '{exit, preflight}' "$report")"
+}
 # SIGSTOP to POD's sshd (sshd_pid): the kernel still takes connections, and nobody answers.
 stop_sshd() {
   sshd_pid=""  # sshd names its listener "sshd: /usr/sbin/sshd -D ... [listener] ..."
@@ -206,15 +219,7 @@ case $case_name in
     sleep 2  # the agents ask every 250 ms at most: a gate that let them go would have by now
     [[ $(agents) == 2 ]] || fail "the agents did not stay at the gate: $(job_leftovers)"
     ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started before the ssh check passed"
-    rc=0; wait "$pid" || rc=$?
-    kill -CONT "$sshd_pid"
-    out=$(cat "$CIB_DIR/launcher.log")
-    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
-    expect_contains "$out" "${nodes[1]}.$sub" "the silent host is named"
-    expect_contains "$out" "preflight failed on 1 check(s); no rank was started" "the preflight's verdict"
-    ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started after the ssh check failed: $out"
-    [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.preflight | map(.name) | join(",")' "$report") == dns,ssh ]] ||
-      fail "report.json: $(jq -c '{exit, preflight}' "$report")"
+    expect_check_refused
     row "an sshd that never answers the ssh check, which runs beside the launch" "exit 69, the host named; the ranks' agents waited at the start gate and never started them" "$(ms_since "$t0") ms to the launcher's exit (10 s: the handshake's deadline); agents held from $held_at ms"
     pass "the ranks wait at the start gate for the ssh check beside the launch, and do not start when it fails" ;;
   gate-holds-openmpi)
@@ -237,13 +242,7 @@ case $case_name in
       ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started before the ssh check passed"
       sleep 0.1
     done
-    rc=0; wait "$pid" || rc=$?
-    kill -CONT "$sshd_pid"
-    out=$(cat "$CIB_DIR/launcher.log")
-    [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
-    expect_contains "$out" "${nodes[1]}.$sub" "the silent host is named"
-    expect_contains "$out" "preflight failed on 1 check(s); no rank was started" "the preflight's verdict"
-    ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started after the ssh check failed: $out"
+    expect_check_refused
     row "the same under Open MPI (its agents ask no gate)" "exit 69, the host named; node 0's daemon ran, and no agent or rank started (Open MPI waits for every daemon)" "$(ms_since "$t0") ms to the launcher's exit; node 0's daemon up from $held_at ms"
     pass "under Open MPI no rank starts before every daemon, each over the checked ssh, is up: exit 69" ;;
   ssh-refused)
@@ -308,6 +307,11 @@ case $case_name in
       done
       expect_contains "$out" "ssh relay: 2 command(s) ran over the check's connections, 0 went to ssh, 0 failed" "$mpi: the relay's count"
     done
+    # A routing tree of the user's may have daemons start others over ssh of their own: the
+    # agents ask the gate then, under Open MPI too.
+    rc=0; out=$(status_env+=(OMPI_MCA_routed_radix=64) && launch --wait none --mpi openmpi -- sh -c 'echo "rank $RANK: gate $TMPI_START_GATE"' 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "Open MPI with a radix set: exit $rc: $out"
+    for rank in 0 1 2 3; do expect_contains "$out" "rank $rank: gate true" "a routing tree of the user's: rank $rank's gate"; done
     relayed_ms=$(ms_since "$t0")
     rm -f "$CIB_DIR/stub/used"
     rc=0; out=$(launch --wait none --ssh-check before -- true 2>&1) || rc=$?
