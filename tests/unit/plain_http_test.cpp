@@ -66,8 +66,8 @@ class OneAnswer {
       seen.append(buffer, static_cast<std::size_t>(got));
     }
     std::string line = seen.substr(0, seen.find("\r\n"));
-    std::string answer =
-        "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(line.size()) + "\r\nConnection: close\r\n\r\n" + line;
+    std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(line.size()) +
+                         "\r\nConnection: close\r\n\r\n" + line;
     [[maybe_unused]] ssize_t sent = write(peer, answer.data(), answer.size());
     close(peer);
   }
