@@ -16,9 +16,10 @@
 // all), and launches no rank before every daemon has reported (orte_plm_base_daemon_callback,
 // num_reported == num_procs before DAEMONS_REPORTED, then VM_READY ... LAUNCH_APPS in
 // orte/mca/state/hnp/state_hnp.c; PRRTE's progress_daemons and src/mca/state/dvm). Each daemon
-// starts over ssh with the job key and the pinned host key, through the relay, which waits for
-// that host's verdict (ssh_relay.h), or over ssh itself with the same options: its start is
-// its host's check. tests/cluster/launcher_test.sh has both (gate-holds, gate-holds-openmpi).
+// starts through the relay, which waits for that host's verdict (ssh_relay.h): no daemon, so
+// no rank, before its host's check has passed. Where a daemon may start over ssh of its own
+// (no relay, a deeper routing tree) the agents ask, as under hydra (job.h). Tests:
+// tests/cluster/launcher_test.sh, gate-holds and gate-holds-openmpi.
 //
 // The agent keeps asking while the answer is "wait", with backoff and jitter (10 ms, up to
 // 250 ms), since the ssh check usually ends before mpirun has started a single rank. What it
