@@ -37,7 +37,7 @@ const std::string& ssh_login_user();
 
 // `private_key` is the job key's text; its public half is the expected host key. With
 // `keep`, a session that passed is moved there, connected and authenticated, for the
-// launcher's relay (launcher/ssh_relay.h) to run mpirun's daemons over; else it is closed.
+// launcher's relay (ssh/relay.h) to run mpirun's daemons over; else it is closed.
 SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, SshSessionPtr* keep = nullptr);
 
 }  // namespace tmpi

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/json_fields.h"
-#include "launcher/process.h"
+#include "common/process.h"
 
 namespace tmpi::launch {
 

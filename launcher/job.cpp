@@ -9,12 +9,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/agent.h"
+#include "agent/placement.h"
 #include "common/files.h"
 #include "common/job_key.h"
 #include "common/params.h"
-#include "launcher/process.h"
-#include "launcher/rank_agent.h"
-#include "launcher/rank_placement.h"
+#include "common/process.h"
 
 namespace tmpi::launch {
 
@@ -41,7 +41,7 @@ Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program
     // In the image, the first mpirun on PATH is the hand-off to this launcher
     // (launcher/mpirun_handoff.sh, installed beside it): run the MPI's own mpirun behind it.
     // Through the hand-off's bash, the ranks lost PATH under MPICH: bash reorders the
-    // environment, and hydra drops whichever variable comes last (process.cpp).
+    // environment, and hydra drops whichever variable comes last (common/process.cpp).
     // Elsewhere the name stays bare: Open MPI takes an absolute mpirun as its --prefix.
     program = "mpirun";
     std::error_code error;
@@ -104,7 +104,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
                       "-o", "KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
                       "-o", "LogLevel=ERROR"};
   // mpi-ssh, installed beside the launcher, is ssh itself unless a launch names its relay
-  // (ssh_relay.h); an absolute path, since MPI looks its agent up on PATH otherwise.
+  // (ssh/relay.h); an absolute path, since MPI looks its agent up on PATH otherwise.
   if (std::string agent = beside_self("mpi-ssh"); !agent.empty()) plan.ssh_agent = agent;
   if (hydra) {
     // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them. It
@@ -130,7 +130,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
-  // Each agent checks its own host before it starts its rank (rank_placement.h).
+  // Each agent checks its own host before it starts its rank (agent/placement.h).
   job.probe_placement = options.placement == "probe";
   if (options.placement != "none") {
     std::vector<std::string> order;
@@ -149,7 +149,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
   // there, could not report which rank failed.
   if (options.ssh_dir_given) job.env["TMPI_SSH_DIR"] = options.ssh_dir;
-  // The ssh step beside the launch, and the start gate (rank_gate.h): said to the agents
+  // The ssh step beside the launch, and the start gate (agent/gate.h): said to the agents
   // either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
   // that no gate will let go.
   job.start_gate = options.start_gate && !job.probe_placement;

@@ -22,7 +22,7 @@ struct Job {
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
   std::shared_ptr<ScratchDir> scratch;     // hydra's ssh wrapper lives here; removed with the job
   // The preflight runs the placement probe job: --placement probe, or too many hosts to pass
-  // their names to the agents (rank_placement.h).
+  // their names to the agents (agent/placement.h).
   bool probe_placement = false;
   // The ssh step runs beside the launch (JobOptions::start_gate), and no rank starts before
   // it passed: held by its agent at the start gate, or by the MPI's own launch order.
@@ -30,8 +30,8 @@ struct Job {
   // The agents ask the start gate (TMPI_START_GATE=true): under hydra, or where a daemon may
   // start without the check's verdict on its host. Open MPI 4 and 5 start a daemon on every
   // host of the hostfile, and launch no rank before every daemon has reported back (ORTE's
-  // and PRRTE's daemon callback: the citations are in rank_gate.h); mpirun starts each one
-  // itself through the relay, which waits for that host's verdict (ssh_relay.h), as long as
+  // and PRRTE's daemon callback: the citations are in agent/gate.h); mpirun starts each one
+  // itself through the relay, which waits for that host's verdict (ssh/relay.h), as long as
   // its routing tree is one level: up to kMpirunTreeRadix hosts (past it, daemons start the
   // rest over ssh of their own), and with no routing tree of the user's in the environment.
   // There a daemon's start waits for its host's check, and the agents' 128 questions at 64
@@ -65,7 +65,7 @@ struct JobOptions {
   std::string placement = "agents";                           // agents | probe | none
   // The preflight's ssh step may run beside the launch (--ssh-check beside, and nothing else
   // in the preflight runs an MPI job: no probe, no fabric check; run.cpp); the ranks' agents
-  // then pass the start gate (rank_gate.h). prepare_job keeps it only with no placement probe.
+  // then pass the start gate (agent/gate.h). prepare_job keeps it only with no placement probe.
   bool start_gate = false;
 };
 

@@ -37,7 +37,7 @@ struct Shared {
   std::optional<Failure> failure;    // the first rank that failed on its own, or a lost host
   std::optional<Failure> secondary;  // the first rank that was killed by a signal
   int started = 0, exited = 0, failed = 0;
-  // Ranks whose agents found them on another host than the hostfile's (rank_placement.h):
+  // Ranks whose agents found them on another host than the hostfile's (agent/placement.h):
   // the preflight's table, printed once the job is stopped; kMaxMisplacedRows of them, and a count.
   std::vector<CheckRow> misplaced;
   int misplaced_count = 0;
@@ -109,7 +109,7 @@ class JobRendezvous {
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
   }
-  // The start gate's decision (rank_gate.h), once the ssh check beside the launch has ended.
+  // The start gate's decision (agent/gate.h), once the ssh check beside the launch has ended.
   void open_gate() {
     boost::asio::post(io_, [this] { service_->engine().open_gate(); });
   }

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/agent.h"
+#include "agent/options.h"
 #include "common/cli.h"
 #include "common/files.h"
 #include "common/json_fields.h"
@@ -21,8 +23,6 @@
 #include "common/plain_http.h"
 #include "launcher/job.h"
 #include "launcher/options.h"
-#include "launcher/rank_agent.h"
-#include "launcher/rank_options.h"
 #include "launcher/run.h"
 
 namespace tmpi::launch {

@@ -38,7 +38,7 @@ struct LaunchPlan {
   std::string hostfile;  // in the flavour's dialect
   int np = 1;
   std::string ssh_wrapper;  // an executable that runs ssh with the options below (hydra)
-  // What MPI runs as ssh: mpi-ssh where it is installed beside the launcher (ssh_main.cpp: the
+  // What MPI runs as ssh: mpi-ssh where it is installed beside the launcher (ssh/main.cpp: the
   // real ssh, unless the launch's environment names an ssh relay), else ssh.
   std::string ssh_agent = "ssh";
   std::vector<std::string> ssh_options;  // -p 2222 -i KEY -o UserKnownHostsFile=... ...

@@ -2,7 +2,7 @@
 // included, Trainer #3783), and every sshd accepts the job key with the pinned host key (in
 // parallel, with bounded concurrency). Where ranks land (Open MPI 5 running every rank on the
 // launcher, Trainer #4028) is checked by each rank's agent as the job starts
-// (rank_placement.h); `--placement probe` adds the old check, a tiny MPI job before the real
+// (agent/placement.h); `--placement probe` adds the old check, a tiny MPI job before the real
 // one, which `mpi-launcher check` always runs. Failures are rows of a table: host, check, reason.
 #pragma once
 
@@ -55,7 +55,7 @@ std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
                                           const std::string& private_key, Millis budget = kLostHostBudget,
                                           const GiveUp& stop = {});
 // Each host's verdict as soon as it is known, from the worker that reached it: the session
-// that passed (for the ssh relay, ssh_relay.h), or none and the problem.
+// that passed (for the ssh relay, ssh/relay.h), or none and the problem.
 using SshOutcome =
     std::function<void(const std::string& host, SshSessionPtr session, const std::string& problem)>;
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,

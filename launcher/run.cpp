@@ -18,6 +18,7 @@
 
 #include "common/files.h"
 #include "common/json_fields.h"
+#include "common/process.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
 #include "launcher/failure.h"
@@ -25,12 +26,11 @@
 #include "launcher/job_events.h"
 #include "launcher/job_rendezvous.h"
 #include "launcher/preflight.h"
-#include "launcher/process.h"
 #include "launcher/run_steps.h"
-#include "launcher/ssh_call.h"
-#include "launcher/ssh_relay.h"
 #include "launcher/status_feed.h"
 #include "rendezvous/coordinator_service.h"
+#include "ssh/call.h"
+#include "ssh/relay.h"
 
 namespace tmpi::launch {
 
@@ -42,7 +42,7 @@ constexpr Millis kDaemonsEnd(5000);     // after mpirun's exit, for its daemons 
 constexpr Millis kMpirunLinger(10000);  // mpirun's time to exit after every rank reported its exit 0
 
 // mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
-// report (see rank_agent.cpp): it is listed from mpirun's status, on the host the
+// report (see agent/agent.cpp): it is listed from mpirun's status, on the host the
 // hostfile gave it, with "reported": false and no duration.
 void record_clean_exits(json& ranks, const std::vector<std::string>& placement) {
   std::set<int> heard;
@@ -99,7 +99,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   if (user_command.empty())
     return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
   auto t0 = Clock::now();
-  adopt_orphans();  // what mpirun leaves behind is ours to end (process.h)
+  adopt_orphans();  // what mpirun leaves behind is ours to end (common/process.h)
   std::vector<Phase> phases, preflight_steps;
   auto phase_done = [&](const char* name, Clock::time_point since) {
     phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
@@ -179,7 +179,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   // The ssh step beside the launch (run_steps.h): its verdict opens the agents' start gate,
   // or stops the job, as its failure before the launch would have (exit 69, the table). The
   // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
-  // Declared first, so that it outlives the check that hands it sessions (ssh_relay.h).
+  // Declared first, so that it outlives the check that hands it sessions (ssh/relay.h).
   std::unique_ptr<SshRelay> relay;
   std::optional<SshCheckBeside> ssh_beside;
   std::optional<Failure> preflight_failure;
@@ -210,7 +210,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   mpirun_env["TMPI_COORDINATOR"] =
       coordinator_address(job.launcher_name, own, options.listen_address, options.job.rendezvous_port);
   if (job.start_gate) {
-    // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh_relay.h).
+    // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
     if (job.plan.ssh_agent != "ssh") {
       if (auto started = SshRelay::start(host_names, options.job.ssh_port)) {
         relay = std::move(*started);
@@ -292,7 +292,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   phase_done("job", since);
   if (ssh_beside) ssh_verdict(ssh_beside->wait());  // mpirun ended first: its verdict still decides
   // mpirun, stopped, may exit before its daemons have ended their ranks: they are waited for
-  // (ssh_relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
+  // (ssh/relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
   // will answer, and the report would wait for nothing).
   bool unreachable = failure && (failure->event == "HostLost" || failure->event == "PreflightFailed");
   if (relay && !unreachable && !relay->wait_idle(kDaemonsEnd))

@@ -8,9 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/process.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
-#include "launcher/process.h"
 
 namespace tmpi::launch {
 

@@ -6,7 +6,7 @@
 // The preflight's ssh step runs in one of two places (--ssh-check): before the launch, in
 // preflight(), or beside it (the default, when no other step of the preflight is an MPI job:
 // Job::start_gate), on a thread of its own (SshCheckBeside), while mpirun starts its daemons
-// and the ranks' agents wait at the start gate (rank_gate.h) for its verdict. Either way no
+// and the ranks' agents wait at the start gate (agent/gate.h) for its verdict. Either way no
 // rank starts before every sshd has accepted the job key; beside the launch, the handshakes
 // cost the job no wall time of their own while mpirun's daemon start takes longer (issue 13:
 // at 64 pods the ssh step was 0.9 s of a 5 s launch).
@@ -25,7 +25,7 @@
 #include "launcher/job_rendezvous.h"
 #include "launcher/options.h"
 #include "launcher/preflight.h"
-#include "launcher/ssh_relay.h"
+#include "ssh/relay.h"
 
 namespace tmpi::launch {
 
@@ -47,7 +47,7 @@ nlohmann::json phases_json(const std::vector<Phase>& phases);
 Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared);
 
 // DNS, ssh (unless it runs beside the launch: job.start_gate), the placement probe (when
-// the job asks for it: the agents check placement themselves, rank_placement.h), then the
+// the job asks for it: the agents check placement themselves, agent/placement.h), then the
 // fabric check (--check); `fabric` gets nccl-check's report; `steps` the time of each step
 // (report.json's "preflight"), so that a slow preflight says which step is slow; `addresses`
 // every name's addresses, as the DNS step found them.
@@ -63,7 +63,7 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUna
 // rows once, by poll() or wait(); it must not move while it runs (hold it in an optional).
 class SshCheckBeside {
  public:
-  // With a `relay`, each host's verdict goes to it as soon as it is known (ssh_relay.h); the
+  // With a `relay`, each host's verdict goes to it as soon as it is known (ssh/relay.h); the
   // relay must outlive the check.
   SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay = nullptr);
   // The rows if the check has ended (empty: every sshd passed), else nullopt.

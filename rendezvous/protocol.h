@@ -67,7 +67,7 @@ struct Leave {
 };
 
 // event: "start", "exit", or "misplaced": the agent found itself on another host than the
-// hostfile gives its rank, and did not start it (launcher/rank_placement.h); `expected` is
+// hostfile gives its rank, and did not start it (agent/placement.h); `expected` is
 // that host, and code is 69.
 struct RankReport {
   int rank = -1;

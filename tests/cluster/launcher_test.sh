@@ -180,7 +180,7 @@ case $case_name in
     expect_contains "$out" "bad input on rank 1" "the rank's stderr tail"
     (( SECONDS - t0 < 20 )) || fail "the teardown took $((SECONDS - t0)) s"
     # mpirun, stopped, exits before its daemons have ended their ranks; the launcher waits for
-    # them (ssh_relay.h, wait_idle): without that they ran on up to 2 s after its exit.
+    # them (ssh/relay.h, wait_idle): without that they ran on up to 2 s after its exit.
     sleep 0.5; left=$(job_leftovers); [[ -z $left ]] || fail "processes left behind 0.5 s after the launcher's exit: $left"
     # The rank's own code, passed through, and report.json says it is the job's.
     [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "3 job job false" ]] ||
@@ -284,7 +284,7 @@ case $case_name in
   ssh-relay)
     # At the defaults the ssh check runs beside the launch and keeps its connections, and MPI's
     # ssh is mpi-ssh, which runs each daemon over the check's connection to its host
-    # (launcher/ssh_relay.h). An `ssh` first on PATH that records its use and fails shows
+    # (ssh/relay.h). An `ssh` first on PATH that records its use and fails shows
     # that nothing else connected: Open MPI's job and MPICH's both pass, each rank where the
     # hostfile puts it, and the stub never ran. (Open MPI asks for a node by its short name,
     # train-node-0-0, which the relay matches to the check's train-node-0-0.train.) With the ssh step before the launch (no relay)
@@ -382,7 +382,7 @@ case $case_name in
           in_pod "$launcher" env SHELL=/bin/bash "$L" shell --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "shell: $out"
     expect_contains "$out" "trainer-mpi shell: 2 hosts, 4 slots" "shell banner"
     expect_contains "$out" "command: mpirun --hostfile $ETC_MPI/hostfile -np 4" "the shell's environment"
-    # No launcher holds a start gate for a command typed in that shell (rank_gate.h).
+    # No launcher holds a start gate for a command typed in that shell (agent/gate.h).
     expect_contains "$out" "start gate: false" "the shell's agents do not wait for a gate"
     pass "--dry-run, --env-prefix, check, hosts and shell" ;;
   *) fail "unknown case $case_name" ;;

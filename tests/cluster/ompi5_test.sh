@@ -41,7 +41,7 @@ out=$(in_pod "$launcher" chroot "$root" env LD_LIBRARY_PATH="$libs" "$TMPI_BUILD
 echo "$out"
 expect_contains "$out" "launching 4 ranks (openmpi5)" "Open MPI 5 detected"
 expect_contains "$out" "--prtemca plm_ssh_agent $TMPI_BUILD_DIR/bin/mpi-ssh" "PRRTE parameters"
-# prterun's daemons started over the ssh check's connections (launcher/ssh_relay.h).
+# prterun's daemons started over the ssh check's connections (ssh/relay.h).
 expect_contains "$out" "ssh relay: 2 command(s) ran over the check's connections, 0 went to ssh, 0 failed" "the relay"
 expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
 for rank in 0 1; do expect_contains "$out" "rank $rank/4 on ${nodes[0]}" "placement"; done

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "launcher/preflight.h"
-#include "launcher/ssh_relay.h"
+#include "ssh/relay.h"
 
 int main(int argc, char** argv) {
   using namespace tmpi::launch;

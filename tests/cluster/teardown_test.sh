@@ -38,7 +38,7 @@ case $case_name in
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
     # Every rank runs, and its agent has had 3 s to report its start (due 2 s after it began;
     # it beats from then on). An agent cut off before the coordinator ever answered it keeps
-    # its rank (rank_agent.cpp, orphaned()): the partition must come after that first answer.
+    # its rank (agent/agent.cpp, orphaned()): the partition must come after that first answer.
     wait_ranks "$(date +%s%N)" 0 "${nodes[@]}"
     sleep 3
     t0=$(date +%s.%N)

@@ -1,7 +1,7 @@
 // A watch on the allocator, for the fork-safety tests (spawn_test.cpp): while it is on, a
 // process forked from the watching one that allocates ends at once with kAllocatedInChild.
 // A child that allocates between fork() and exec() can hang forever when its parent has
-// threads (launcher/exec_plan.h); that hang is rare, this exit is certain.
+// threads (common/exec_plan.h); that hang is rare, this exit is certain.
 //
 // Under AddressSanitizer the watch is its malloc hook; in other builds this test binary
 // stands in for glibc's malloc family (each forwards to glibc's own, __libc_malloc …).

@@ -12,11 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/agent.h"
+#include "common/process.h"
 #include "launcher/failure.h"
 #include "launcher/mpi_command.h"
 #include "launcher/options.h"
-#include "launcher/process.h"
-#include "launcher/rank_agent.h"
 
 namespace tmpi::launch {
 namespace {
@@ -127,7 +127,7 @@ TEST(MpiCommand, ForwardsDefaultsNamesAndPrefixes) {
   // could not report which rank failed; and TMPI_BEAT_INTERVAL, or they would beat at their
   // default while the coordinator counts --lost-after against the launcher's.
   // TMPI_LOST_AFTER: an agent cut off gives up on the coordinator as late as it gives up on it.
-  // TMPI_RANK_HOSTS: without it no agent can check where it runs (rank_placement.h).
+  // TMPI_RANK_HOSTS: without it no agent can check where it runs (agent/placement.h).
   // TMPI_START_GATE: without it the agents would start their ranks before the ssh check passed.
   EXPECT_EQ(names, (std::vector<std::string>{"GLOO_SOCKET_IFNAME", "HF_HOME", "LD_LIBRARY_PATH", "MY_A",
                                              "MY_B", "NCCL_IB_HCA", "PATH", "TMPI_BEAT_INTERVAL",

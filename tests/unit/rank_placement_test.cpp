@@ -1,8 +1,6 @@
-// The rank agent's own placement check (launcher/rank_placement.h): where the layout puts a
+// The rank agent's own placement check (agent/placement.h): where the layout puts a
 // rank, when an agent counts itself misplaced, and that a misplaced agent never starts its
 // rank but exits 69.
-#include "launcher/rank_placement.h"
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,7 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rank_agent.h"
+#include "agent/agent.h"
+#include "agent/placement.h"
 
 namespace tmpi::launch {
 namespace {

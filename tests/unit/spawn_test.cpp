@@ -1,4 +1,4 @@
-// The launcher's and the rank agent's children are fork-safe (launcher/exec_plan.h): between
+// The launcher's and the rank agent's children are fork-safe (common/exec_plan.h): between
 // fork() and exec() the child allocates nothing, so a lock that another thread held at the
 // fork cannot hang it. An allocation there is made certain to show: under the watch
 // (alloc_watch.h) it ends the child with exit 99 at once, where it would hang only rarely.
@@ -17,9 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/agent.h"
 #include "alloc_watch.h"
-#include "launcher/process.h"
-#include "launcher/rank_agent.h"
+#include "common/process.h"
 
 namespace tmpi::launch {
 namespace {

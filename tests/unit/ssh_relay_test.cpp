@@ -3,8 +3,6 @@
 // command (a host it does not hold, a host the check refused, another port, a malformed
 // request, a relay that stops while a request waits). The relayed command itself, over a
 // real sshd, is the cluster tests' (cluster.launcher.ssh-relay, and every default launch).
-#include "launcher/ssh_relay.h"
-
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -18,7 +16,8 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/ssh_call.h"
+#include "ssh/call.h"
+#include "ssh/relay.h"
 
 namespace tmpi::launch {
 namespace {

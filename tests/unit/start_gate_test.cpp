@@ -1,4 +1,4 @@
-// The start gate (launcher/rank_gate.h): the request's shape and proof, the coordinator's
+// The start gate (agent/gate.h): the request's shape and proof, the coordinator's
 // answers as the launcher decides (wait, start, stop with the reason), and the rank agent's
 // side against a real coordinator on 127.0.0.1: it holds while the answer is "wait", starts
 // or stops on the launcher's word, gives up on a launcher that answered and then fell silent,
@@ -16,9 +16,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/gate.h"
 #include "common/json_fields.h"
 #include "common/proof.h"
-#include "launcher/rank_gate.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/protocol.h"
 

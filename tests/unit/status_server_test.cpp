@@ -70,7 +70,7 @@ class FakeStatusServer : public ::testing::Test {
                                      "--state",      path("state")};
     argv.insert(argv.end(), switches.begin(), switches.end());
     // Built before the fork: the autopilot's thread runs, and a child may not allocate
-    // (launcher/exec_plan.h).
+    // (common/exec_plan.h).
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);

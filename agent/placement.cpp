@@ -1,6 +1,6 @@
-// See rank_placement.h. Pure functions of the environment and the host name, so that every
+// See agent/placement.h. Pure functions of the environment and the host name, so that every
 // case (a wrapped layout, a short list, a name with or without its domain) is unit-tested.
-#include "launcher/rank_placement.h"
+#include "agent/placement.h"
 
 #include <cstdio>
 #include <sstream>

@@ -45,10 +45,10 @@ struct RankAgentOptions {
   // The coordinator counts a host lost after this long without a beat, and ends the job. An
   // agent that reached the coordinator once, then hears nothing for this long and one beat
   // more, is on the far side of a partition (or the launcher is gone): it ends its rank,
-  // which nobody can stop any more, and exits 75 (rank_agent.cpp, orphaned()).
+  // which nobody can stop any more, and exits 75 (agent/agent.cpp, orphaned()).
   Millis lost_after{15000};
   // Ask the coordinator before the rank starts, and hold it until the answer is "start"
-  // (TMPI_START_GATE, set by the launcher when its ssh check runs beside the launch: rank_gate.h).
+  // (TMPI_START_GATE, set by the launcher when its ssh check runs beside the launch: agent/gate.h).
   bool start_gate = false;
 };
 
@@ -56,7 +56,7 @@ struct RankAgentOptions {
 int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,
              const std::vector<std::string>& command);
 
-// What `mpi-rank -- CMD` and `mpi-launcher rank -- CMD` are told (rank_options.h reads it
+// What `mpi-rank -- CMD` and `mpi-launcher rank -- CMD` are told (agent/options.h reads it
 // from the parameters): the agent's options, and where to look for the job key.
 struct RankCommandOptions {
   RankAgentOptions agent;  // its private_key is found by rank_command

@@ -3,10 +3,10 @@
 // mpirun, prterun and hydra start their daemons with `<agent> [ssh options] HOST CMD...`,
 // where the agent is ssh (Open MPI's plm_rsh_module.c: the agent's argv, then plm_rsh_args
 // split on spaces, then the node's name, then the daemon's command; its stdin /dev/null). In
-// a launch with the ssh check beside it, the agent is mpi-ssh (ssh_main.cpp), which reads
+// a launch with the ssh check beside it, the agent is mpi-ssh (ssh/main.cpp), which reads
 // that same command line in OpenSSH's grammar (ssh(1): the options before the host, each
 // with or without an argument; the command's words joined by spaces, for the remote shell)
-// and hands it to the relay (ssh_relay.h), which runs it over the check's own connection.
+// and hands it to the relay (ssh/relay.h), which runs it over the check's own connection.
 //
 // Only what the relay can honour is relayed: a port, a user and the ssh options the
 // launcher itself gives (-F -i -o -x -q -T -n ...). Anything else (a forwarding, a tty, a

@@ -3,11 +3,11 @@
 // libc (see tmpi_common_lean), and does only what `mpi-launcher rank` does.
 #include <iostream>
 
+#include "agent/agent.h"
+#include "agent/options.h"
 #include "common/cli.h"
 #include "common/log.h"
 #include "common/params.h"
-#include "launcher/rank_agent.h"
-#include "launcher/rank_options.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // mpi-ssh: the ssh that MPI runs to start its daemons, in a launch with the ssh check beside
-// it. It asks the launcher's relay (ssh_relay.h; the socket named by TMPI_SSH_RELAY) to run
+// it. It asks the launcher's relay (ssh/relay.h; the socket named by TMPI_SSH_RELAY) to run
 // the command over the check's connection to that host, hands the relay its stdin, stdout
 // and stderr, and exits with the remote command's status, as ssh would. Where the relay
 // cannot serve it (no relay, an option it does not honour, a host it does not hold), it
@@ -7,7 +7,7 @@
 //
 // MPI starts one of these per host and may kill it (SIGTERM) when it tears the job down:
 // the relay sees its socket close and closes the channel, as sshd sees a killed ssh's
-// connection close. Small on purpose: libc and the request's format (ssh_call.h), nothing
+// connection close. Small on purpose: libc and the request's format (ssh/call.h), nothing
 // else, since it starts once per daemon.
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/asan_options.h"  // a sanitized mpi-ssh under a pod's LD_PRELOAD
-#include "launcher/ssh_call.h"
+#include "ssh/call.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// See ssh_call.h. OpenSSH's options (ssh(1), OpenSSH 9.2 in Debian 12), as the relay sees them:
+// See ssh/call.h. OpenSSH's options (ssh(1), OpenSSH 9.2 in Debian 12), as the relay sees them:
 //   ignored, since the relay's connection already is what they ask for or they change nothing
 //   it does:  -1 -2 -4 -6 -a -C -g -k -K -n -q -T -x -y, and -c -E -F -i -m with their argument
 //   read:     -l USER, -p PORT, -o Port=/User=, and the -o keys in kIgnoredOptions
 //   anything else (-A -f -G -L -M -N -R -s -t -v -V -W -X -Y, -B -D -I -J -O -P -Q -S -w -b -e,
 //   another -o key, an ssh:// address): the real ssh runs it.
-#include "launcher/ssh_call.h"
+#include "ssh/call.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,8 +1,8 @@
-// See ssh_channel.h. libssh in non-blocking mode: every call returns at once (SSH_AGAIN when
+// See ssh/channel.h. libssh in non-blocking mode: every call returns at once (SSH_AGAIN when
 // it would wait), and ssh_channel_read_nonblocking() both reads the socket and dispatches
 // what came (window adjustments, exit-status, EOF, close), so the loop calls it after every
 // poll, whether or not the socket was readable: libssh may hold data it has already read.
-#include "launcher/ssh_channel.h"
+#include "ssh/channel.h"
 
 #include <poll.h>
 #include <unistd.h>

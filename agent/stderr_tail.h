@@ -1,5 +1,5 @@
 // The last lines of a rank's stderr, which the rank agent passes through and keeps for its
-// exit report (rank_agent.cpp). A class of its own so that its bounds are read in one place.
+// exit report (agent/agent.cpp). A class of its own so that its bounds are read in one place.
 #pragma once
 
 #include <unistd.h>

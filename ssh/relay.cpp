@@ -1,9 +1,9 @@
-// See ssh_relay.h. One acceptor thread polls the socket and the wake pipe (written at
+// See ssh/relay.h. One acceptor thread polls the socket and the wake pipe (written at
 // destruction, so that every thread ends at once); each request gets a thread of its own,
 // which reads it (5 s at most), waits for its host's verdict, runs the command
-// (ssh_channel.h) and answers one line. A host's session serves one command at a time:
+// (ssh/channel.h) and answers one line. A host's session serves one command at a time:
 // libssh sessions are not for two threads at once.
-#include "launcher/ssh_relay.h"
+#include "ssh/relay.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -20,8 +20,8 @@
 
 #include "common/backoff.h"
 #include "common/utf8.h"
-#include "launcher/ssh_call.h"
-#include "launcher/ssh_channel.h"
+#include "ssh/call.h"
+#include "ssh/channel.h"
 
 namespace tmpi::launch {
 

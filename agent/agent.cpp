@@ -1,7 +1,7 @@
-// See rank_agent.h. The agent outlives nothing: PR_SET_PDEATHSIG ties it to the MPI daemon
+// See agent/agent.h. The agent outlives nothing: PR_SET_PDEATHSIG ties it to the MPI daemon
 // that started it, and the command to the agent, so that a daemon killed in a teardown
 // leaves no rank behind on its node.
-#include "launcher/rank_agent.h"
+#include "agent/agent.h"
 
 #include <poll.h>
 #include <sys/prctl.h>
@@ -22,17 +22,17 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/gate.h"
+#include "agent/placement.h"
+#include "agent/stderr_tail.h"
+#include "common/exec_plan.h"
 #include "common/job_key.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "common/plain_http.h"
+#include "common/process.h"
 #include "common/proof.h"
 #include "common/utf8.h"
-#include "launcher/exec_plan.h"
-#include "launcher/process.h"
-#include "launcher/rank_gate.h"
-#include "launcher/rank_placement.h"
-#include "launcher/stderr_tail.h"
 #include "rendezvous/protocol.h"
 
 namespace tmpi::launch {
@@ -112,7 +112,7 @@ bool orphaned(const RankAgentOptions& options, std::optional<Clock::time_point> 
   return last_contact && Clock::now() - *last_contact >= options.lost_after + options.beat_interval;
 }
 
-// A rank on another host than the hostfile gives it is not started (rank_placement.h): it
+// A rank on another host than the hostfile gives it is not started (agent/placement.h): it
 // is said on stderr, where a person running mpirun by hand sees it, and reported, so that the
 // launcher stops the job and names the rank, where it ran and where it belonged.
 int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, const Misplacement& wrong) {
@@ -131,7 +131,7 @@ int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, co
   return static_cast<int>(Exit::kUnavailable);
 }
 
-// Asks the launcher whether the rank may start (rank_gate.h): 0 when it may, else the agent's
+// Asks the launcher whether the rank may start (agent/gate.h): 0 when it may, else the agent's
 // exit code, with the reason on stderr, where mpirun passes it on to the launcher's log.
 int pass_start_gate(const RankAgentOptions& options, const RankIdentity& id) {
   GateVerdict verdict = wait_for_start(options, id.rank, hostname());
@@ -229,7 +229,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   }
   if (auto wrong = misplaced(id->rank, env, hostname())) return refuse_misplaced(options, *id, *wrong);
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // the MPI daemon died: stop this rank
-  // The start gate (rank_gate.h) is passed before the forwarded signals are caught: a SIGTERM
+  // The start gate (agent/gate.h) is passed before the forwarded signals are caught: a SIGTERM
   // while the agent waits (mpirun stopped after a failed preflight) ends it at once.
   if (options.start_gate && !options.coordinator.empty()) {
     if (int refused = pass_start_gate(options, *id); refused != 0) return refused;
@@ -241,7 +241,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
   auto start = Clock::now();
-  // Built before the fork: the child only execs (exec_plan.h).
+  // Built before the fork: the child only execs (common/exec_plan.h).
   const ExecPlan plan(command, torch_env(*id, options.master_addr, options.master_port));
   pid_t child = fork();
   if (child < 0) {

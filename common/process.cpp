@@ -1,5 +1,5 @@
 // See process.h.
-#include "launcher/process.h"
+#include "common/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/exec_plan.h"
+#include "common/exec_plan.h"
 
 namespace tmpi::launch {
 

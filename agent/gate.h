@@ -16,14 +16,14 @@
 // all), and launches no rank before every daemon has reported (orte_plm_base_daemon_callback,
 // num_reported == num_procs before DAEMONS_REPORTED, then VM_READY ... LAUNCH_APPS in
 // orte/mca/state/hnp/state_hnp.c; PRRTE's progress_daemons and src/mca/state/dvm). Each daemon
-// starts through the relay, which waits for that host's verdict (ssh_relay.h): no daemon, so
+// starts through the relay, which waits for that host's verdict (ssh/relay.h): no daemon, so
 // no rank, before its host's check has passed. Where a daemon may start over ssh of its own
 // (no relay, a deeper routing tree) the agents ask, as under hydra (job.h). Tests:
 // tests/cluster/launcher_test.sh, gate-holds and gate-holds-openmpi.
 //
 // The agent keeps asking while the answer is "wait", with backoff and jitter (10 ms, up to
 // 250 ms), since the ssh check usually ends before mpirun has started a single rank. What it
-// does when the answers stop, decided as for the agent's reports (rank_agent.h):
+// does when the answers stop, decided as for the agent's reports (agent/agent.h):
 // - "stop" (the preflight failed, or the job has ended): the rank is not started; exit 69.
 // - the coordinator answered "wait" once and then nothing for --lost-after: the launcher is
 //   gone or cut off, and nobody could stop this rank any more; it is not started; exit 75.
@@ -37,7 +37,7 @@
 
 #include <string>
 
-#include "launcher/rank_agent.h"
+#include "agent/agent.h"
 
 namespace tmpi::launch {
 

@@ -1,6 +1,6 @@
-// See rank_gate.h. One request at a time, each with a 1 s deadline of its own, so that a
+// See agent/gate.h. One request at a time, each with a 1 s deadline of its own, so that a
 // coordinator that stalls costs the agent no more than --lost-after in all.
-#include "launcher/rank_gate.h"
+#include "agent/gate.h"
 
 #include <thread>
 

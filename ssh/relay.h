@@ -5,9 +5,9 @@
 // mpirun's own ssh. On this box both are sshd's CPU on the same two cores (bench/README.md:
 // the handshakes were a third of plain mpirun's launch at 8 pods). With it, the check's
 // libssh session to each host, once it has shown the job's host key and taken the job key,
-// is kept; MPI's agent is mpi-ssh (ssh_main.cpp), which hands its command line and its stdio
+// is kept; MPI's agent is mpi-ssh (ssh/main.cpp), which hands its command line and its stdio
 // to this relay over a unix socket in a private folder; the relay opens a channel on that
-// host's session and runs the command there (ssh_channel.h). So each host gets one
+// host's session and runs the command there (ssh/channel.h). So each host gets one
 // handshake, as under plain mpirun, and MPI starts no ssh client at all.
 //
 // What it keeps of ssh's behaviour, and why:
@@ -16,7 +16,7 @@
 //     ssh's failure would be); the launcher's preflight failure is what the job reports;
 //   - anything it cannot serve exactly goes back to the real ssh ("fallback"): a host it
 //     does not hold, another port or user, a second command to a host already in use, an
-//     option it does not honour (ssh_call.h);
+//     option it does not honour (ssh/call.h);
 //   - a caller that dies (MPI's teardown kills its ssh) closes its channel;
 //   - destruction ends every channel and every connection without waiting on the network
 //     (a partitioned host included), within about 0.2 s.

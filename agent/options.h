@@ -1,10 +1,10 @@
 // The rank agent's parameters read into its options: the edge of `mpi-rank` and of
 // `mpi-launcher rank` (both main.cpp files call it), kept in a header because mpi-rank
-// links only the lean library, not the launcher's. See rank_agent.h.
+// links only the lean library, not the launcher's. See agent/agent.h.
 #pragma once
 
+#include "agent/agent.h"
 #include "common/params.h"
-#include "launcher/rank_agent.h"
 
 namespace tmpi::launch {
 

@@ -1,5 +1,5 @@
 // See exec_plan.h.
-#include "launcher/exec_plan.h"
+#include "common/exec_plan.h"
 
 #include <unistd.h>  // execvpe, environ (_GNU_SOURCE, which g++ and clang++ define for C++)
 

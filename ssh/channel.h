@@ -1,5 +1,5 @@
 // One remote command over a connection that is already open and authenticated: what ssh
-// does after its handshake, for the launcher's relay (ssh_relay.h).
+// does after its handshake, for the launcher's relay (ssh/relay.h).
 //
 // The session is put in non-blocking mode, and one loop polls its socket, the caller's stdin
 // and the caller's own socket every 100 ms at most: the command's stdout and stderr go to the
