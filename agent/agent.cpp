@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/contract.h"
 #include "agent/gate.h"
 #include "agent/placement.h"
 #include "agent/stderr_tail.h"
@@ -192,7 +193,7 @@ Expected<RankIdentity> rank_identity(const std::map<std::string, std::string>& e
   if (id.local_rank < 0) id.local_rank = 0;
   if (id.local_world_size < 1) id.local_world_size = 1;
   id.node_rank = (id.rank - id.local_rank) / id.local_world_size;
-  if (auto layout = env.find("TMPI_SLOT_LAYOUT"); layout != env.end()) {
+  if (auto layout = env.find(std::string(contract::kSlotLayout)); layout != env.end()) {
     if (int host = layout_host(id.rank, layout->second); host >= 0) id.node_rank = host;
   }
   return id;

@@ -1,7 +1,7 @@
 // The rank agent's side of the start gate. With `--ssh-check beside` (the default) the
 // launcher starts mpirun right after its DNS step and runs the ssh step of its preflight on
 // a thread of its own, so that the ssh handshakes hide behind mpirun's own daemon start
-// (issue 13: at 64 pods they were most of the launcher's cost over plain mpirun). No rank may
+// (at 64 pods they were most of the launcher's cost over plain mpirun). No rank may
 // start before that check has passed: each agent asks the coordinator (POST /v1/may-start)
 // and holds its rank until the answer is "start".
 //

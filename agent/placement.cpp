@@ -6,6 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include "agent/contract.h"
+
 namespace tmpi::launch {
 
 namespace {
@@ -47,8 +49,8 @@ std::string join_hosts(const std::vector<std::string>& names) {
 
 std::optional<Misplacement> misplaced(int rank, const std::map<std::string, std::string>& env,
                                       const std::string& hostname) {
-  auto layout = env.find("TMPI_SLOT_LAYOUT");
-  auto hosts = env.find(kRankHostsVariable);
+  auto layout = env.find(std::string(contract::kSlotLayout));
+  auto hosts = env.find(std::string(contract::kRankHosts));
   if (layout == env.end() || hosts == env.end() || hostname.empty()) return std::nullopt;
   int index = layout_host(rank, layout->second);
   if (index < 0) return std::nullopt;

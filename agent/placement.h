@@ -3,7 +3,7 @@
 //
 // Why in the agent: the launcher used to check placement with a whole extra MPI job
 // (`hostname` under mpirun) before the real one, which cost as much as a second launch and
-// grew with it (issue 13). The agents already know their rank, their host and the layout, so
+// grew with the job's size. The agents already know their rank, their host and the layout, so
 // the job checks itself: an agent on another host than the hostfile gives its rank (Open MPI
 // 5 running every rank on the launcher when the hostfile is not read, a hostfile rewritten
 // after the preflight, a --map-by that disagrees) does not start the rank, reports
@@ -20,7 +20,6 @@
 
 namespace tmpi::launch {
 
-inline constexpr const char* kRankHostsVariable = "TMPI_RANK_HOSTS";
 // The longest TMPI_RANK_HOSTS the launcher passes (the kernel takes 128 KiB for one variable,
 // and the rank's own environment needs room too); past that, the probe job checks instead.
 inline constexpr std::size_t kMaxRankHostsBytes = 64 * 1024;

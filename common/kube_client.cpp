@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/files.h"
+#include "common/params.h"
 #include "common/utf8.h"
 
 namespace tmpi {
@@ -199,9 +200,9 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
     }
     if (deadline.remaining() <= wait) {
       return make_error(Exit::kTempFail,
-                        "{} {} failed {} times in {} s; last: {}; check the API server, or raise "
-                        "TMPI_WAIT_TIMEOUT",
-                        method, path, tries, deadline.budget().count() / 1000, last_problem);
+                        "{} {} failed {} times in {} s; last: {}; check the API server, or raise {}", method,
+                        path, tries, deadline.budget().count() / 1000, last_problem,
+                        env_name(param::kWaitTimeout.name));
     }
     spdlog::debug("{} {}: {}; retrying in {} ms", method, path, last_problem, wait.count());
     std::this_thread::sleep_for(wait);

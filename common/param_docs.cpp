@@ -26,6 +26,14 @@ std::string scope_names(unsigned scopes) {
   return out;
 }
 
+// "1 to 65535" for a ranged integer, "100ms to 10m" for a duration, "" for anything else.
+std::string range_text(const ParamSpec& spec) {
+  if (spec.type == ParamType::kInt) return fmt::format("{} to {}", spec.min, spec.max);
+  if (spec.type != ParamType::kDuration) return "";
+  return fmt::format("{} to {}", format_duration(std::chrono::milliseconds(spec.min)),
+                     format_duration(std::chrono::milliseconds(spec.max)));
+}
+
 }  // namespace
 
 std::string help_text(std::string_view synopsis, unsigned scope) {
@@ -37,11 +45,15 @@ std::string help_text(std::string_view synopsis, unsigned scope) {
     std::string detail = env_name(spec.name);
     if (!spec.choices.empty()) detail += fmt::format(", one of {}", spec.choices);
     if (!spec.default_value.empty()) detail += ", " + shown_default(spec);
-    if (spec.type == ParamType::kInt) detail += fmt::format(", {} to {}", spec.min, spec.max);
+    if (auto range = range_text(spec); !range.empty()) detail += ", " + range;
     out += fmt::format("  {:<28} ({})\n", "", detail);
   }
   out += "  --help                       this text\n";
-  out += "\nExit codes: 0 ok, 1 job failed, 2 bad usage or input, 3 timeout, 4 preflight failed.\n";
+  // From the one exit-code table (common/exit_codes.cpp), so that --help cannot fall behind it.
+  out += "\nExit codes:";
+  for (const ExitInfo& row : exit_table())
+    out += fmt::format(" {} {},", static_cast<int>(row.exit), row.name);
+  out += " other: a rank's own code (128+N for signal N).\n";
   return out;
 }
 
@@ -52,7 +64,7 @@ std::string markdown_table() {
     std::string value = spec.default_value.empty() ? "" : fmt::format("`{}`", spec.default_value);
     std::string help(spec.help);
     if (!spec.choices.empty()) help += fmt::format(" (`{}`)", spec.choices);
-    if (spec.type == ParamType::kInt) help += fmt::format(" ({} to {})", spec.min, spec.max);
+    if (auto range = range_text(spec); !range.empty()) help += fmt::format(" ({})", range);
     out += fmt::format("| `--{}` | `{}` | {} | {} | {} |\n", spec.name, env_name(spec.name), value,
                        scope_names(spec.scopes), help);
   }

@@ -10,6 +10,8 @@ namespace tmpi {
 
 namespace {
 
+using namespace std::chrono_literals;
+
 constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeCheck;
 constexpr unsigned kSsh = kScopeInit | kScopeRendezvous | kScopeLauncher;
 
@@ -51,10 +53,12 @@ constexpr std::array kTable = {
     ranged(row(param::kExpectedPods, "N", "",
                "how many pods to wait for (launcher included); default: from the JobSet", kScopeInit),
            1, 1048576),
-    row(param::kWaitTimeout, "DURATION", "300s", "how long to wait for every pod to exist and have an IP",
-        kScopeInit),
-    row(param::kApiRequestTimeout, "DURATION", "10s", "one Kubernetes API request; a stalled one is retried",
-        kScopeInit | kScopeLauncher),
+    ranged(row(param::kWaitTimeout, "DURATION", "300s",
+               "how long to wait for every pod to exist and have an IP", kScopeInit),
+           1s, 24h),
+    ranged(row(param::kApiRequestTimeout, "DURATION", "10s",
+               "one Kubernetes API request; a stalled one is retried", kScopeInit | kScopeLauncher),
+           100ms, 10min),
     ranged(row(param::kApiPageSize, "N", "500", "pods per page when listing (limit/continue)", kScopeInit), 1,
            100000),
     row(param::kServiceAccountDir, "DIR", "/var/run/secrets/kubernetes.io/serviceaccount",
@@ -68,12 +72,15 @@ constexpr std::array kTable = {
     ranged(row(param::kRendezvousPort, "PORT", "29410", "the coordinator's HTTP port (on the launcher)",
                kScopeRendezvous | kScopeLauncher),
            1, 65535),
-    row(param::kRendezvousTimeout, "DURATION", "300s", "every host must be registered and ssh-ready by then",
-        kScopeRendezvous | kScopeLauncher),
-    row(param::kBeatInterval, "DURATION", "5s", "how often sidecars and running ranks' agents beat",
-        kScopeRendezvous | kScopeLauncher),
-    row(param::kLostAfter, "DURATION", "15s", "a host with no beat for this long is lost",
-        kScopeRendezvous | kScopeLauncher),
+    ranged(row(param::kRendezvousTimeout, "DURATION", "300s",
+               "every host must be registered and ssh-ready by then", kScopeRendezvous | kScopeLauncher),
+           1s, 24h),
+    ranged(row(param::kBeatInterval, "DURATION", "5s", "how often sidecars and running ranks' agents beat",
+               kScopeRendezvous | kScopeLauncher),
+           100ms, 10min),
+    ranged(row(param::kLostAfter, "DURATION", "15s", "a host with no beat for this long is lost",
+               kScopeRendezvous | kScopeLauncher),
+           500ms, 1h),
     row(param::kListenAddress, "IP", "0.0.0.0", "where the coordinator and the probe listen",
         kScopeRendezvous | kScopeLauncher),
     row(param::kHost, "NAME", "", "this pod's host name in hosts.json; default: hostname -f",
@@ -81,8 +88,10 @@ constexpr std::array kTable = {
     row(param::kCoordinator, "HOST:PORT", "",
         "the coordinator; default: the launcher of hosts.json, on --rendezvous-port",
         kScopeRendezvous | kScopeLauncher),
-    row(param::kDeadline, "DURATION", "600s",
-        "the sidecar gives up (exit 75) after this long without reaching the coordinator", kScopeRendezvous),
+    ranged(row(param::kDeadline, "DURATION", "600s",
+               "the sidecar gives up (exit 75) after this long without reaching the coordinator",
+               kScopeRendezvous),
+           1s, 24h),
     ranged(row(param::kProbePort, "PORT", "29411",
                "the sidecar's /readyz port, for the pod's readiness probe", kScopeRendezvous),
            1, 65535),
@@ -114,11 +123,15 @@ constexpr std::array kTable = {
     row(param::kEnv, "NAME", "", "forward this variable to every rank (repeatable)", kScopeLauncher),
     row(param::kEnvPrefix, "PREFIX", "", "forward every variable with this prefix (repeatable)",
         kScopeLauncher),
-    row(param::kGrace, "DURATION", "10s", "from SIGTERM to SIGKILL when the job is stopped", kScopeLauncher),
-    row(param::kTimeout, "DURATION", "0",
-        "the job (from its launch) must end by then, else it is stopped with exit 75 and its running ranks "
-        "named; 0 = no limit",
-        kScopeLauncher),
+    ranged(row(param::kGrace, "DURATION", "10s", "from SIGTERM to SIGKILL when the job is stopped",
+               kScopeLauncher),
+           0ms, 1h),
+    ranged(row(param::kTimeout, "DURATION", "0",
+               "the job (from its launch) must end by then, else it is stopped with exit 75 and its running "
+               "ranks "
+               "named; 0 = no limit",
+               kScopeLauncher),
+           0ms, 720h),
     row(param::kReport, "FILE", "/etc/mpi/report.json", "phases, hosts, ranks and the exit reason",
         kScopeLauncher),
     row(param::kDryRun, "BOOL", "false", "print the exact MPI command and exit", kScopeLauncher),
@@ -131,8 +144,9 @@ constexpr std::array kTable = {
         kScopeLauncher, "auto|off"),
     row(param::kTrainjob, "NAME", "", "the TrainJob that Events are about; default: the JobSet's name",
         kScopeLauncher),
-    row(param::kStatusInterval, "DURATION", "5s", "at most one TrainJob status update this often",
-        kScopeLauncher),
+    ranged(row(param::kStatusInterval, "DURATION", "5s", "at most one TrainJob status update this often",
+               kScopeLauncher),
+           100ms, 1h),
     row(param::kMasterAddr, "HOST", "", "MASTER_ADDR for torch; default: the first host", kScopeLauncher),
     ranged(row(param::kMasterPort, "PORT", "29500", "MASTER_PORT for torch", kScopeLauncher), 1, 65535),
     row(param::kNcclCheck, "PATH", "",
@@ -162,8 +176,10 @@ constexpr std::array kTable = {
         kScopeCheck | kScopeLauncher),
     row(param::kMinFraction, "X", "0.5", "a host or link below this fraction of the median host fails",
         kScopeCheck | kScopeLauncher),
-    row(param::kStepTimeout, "DURATION", "60s",
-        "each step (init, one size, one round) must end by then, else exit 75", kScopeCheck | kScopeLauncher),
+    ranged(row(param::kStepTimeout, "DURATION", "60s",
+               "each step (init, one size, one round) must end by then, else exit 75",
+               kScopeCheck | kScopeLauncher),
+           1s, 1h),
     row(param::kJson, "FILE", "", "write the JSON report there (rank 0); - prints it as the last line",
         kScopeCheck),
 };
@@ -179,6 +195,16 @@ constexpr bool every_handle_has_its_row() {
 }
 static_assert(every_handle_has_its_row(),
               "param_table.cpp: one row per handle of param_names.h, in its order");
+
+// A duration with no range would take 0 where 0 means back to back, or a number of hours
+// that overflows the clock: every one is ranged().
+constexpr bool every_duration_has_its_range() {
+  for (const ParamSpec& spec : kTable) {
+    if (spec.type == ParamType::kDuration && spec.min == std::numeric_limits<long long>::min()) return false;
+  }
+  return true;
+}
+static_assert(every_duration_has_its_range(), "param_table.cpp: give every DURATION row a ranged() bound");
 
 }  // namespace
 

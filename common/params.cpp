@@ -73,7 +73,20 @@ Expected<std::chrono::milliseconds> parse_duration(std::string_view text) {
   if (it == scale.end()) {
     return make_error(Exit::kUsage, "'{}' has an unknown unit (use ms, s, m or h)", text);
   }
+  // parse_int took only digits, so the number is not negative; its product must still fit.
+  if (*number > std::numeric_limits<std::int64_t>::max() / it->second) {
+    return make_error(Exit::kUsage, "'{}' is too long a duration", text);
+  }
   return std::chrono::milliseconds(*number * it->second);
+}
+
+std::string format_duration(std::chrono::milliseconds duration) {
+  const std::int64_t ms = duration.count();
+  if (ms == 0) return "0";
+  if (ms % 3600000 == 0) return fmt::format("{}h", ms / 3600000);
+  if (ms % 60000 == 0) return fmt::format("{}m", ms / 60000);
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
 }
 
 Expected<double> parse_number(std::string_view text) {
@@ -120,9 +133,16 @@ Status validate_param(const ParamSpec& spec, std::string_view value, std::string
     case ParamType::kBytes:
       if (auto n = parse_bytes(value); !n) return fail(n.error().message);
       break;
-    case ParamType::kDuration:
-      if (auto d = parse_duration(value); !d) return fail(d.error().message);
+    case ParamType::kDuration: {
+      auto d = parse_duration(value);
+      if (!d) return fail(d.error().message);
+      if (d->count() < spec.min || d->count() > spec.max) {
+        return fail(fmt::format("{} is out of range: {} to {}", value,
+                                format_duration(std::chrono::milliseconds(spec.min)),
+                                format_duration(std::chrono::milliseconds(spec.max))));
+      }
       break;
+    }
     case ParamType::kBool: {
       bool ignored = false;
       if (!parse_bool(value, ignored)) return fail(fmt::format("'{}' is not true or false", value));

@@ -44,7 +44,9 @@ struct ParamSpec {
   std::string_view help;           // one line
   unsigned scopes;
   std::string_view choices = {};  // kChoice: "a|b|c"
-  // kInt: the values allowed (a port of 70000 is an error, not port 4464). Set with ranged().
+  // kInt: the values allowed (a port of 70000 is an error, not port 4464); kDuration: the same
+  // in milliseconds (a beat interval of 0 would make every agent beat back to back). Set with
+  // ranged(); every duration has a range (param_table.cpp checks it when it compiles).
   long long min = std::numeric_limits<long long>::min();
   long long max = std::numeric_limits<long long>::max();
 };
@@ -62,6 +64,14 @@ constexpr ParamSpec ranged(ParamSpec spec, long long min, long long max) {
   spec.max = max;
   return spec;
 }
+
+// `spec` with its kDuration values bounded to [min, max].
+constexpr ParamSpec ranged(ParamSpec spec, std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  return ranged(spec, static_cast<long long>(min.count()), static_cast<long long>(max.count()));
+}
+
+// "1500ms", "90s", "2h": the shortest exact spelling of a duration, for messages and --help.
+std::string format_duration(std::chrono::milliseconds duration);
 
 // The table itself (param_table.cpp).
 std::span<const ParamSpec> param_table();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/contract.h"  // the trailer's name: constants only, no link to the agent
 #include "common/exec_plan.h"
 
 namespace tmpi::launch {
@@ -31,7 +32,7 @@ int decode(int status) {
 // reached no rank; seen in the cluster in a box: `env A=1 B=2 mpiexec.hydra -genvlist A,B
 // env` on another host prints A only).
 ExecPlan plan_for_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
-  return {argv, env, std::pair<std::string, std::string>{"TMPI_ENVIRON_END", "1"}};
+  return {argv, env, std::pair<std::string, std::string>{std::string(contract::kEnvironEnd), "1"}};
 }
 
 // In the child, after fork(): its own process group, the default signal actions, then exec.

@@ -1,4 +1,4 @@
-// Topology from a pod list. The rules (docs/design.md, Names; issue 3):
+// Topology from a pod list. The rules (docs/design.md, Names):
 //  - only pods of one JobSet (the --jobset one, or the only one in the list);
 //  - terminating (deletionTimestamp) and Failed/Succeeded pods are left out, with a note;
 //  - a stale twin of a recreated pod never replaces the live one (higher restart attempt,

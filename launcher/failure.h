@@ -1,5 +1,5 @@
 // What ended a job, decided from what the launcher saw, as a pure function that unit tests
-// drive (issue 14: failure attribution out of run_job).
+// drive, apart from run_job's I/O.
 //
 // The order of blame: a primary cause (a rank that exited non-zero on its own, or a host
 // the coordinator declared lost) wins; then, when mpirun failed or a rank was killed by a

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/contract.h"
 #include "agent/placement.h"
 #include "common/files.h"
 #include "common/job_key.h"
@@ -118,25 +119,26 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   }
   plan.iface = options.iface;
   plan.as_root = getuid() == 0;
-  job.env = {{"TMPI_COORDINATOR", fmt::format("{}:{}", job.launcher_name, options.rendezvous_port)},
-             {"TMPI_MASTER_ADDR",
-              options.master_addr.empty() ? job.topology.hosts.front().name : options.master_addr},
-             {"TMPI_MASTER_PORT", options.master_port},
-             {"TMPI_LOG_LEVEL", options.log_level},
-             // The agents beat as often as the coordinator expects (--lost-after counts them).
-             {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", options.beat_interval.count())},
-             // ... and give up on it as late as it gives up on them (an agent cut off ends its rank).
-             {"TMPI_LOST_AFTER", fmt::format("{}ms", options.lost_after.count())}};
+  job.env = {
+      {env_name(param::kCoordinator.name), fmt::format("{}:{}", job.launcher_name, options.rendezvous_port)},
+      {env_name(param::kMasterAddr.name),
+       options.master_addr.empty() ? job.topology.hosts.front().name : options.master_addr},
+      {env_name(param::kMasterPort.name), options.master_port},
+      {env_name(param::kLogLevel.name), options.log_level},
+      // The agents beat as often as the coordinator expects (--lost-after counts them).
+      {env_name(param::kBeatInterval.name), fmt::format("{}ms", options.beat_interval.count())},
+      // ... and give up on it as late as it gives up on them (an agent cut off ends its rank).
+      {env_name(param::kLostAfter.name), fmt::format("{}ms", options.lost_after.count())}};
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
-  job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
+  job.env[std::string(contract::kSlotLayout)] = slot_layout(slots);
   // Each agent checks its own host before it starts its rank (agent/placement.h).
   job.probe_placement = options.placement == "probe";
   if (options.placement != "none") {
     std::vector<std::string> order;
     for (const auto& host : job.topology.hosts) order.push_back(host.name);
     if (std::string joined = join_hosts(order); joined.size() <= kMaxRankHostsBytes) {
-      job.env[kRankHostsVariable] = std::move(joined);
+      job.env[std::string(contract::kRankHosts)] = std::move(joined);
     } else {
       spdlog::info(
           "placement: the names of {} hosts are {} bytes, too many to pass to every rank; the "
@@ -148,7 +150,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   // The agents find the job key where the launcher was told it is (launcher and nodes run one
   // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
   // there, could not report which rank failed.
-  if (options.ssh_dir_given) job.env["TMPI_SSH_DIR"] = options.ssh_dir;
+  if (options.ssh_dir_given) job.env[env_name(param::kSshDir.name)] = options.ssh_dir;
   // The ssh step beside the launch, and the start gate (agent/gate.h): said to the agents
   // either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
   // that no gate will let go.
@@ -162,7 +164,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
     own_tree = own_tree || name.starts_with("OMPI_MCA_routed") || name.starts_with("PRTE_MCA_routed");
   }
   job.agents_ask = job.start_gate && (hydra || own_tree || job.topology.hosts.size() > kMpirunTreeRadix);
-  job.env["TMPI_START_GATE"] = job.agents_ask ? "true" : "false";
+  job.env[env_name(param::kStartGate.name)] = job.agents_ask ? "true" : "false";
   for (const auto& [name, value] : job.env) names.push_back(name);
   plan.env_names = forwarded_env(names, options.env, options.env_prefixes);
   // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/contract.h"
 #include "agent/options.h"
 #include "common/cli.h"
 #include "common/files.h"
@@ -70,7 +71,7 @@ Status shell(const LauncherOptions& options) {
             << "\n"
             << "Preflight: mpi-launcher check      Health: mpi-launcher hosts\n";
   for (const auto& [name, value] : job.env) setenv(name.c_str(), value.c_str(), 1);
-  setenv("TMPI_MPI_COMMAND", shell_join(build_command(job.plan)).c_str(), 1);
+  setenv(std::string(contract::kMpiCommand).c_str(), shell_join(build_command(job.plan)).c_str(), 1);
   std::cout.flush();  // exec replaces the process: what is buffered would be lost
   const char* user_shell = std::getenv("SHELL");
   std::string program = user_shell != nullptr ? user_shell : "/bin/bash";
@@ -96,7 +97,7 @@ Status run(const std::vector<std::string>& args) {
   // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)
   // then runs the real mpirun for it, instead of handing the job to another launcher.
   if (command == "run" || command == "check")
-    setenv("TMPI_LAUNCHER_PID", std::to_string(getpid()).c_str(), 1);
+    setenv(std::string(contract::kLauncherPid).c_str(), std::to_string(getpid()).c_str(), 1);
   if (command == "run") return run_job(options, params.rest());
   if (command == "check") return check_job(options);
   if (command == "hosts") return hosts(options);

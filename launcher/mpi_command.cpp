@@ -16,6 +16,9 @@
 
 #include <fmt/ranges.h>
 
+#include "agent/contract.h"
+#include "common/params.h"
+
 namespace tmpi::launch {
 
 const char* flavour_name(Flavour flavour) {
@@ -114,10 +117,14 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
   // The image's own search paths: sshd starts the ranks with its default PATH, not the one
   // the image's ENV set (a venv's python, /opt/...); launcher and nodes run one image.
   static const std::vector<std::string> kDefaultNames = {"PATH", "LD_LIBRARY_PATH"};
-  // What the rank agent reads on the nodes.
-  static const std::vector<std::string> kAgent = {
-      "TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT",   "TMPI_LOG_LEVEL",  "TMPI_SLOT_LAYOUT",
-      "TMPI_RANK_HOSTS",  "TMPI_SSH_DIR",     "TMPI_BEAT_INTERVAL", "TMPI_LOST_AFTER", "TMPI_START_GATE"};
+  // What the rank agent reads on the nodes (agent/contract.h).
+  static const std::vector<std::string> kAgent = [] {
+    std::vector<std::string> agent_names;
+    agent_names.reserve(contract::kAgentParameters.size() + contract::kAgentData.size());
+    for (std::string_view parameter : contract::kAgentParameters) agent_names.push_back(env_name(parameter));
+    for (std::string_view data : contract::kAgentData) agent_names.emplace_back(data);
+    return agent_names;
+  }();
   std::set<std::string> out(names.begin(), names.end());
   for (const auto& name : environment_names) {
     for (const auto* list : {&kAgent, &kDefaultNames}) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/contract.h"
 #include "common/files.h"
 #include "common/json_fields.h"
 #include "common/process.h"
@@ -207,21 +208,21 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::vector<CheckRow> unresolved;  // the name, as before: the agents will say what they find
     own = resolve_hosts({job.launcher_name}, unresolved)[job.launcher_name];
   }
-  mpirun_env["TMPI_COORDINATOR"] =
+  mpirun_env[env_name(param::kCoordinator.name)] =
       coordinator_address(job.launcher_name, own, options.listen_address, options.job.rendezvous_port);
   if (job.start_gate) {
     // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
     if (job.plan.ssh_agent != "ssh") {
       if (auto started = SshRelay::start(host_names, options.job.ssh_port)) {
         relay = std::move(*started);
-        mpirun_env[kRelayVariable] = relay->socket_path();
+        mpirun_env[std::string(contract::kSshRelay)] = relay->socket_path();
       } else {
         spdlog::warn("{}; {}'s ssh makes its own connections", started.error().message, job.plan.launcher);
       }
     }
     // Without the relay the daemons start over ssh of their own, without the check's verdict
     // on their hosts: Open MPI's launch order then holds nothing, and the agents ask (job.h).
-    if (!relay) mpirun_env["TMPI_START_GATE"] = "true";
+    if (!relay) mpirun_env[env_name(param::kStartGate.name)] = "true";
     ssh_beside.emplace(job, options.job.ssh_port, relay.get());
   }
   auto spawned = ProcessGroup::spawn(command, mpirun_env);

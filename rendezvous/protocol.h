@@ -89,7 +89,7 @@ struct RankBeat {
 };
 
 // A rank agent's question before it starts its rank, when the launcher runs its preflight's
-// ssh step beside the launch (TMPI_GATE): the answer is "wait", "start" or "stop" (the
+// ssh step beside the launch (--start-gate, agent/gate.h): the answer is "wait", "start" or "stop" (the
 // preflight failed; its reason comes along). No nonce: a replayed question learns only what
 // the launcher would tell any agent of the job, and a nonce per question (agents ask again
 // every few ms while the answer is "wait") would grow the coordinator's set of nonces.

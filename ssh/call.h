@@ -27,8 +27,7 @@
 namespace tmpi::launch {
 
 inline constexpr std::string_view kRelayMagic = "tmpi-ssh-relay 1\n";
-inline constexpr std::size_t kRelayMaxRequest = 1U << 20;        // a daemon's command line, with room
-inline constexpr const char* kRelayVariable = "TMPI_SSH_RELAY";  // the relay's socket, for mpi-ssh
+inline constexpr std::size_t kRelayMaxRequest = 1U << 20;  // a daemon's command line, with room
 
 struct SshCall {
   std::string host;

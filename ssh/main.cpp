@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/contract.h"
 #include "common/asan_options.h"  // a sanitized mpi-ssh under a pod's LD_PRELOAD
 #include "ssh/call.h"
 
@@ -96,11 +97,11 @@ int main(int argc, char** argv) {
         "Runs COMMAND on HOST over the connection that mpi-launcher's ssh check made, when the\n"
         "launch names its relay in %s; otherwise, or for what the relay cannot serve, it is\n"
         "ssh with the same arguments.\n",
-        tmpi::launch::kRelayVariable);
+        tmpi::contract::kSshRelay.data());
     return 0;
   }
   SshCall call = tmpi::launch::parse_ssh_call(args);
-  const char* path = std::getenv(tmpi::launch::kRelayVariable);
+  const char* path = std::getenv(tmpi::contract::kSshRelay.data());
   if (path == nullptr || *path == '\0' || !call.not_relayable.empty()) become_ssh(argv);
   int relay = connect_relay(path);
   if (relay < 0) become_ssh(argv);

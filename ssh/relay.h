@@ -1,5 +1,5 @@
 // The ssh relay: mpirun's ssh, run over the connections that the ssh check beside the launch
-// has just made (issue 13).
+// has just made, so that each host costs the launch one handshake, not two.
 //
 // Without it, a launch with the check pays for two handshakes per host: the check's, then
 // mpirun's own ssh. On this box both are sshd's CPU on the same two cores (bench/README.md:
@@ -48,7 +48,7 @@ class SshRelay {
   SshRelay& operator=(const SshRelay&) = delete;
   ~SshRelay();
 
-  // For mpi-ssh, in MPI's environment (kRelayVariable).
+  // For mpi-ssh, in MPI's environment (contract::kSshRelay).
   const std::string& socket_path() const { return path_; }
   // The check's verdict on `host`: its authenticated connection, or why there is none.
   void offer(const std::string& host, SshSessionPtr session);
@@ -84,7 +84,7 @@ class SshRelay {
   // A pipe written once at destruction and never read: its read end, readable from then on,
   // is in every wait of the relay's threads, so that they all see stop_ at once (the launcher's
   // exit waited up to a poll slice, 100 ms, for the acceptor: half the 8-pod launch's cost
-  // over plain mpirun's, issue 13).
+  // over plain mpirun's).
   std::array<int, 2> wake_{-1, -1};
   int port_ = 0;
   std::atomic<bool> stop_{false};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The images' sizes (issue 16): images/build.sh builds both variants (or finds them in its
+# The images' sizes: images/build.sh builds both variants (or finds them in its
 # content-keyed caches), and each image's size, as podman counts it (the unpacked layers),
 # is set beside the reference: mpi-operator's Open MPI image, 423 MB before and 184 MB after
 # mpi-operator#390 moved its compiler into a build stage. The goal: the Open MPI variant no

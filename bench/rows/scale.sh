@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rows: the launch path's cost curve (issue 13). At 8, 16, 32 and 64 node pods of the cluster
+# Rows: the launch path's cost curve, beside plain mpirun's. At 8, 16, 32 and 64 node pods of the cluster
 # in a box (2 slots each; TMPI_SCALE_SIZES to change), each round runs, back to back and in
 # turn first one then the other:
 #   plain  mpirun --hostfile with a trivial program (`true`), 2 ranks a pod;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Row: would mpirun's ssh, multiplexed over connections the ssh check opened, make the check
-# free? (issue 13: the check's handshakes cost the launch its ratio to plain mpirun.) At 8
+# free? (The check's handshakes cost the launch its ratio to plain mpirun.) At 8
 # and 64 node pods (TMPI_SSH_MUX_SIZES), each round runs in turn:
 #   plain  mpirun --hostfile with `true`, 2 ranks a pod, every ssh its own handshake;
 #   mux    one OpenSSH ControlMaster a pod, opened in parallel (the check's handshakes, made

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A whole job whose SSH identity lives outside ~/.ssh (issue 15, item 6). Every pod keeps it
+# A whole job whose SSH identity lives outside ~/.ssh, as a Secret mounted elsewhere is. Every pod keeps it
 # in /tmp/job-ssh (each pod's /tmp is its own, so the path is the same everywhere, as one
 # image and one runtime would make it): mpi-init, sshd, the sidecars and `mpi-launcher run`
 # are all told --ssh-dir, and nothing is in ~/.ssh. The launcher forwards the folder to the

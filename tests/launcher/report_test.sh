@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi-launcher run leaves report.json on every way out, those before any host is waited
-# for too (issue 15, item 7): a hosts.json that cannot be read, and the coordinator's port
+# for too: a hosts.json that cannot be read, and the coordinator's port
 # already taken. Each exits with its documented code, at once (no hang on a coordinator
 # that never started), and report.json holds that code, the launcher's side and the reason.
 set -euo pipefail

@@ -183,7 +183,7 @@ TEST(RankAgent, NodeRankFollowsTheSlotLayoutOfHeterogeneousGroups) {
 // is ended `linger` after `done` held, with status 0 and its output; one that exits by itself
 // is waited for as ever.
 // A fork that fails is an error that names it, and run_capture never goes on to waitpid(-1)
-// or kill(-(-1)), which would reach every process of the user (issue 15, item 2). The limit
+// or kill(-(-1)), which would reach every process of the user. The limit
 // on processes binds only a uid that is not root, so a child of the test takes uid 4343
 // and a limit of 1 process, itself; it says by its exit status what run_capture gave.
 TEST(Process, AForkThatFailsIsAnErrorAndSignalsNobody) {

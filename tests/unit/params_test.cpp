@@ -136,6 +136,36 @@ TEST(Params, Durations) {
   EXPECT_EQ(*parse_duration("5m"), std::chrono::minutes(5));
   EXPECT_FALSE(parse_duration("5 min"));
   EXPECT_FALSE(parse_duration("s"));
+  // A count of hours past what milliseconds hold is an error, not a wrapped (negative) duration.
+  auto huge = parse_duration("9223372036854775h");
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().message.find("too long a duration"), std::string::npos) << huge.error().message;
+  EXPECT_EQ(format_duration(std::chrono::milliseconds(1500)), "1500ms");
+  EXPECT_EQ(format_duration(std::chrono::minutes(10)), "10m");
+  EXPECT_EQ(format_duration(std::chrono::milliseconds(0)), "0");
+}
+
+TEST(Params, DurationsOutOfTheirRangeAreRefused) {
+  // A beat interval of 0 would make every agent beat back to back.
+  auto zero = Params::parse(kScopeLauncher, {"--beat-interval", "0"}, {});
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().exit, Exit::kUsage);
+  EXPECT_NE(zero.error().message.find("--beat-interval"), std::string::npos) << zero.error().message;
+  EXPECT_NE(zero.error().message.find("0 is out of range: 100ms to 10m"), std::string::npos)
+      << zero.error().message;
+  auto env = Params::parse(kScopeLauncher, {}, Env{{"TMPI_LOST_AFTER", "1000h"}});
+  ASSERT_FALSE(env);
+  EXPECT_NE(env.error().message.find("TMPI_LOST_AFTER"), std::string::npos) << env.error().message;
+  EXPECT_TRUE(Params::parse(kScopeLauncher, {"--beat-interval", "100ms", "--timeout", "0"}, {}));
+  // Every duration has a range, and its default lies within it.
+  for (const auto& spec : param_table()) {
+    if (spec.type != ParamType::kDuration) continue;
+    EXPECT_GT(spec.min, std::numeric_limits<long long>::min()) << spec.name << " has no range";
+    auto value = parse_duration(spec.default_value);
+    ASSERT_TRUE(value) << spec.name;
+    EXPECT_GE(value->count(), spec.min) << spec.name;
+    EXPECT_LE(value->count(), spec.max) << spec.name;
+  }
 }
 
 TEST(Params, SizesAndNumbers) {
@@ -159,6 +189,12 @@ TEST(Params, SizesAndNumbers) {
 
 TEST(Params, HelpListsEveryRowOfTheScope) {
   std::string help = help_text("mpi-init", kScopeInit);
+  // The exit codes come from the one table, the sysexits codes included.
+  for (const ExitInfo& row : exit_table()) {
+    EXPECT_NE(help.find(fmt::format(" {} {},", static_cast<int>(row.exit), row.name)), std::string::npos)
+        << row.name << " is missing from --help:\n"
+        << help;
+  }
   for (const auto& spec : param_table()) {
     if ((spec.scopes & kScopeInit) == 0) continue;
     EXPECT_NE(help.find("--" + std::string(spec.name)), std::string::npos) << spec.name;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/agent.h"
+#include "agent/contract.h"
 #include "agent/placement.h"
 
 namespace tmpi::launch {
@@ -31,8 +32,9 @@ TEST(RankPlacement, TheLayoutFillsEachHostsSlotsInTurn) {
 
 TEST(RankPlacement, AnAgentOnAnotherHostThanItsRanksIsMisplaced) {
   std::map<std::string, std::string> env = {
-      {"TMPI_SLOT_LAYOUT", "2x2"}, {kRankHostsVariable, join_hosts({"j-node-0-0.j", "j-node-0-1.j"})}};
-  EXPECT_EQ(env[kRankHostsVariable], "j-node-0-0.j,j-node-0-1.j");
+      {"TMPI_SLOT_LAYOUT", "2x2"},
+      {std::string(contract::kRankHosts), join_hosts({"j-node-0-0.j", "j-node-0-1.j"})}};
+  EXPECT_EQ(env[std::string(contract::kRankHosts)], "j-node-0-0.j,j-node-0-1.j");
   EXPECT_FALSE(misplaced(1, env, "j-node-0-0")) << "the pod's short name matches the FQDN";
   EXPECT_FALSE(misplaced(2, env, "j-node-0-1.j"));
   auto wrong = misplaced(2, env, "j-launcher-0-0");
@@ -45,12 +47,14 @@ TEST(RankPlacement, AnAgentOnAnotherHostThanItsRanksIsMisplaced) {
 
 TEST(RankPlacement, WithoutTheLayoutOrTheHostsNothingIsJudged) {
   EXPECT_FALSE(misplaced(2, {{"TMPI_SLOT_LAYOUT", "2x2"}}, "elsewhere"));
-  EXPECT_FALSE(misplaced(2, {{kRankHostsVariable, "a,b"}}, "elsewhere"));
-  EXPECT_FALSE(misplaced(2, {{"TMPI_SLOT_LAYOUT", "2x2"}, {kRankHostsVariable, "a"}}, "elsewhere"))
+  EXPECT_FALSE(misplaced(2, {{std::string(contract::kRankHosts), "a,b"}}, "elsewhere"));
+  EXPECT_FALSE(
+      misplaced(2, {{"TMPI_SLOT_LAYOUT", "2x2"}, {std::string(contract::kRankHosts), "a"}}, "elsewhere"))
       << "a list shorter than the layout";
-  EXPECT_FALSE(misplaced(0, {{"TMPI_SLOT_LAYOUT", "2x2"}, {kRankHostsVariable, ",b"}}, "elsewhere"))
+  EXPECT_FALSE(
+      misplaced(0, {{"TMPI_SLOT_LAYOUT", "2x2"}, {std::string(contract::kRankHosts), ",b"}}, "elsewhere"))
       << "an empty name";
-  EXPECT_FALSE(misplaced(0, {{"TMPI_SLOT_LAYOUT", "2x2"}, {kRankHostsVariable, "a,b"}}, ""));
+  EXPECT_FALSE(misplaced(0, {{"TMPI_SLOT_LAYOUT", "2x2"}, {std::string(contract::kRankHosts), "a,b"}}, ""));
 }
 
 TEST(RankPlacement, AMisplacedAgentExits69AndNeverStartsItsRank) {
@@ -62,7 +66,7 @@ TEST(RankPlacement, AMisplacedAgentExits69AndNeverStartsItsRank) {
   std::map<std::string, std::string> env = {{"OMPI_COMM_WORLD_RANK", "1"},
                                             {"OMPI_COMM_WORLD_SIZE", "2"},
                                             {"TMPI_SLOT_LAYOUT", "1x2"},
-                                            {kRankHostsVariable, here + ",not-" + here}};
+                                            {std::string(contract::kRankHosts), here + ",not-" + here}};
   RankAgentOptions options;  // no coordinator: nothing to report to
   EXPECT_EQ(run_rank(options, env, {"touch", marker.string()}), 69);
   EXPECT_FALSE(std::filesystem::exists(marker)) << "the rank was started";

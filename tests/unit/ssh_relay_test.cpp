@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/contract.h"
 #include "ssh/call.h"
 #include "ssh/relay.h"
 
@@ -106,7 +107,7 @@ class RelayAnswers : public ::testing::Test {
     for (auto& word : words) argv.push_back(word.data());
     argv.push_back(nullptr);
     std::string path_variable = "PATH=" + dir_.string() + ":/usr/bin:/bin";
-    std::string relay_variable = std::string(kRelayVariable) + "=" + socket;
+    std::string relay_variable = std::string(contract::kSshRelay) + "=" + socket;
     std::vector<char*> envp = {path_variable.data(), relay_variable.data(), nullptr};
     // Opened before the fork: the relay's threads run, and a forked child only execs.
     int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -200,7 +201,7 @@ TEST_F(RelayAnswers, AMalformedRequestIsRefusedAndAStoppingRelayLetsWaitersGo) {
 }
 
 // Its end is at once, not a poll slice (100 ms) later: the launcher's exit waits for it
-// (issue 13: about 50 ms of every launch). Five relays, each idle in its accept loop.
+// (about 50 ms of every launch). Five relays, each idle in its accept loop.
 TEST_F(RelayAnswers, ItsEndIsPrompt) {
   std::chrono::steady_clock::duration longest{};
   for (int i = 0; i < 5; ++i) {

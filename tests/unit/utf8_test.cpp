@@ -1,7 +1,7 @@
 // common/utf8.h, and every cut of outside text that goes through it on its way into JSON:
 // a cut inside a multi-byte character must never make valid text invalid, since dumping
 // invalid UTF-8 throws, and on the status reporter's or the Events' thread that throw once
-// terminated the launcher (issue 15, item 4). Each case cuts at every byte of the
+// terminated the launcher. Each case cuts at every byte of the
 // characters it holds, so no split point is left untried.
 #include "common/utf8.h"
 
