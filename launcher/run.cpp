@@ -300,10 +300,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
                   job.plan.launcher);
   relay.reset();  // mpirun is gone: every channel it left open closes now
   if (preflight_failure) failure = preflight_failure;
-  if (int strays = end_strays(); strays > 0)
-    spdlog::info(
-        "ended {} process(es) that {} left behind (its ssh sessions, in process groups of their own)", strays,
-        job.plan.launcher);
+  int strays = end_strays();  // said once the job's verdict is known (failure.h)
   JobOutcome outcome{failure, std::nullopt, *status, job.plan.launcher};
   {
     std::lock_guard lock(shared.mutex);
@@ -326,6 +323,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
           shared.misplaced_count);
     }
   }
+  report_strays(strays, failure.has_value(), job.plan.launcher);
   if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time
   finish(failure);
   if (!failure) {
