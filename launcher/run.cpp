@@ -207,8 +207,14 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::vector<CheckRow> unresolved;  // the name, as before: the agents will say what they find
     own = resolve_hosts({job.launcher_name}, unresolved)[job.launcher_name];
   }
+  // Its pod IP (status.podIP, in hosts.json) goes first: a dual-stack cluster's first family,
+  // as the cluster chose it, rather than whichever address sorts first.
+  if (job.topology.launcher) {
+    auto primary = std::find(own.begin(), own.end(), job.topology.launcher->address);
+    if (primary != own.end()) std::rotate(own.begin(), primary, own.end());
+  }
   mpirun_env["TMPI_COORDINATOR"] =
-      coordinator_address(job.launcher_name, own, options.listen_address, options.job.rendezvous_port);
+      coordinator_address(job.launcher_name, own, coordinator.listening_on(), options.job.rendezvous_port);
   if (job.start_gate) {
     // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
     if (job.plan.ssh_agent != "ssh") {
