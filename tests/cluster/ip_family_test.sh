@@ -6,7 +6,7 @@
 #     dual-stack, on its IPv4 address too);
 #   - the sidecars register with the launcher's coordinator, which they reach by name;
 #   - mpi-launcher runs MPI hello (Open MPI) once every host is registered, and its agents are
-#     given the coordinator at the launcher's IPv6 address, bracketed;
+#     given the coordinator at the launcher's IPv6 address, bracketed, and report there;
 #   - the health table (`mpi-launcher hosts`) lists each node at its IPv6 address.
 # Usage (under cib run --ip-family ipv6|dual): ip_family_test.sh ipv6|dual
 source "$(dirname "$0")/launcher_lib.sh"
@@ -42,10 +42,15 @@ for node in "${nodes[@]}"; do
 done
 pass "$family: every node's /readyz answers at the pod's addresses ($("$CIB" ips "${nodes[0]}" | paste -sd ' '))"
 
-probe='echo "coordinator=$TMPI_COORDINATOR rank=$RANK"; exec '"$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi"
+# Rank 3 holds every rank (the allreduce waits for it) past the agents' start report (2 s):
+# each agent then reports its rank's start and exit to the coordinator, at the address given.
+probe='echo "coordinator=$TMPI_COORDINATOR rank=$RANK"; if [ "$RANK" = 3 ]; then sleep 2.5; fi
+       exec '"$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi"
 out=$(launch -- sh -c "$probe" 2>&1) || fail "the run failed: $out"
 expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "MPI hello"
 expect_contains "$out" "coordinator=[$("$CIB" ip "$launcher")]:29410 rank=3" "the agents' coordinator"
+[[ $(jq -c '[.ranks[] | select(.reported and .state == "exited" and .code == 0) | .rank]' "$report") == '[0,1,2,3]' ]] ||
+  fail "the agents did not report over $family: $(jq -c .ranks "$report")"
 # Every host registered at its IPv6 address: the coordinator's view, in report.json.
 for node in "${nodes[@]}"; do
   [[ $(jq -r --arg n "$node.$sub" '.hosts[] | select(.name == $n) | .address' "$report") == \
