@@ -19,6 +19,10 @@ int run(std::string_view program, int argc, char** argv, const Main& body) {
     std::cout << markdown_table();
     return 0;
   }
+  if (args.size() == 1 && args[0] == "--version") {  // the project's version, as the rendezvous sends it
+    std::cout << program << " " << TMPI_VERSION << "\n";
+    return 0;
+  }
   if (args.size() == 1 && args[0] == "--exit-codes-markdown") {  // and its exit-code table
     std::cout << exit_codes_markdown();
     return 0;

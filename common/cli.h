@@ -13,7 +13,8 @@ namespace tmpi::cli {
 
 using Main = std::function<Status(const std::vector<std::string>& args)>;
 
-// Runs body(argv[1..]); returns the process exit code.
+// Runs body(argv[1..]); returns the process exit code. `--version` alone prints the
+// program's name and the project's version (TMPI_VERSION) and exits 0, in every program.
 int run(std::string_view program, int argc, char** argv, const Main& body);
 
 }  // namespace tmpi::cli

@@ -81,7 +81,9 @@ constexpr std::array kTable = {
     ranged(row(param::kLostAfter, "DURATION", "15s", "a host with no beat for this long is lost",
                kScopeRendezvous | kScopeLauncher),
            500ms, 1h),
-    row(param::kListenAddress, "IP", "0.0.0.0", "where the coordinator and the probe listen",
+    row(param::kListenAddress, "IP", "::",
+        "where the coordinator and the probe listen; `::` takes IPv4 and IPv6, and is 0.0.0.0 where the pod "
+        "has no IPv6",
         kScopeRendezvous | kScopeLauncher),
     row(param::kHost, "NAME", "", "this pod's host name in hosts.json; default: hostname -f",
         kScopeRendezvous),

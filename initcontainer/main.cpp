@@ -175,6 +175,7 @@ Status run(const std::vector<std::string>& args) {
   const Topology& topology = loaded.topology;
   const KeyPair& key = loaded.key;
   for (const auto& note : topology.notes) spdlog::info("{}", note);
+  if (auto idle = slots_below_gpus(topology)) spdlog::warn("{}", *idle);
   TMPI_CHECK(check_ssh_dir(layout, key));  // before the first write: all of the outputs, or none
   TMPI_CHECK(install_account(account));
   log_account(account);

@@ -5,7 +5,8 @@
 //    then newer creationTimestamp, wins);
 //  - order: replicated-job order (job-global-index where JobSet sets it, else the launcher
 //    job first, then by name), then job index, then completion index;
-//  - slots: the flag, else the nvidia.com/gpu limit of the pod's main container, else 1.
+//  - slots: the flag, else the nvidia.com/gpu limit of the pod's main container, else 1;
+//    fewer slots than that limit is warned of (slots_below_gpus).
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -18,6 +19,8 @@
 
 #include "common/json_fields.h"
 #include "common/json_filter.h"
+#include "common/param_names.h"
+#include "common/params.h"
 #include "initcontainer/sources.h"
 
 namespace tmpi::init {
@@ -286,6 +289,26 @@ Expected<Topology> topology_from_pod_list(const PaddedText& json_text, std::stri
   PodListReader reader(options);
   TMPI_CHECK(reader.add(json_text, origin));
   return reader.topology(origin);
+}
+
+std::optional<std::string> slots_below_gpus(const Topology& topology) {
+  const Host* first = nullptr;
+  std::size_t short_hosts = 0;
+  for (const auto& host : topology.hosts) {
+    if (host.gpus <= host.slots) continue;
+    if (first == nullptr) first = &host;
+    ++short_hosts;
+  }
+  if (first == nullptr) return std::nullopt;
+  return fmt::format(
+      "host {} has {} slot(s) but its pod gives it {} GPU(s) (nvidia.com/gpu){}: "
+      "it runs only {} rank(s), and the other GPUs stay idle; "
+      "put the GPU in the TrainJob's resources "
+      "(the SDK's resources_per_node={{\"nvidia.com/gpu\": {}}}, resourcesPerNode in YAML) "
+      "so that Trainer counts {} slots, or set --slots {} ({})",
+      first->name, first->slots, first->gpus,
+      short_hosts > 1 ? fmt::format(", as do {} more host(s)", short_hosts - 1) : "", first->slots,
+      first->gpus, first->gpus, first->gpus, env_name(param::kSlots.name));
 }
 
 }  // namespace tmpi::init

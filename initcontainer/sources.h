@@ -22,6 +22,13 @@ struct SourceOptions {
   std::optional<int> slots;       // overrides per-pod GPU counts
 };
 
+// The warning for hosts given fewer slots than the GPUs their pod spec holds (the gpus of a
+// pod-list or API host; other sources know none), or nullopt: ranks would leave GPUs idle
+// and nothing would say so. Trainer v2.3's MPI plugin counts slots from the TrainJob's own
+// resourcesPerNode (pkg/runtime/framework/plugins/mpi/mpi.go), while the runtime's GPU limit
+// stays in the merged pod spec: an SDK job that gives only cpu and memory gets 1 slot a host.
+std::optional<std::string> slots_below_gpus(const Topology& topology);
+
 // Pods from one or more pod lists: `kubectl get pods -o json` (a List), or the pages of
 // the API's PodList. The API source reads page after page, and asks again while pods come.
 class PodListReader {

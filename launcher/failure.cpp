@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "common/error.h"
 
@@ -71,6 +72,13 @@ Failure past_timeout(Millis timeout, const nlohmann::json& ranks) {
       static_cast<int>(Exit::kTempFail),
       fmt::format("the job ran past --timeout ({} s); still running: {}", timeout.count() / 1000, named),
       "JobTimeout"};
+}
+
+void report_strays(int strays, bool job_failed, std::string_view launcher) {
+  if (strays <= 0) return;
+  spdlog::log(job_failed ? spdlog::level::info : spdlog::level::debug,
+              "ended {} process(es) that {} left behind (its ssh sessions, in process groups of their own)",
+              strays, launcher);
 }
 
 }  // namespace tmpi::launch

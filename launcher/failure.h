@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -64,5 +65,12 @@ nlohmann::json rank_json(const RankRecord& record);
 // from `ranks`, the coordinator's snapshot ([{rank, host, state}]), so that a hang (a
 // deadlock, a stuck collective) is named where it is.
 Failure past_timeout(Millis timeout, const nlohmann::json& ranks);
+
+// The processes that mpirun left behind, once the launcher has ended them (common/process.h,
+// end_strays). After a clean job they are routine: Open MPI's and hydra's ssh sessions run
+// in process groups of their own and often outlive mpirun by a moment, so the line is for
+// debug only (at info, users read it as a fault). After a failed job they may be part of
+// the story (a daemon that hung, a host cut off), so they are said at info.
+void report_strays(int strays, bool job_failed, std::string_view launcher);
 
 }  // namespace tmpi::launch

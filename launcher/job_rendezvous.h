@@ -109,6 +109,8 @@ class JobRendezvous {
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
   }
+  // The address it listens on: "::", or "0.0.0.0" in a pod without IPv6 (http_server.h).
+  std::string listening_on() const { return service_->server().listening_on(); }
   // The start gate's decision (agent/gate.h), once the ssh check beside the launch has ended.
   void open_gate() {
     boost::asio::post(io_, [this] { service_->engine().open_gate(); });

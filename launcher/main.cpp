@@ -1,7 +1,7 @@
 // mpi-launcher: the launcher pod's main command.
 //   run [options] -- CMD ARGS   wait for the hosts, preflight, launch, supervise, report
 //   check                       the preflight alone, as a table
-//   hosts                       the health table from the coordinator, or hosts.json
+//   hosts                       the health table, from the coordinator or (no job) hosts.json
 //   shell                       an interactive shell ready for mpirun (kubectl exec -it)
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/plain_http.h"
+#include "common/topology.h"
 #include "launcher/job.h"
 #include "launcher/options.h"
 #include "launcher/run.h"
@@ -33,27 +34,43 @@ namespace {
 constexpr const char* kSynopsis =
     "mpi-launcher run [options] -- CMD ARGS...\n"
     "       mpi-launcher check | hosts | shell [options]\n"
+    "       mpi-launcher --version\n"
     "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
 
+// The health table, from the coordinator's GET /v1/hosts or built the same way (below).
+// Read field by field, checked for shape (json_fields.h).
+void print_health(const nlohmann::json& table) {
+  std::cout << fmt::format("barrier {}: {}/{} hosts ready\n", string_at(table, "/barrier", "?"),
+                           int_at(table, "/ready", 0), int_at(table, "/expected", 0));
+  const auto* rows = node_at(table, "/hosts");
+  for (const auto& host : rows != nullptr && rows->is_array() ? *rows : nlohmann::json::array()) {
+    std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", string_at(host, "/name"), string_at(host, "/state"),
+                             string_at(host, "/address"), string_at(host, "/reason"));
+  }
+}
+
+// With no job running, no coordinator answers: the same table from hosts.json, where every
+// host is one that nobody has heard from yet (the README promises the table, not the file).
 Status hosts(const LauncherOptions& options) {
   std::string coordinator = options.coordinator;
   if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", options.job.rendezvous_port);
   auto answer = plain_http("GET", coordinator, "/v1/hosts", "", Millis(3000));
   if (answer && answer->status == 200) {
-    // The coordinator's answer is read field by field, checked for shape (json_fields.h).
-    auto table = parse_object(answer->body);
-    std::cout << fmt::format("barrier {}: {}/{} hosts ready\n", string_at(table, "/barrier", "?"),
-                             int_at(table, "/ready", 0), int_at(table, "/expected", 0));
-    const auto* rows = node_at(table, "/hosts");
-    for (const auto& host : rows != nullptr && rows->is_array() ? *rows : nlohmann::json::array()) {
-      std::cout << fmt::format("{:<40} {:<11} {:<16} {}\n", string_at(host, "/name"),
-                               string_at(host, "/state"), string_at(host, "/address"),
-                               string_at(host, "/reason"));
-    }
+    print_health(parse_object(answer->body));
     return ok_status();
   }
   TMPI_ASSIGN(std::string text, read_file(options.job.hosts_file));
-  std::cout << "(no coordinator at " << coordinator << "; hosts.json:)\n" << text;
+  TMPI_ASSIGN(Topology topology, parse_hosts_json(text, options.job.hosts_file));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& host : topology.hosts)
+    rows.push_back({{"name", host.name},
+                    {"state", "waiting"},
+                    {"address", host.address},
+                    {"reason", "not yet heard from"}});
+  std::cout << fmt::format("(no coordinator answers at {}: no job is running; the hosts of {})\n",
+                           coordinator, options.job.hosts_file);
+  print_health(
+      {{"barrier", "not-started"}, {"ready", 0}, {"expected", topology.hosts.size()}, {"hosts", rows}});
   return ok_status();
 }
 

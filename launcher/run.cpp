@@ -208,8 +208,14 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::vector<CheckRow> unresolved;  // the name, as before: the agents will say what they find
     own = resolve_hosts({job.launcher_name}, unresolved)[job.launcher_name];
   }
+  // Its pod IP (status.podIP, in hosts.json) goes first: a dual-stack cluster's first family,
+  // as the cluster chose it, rather than whichever address sorts first.
+  if (job.topology.launcher) {
+    auto primary = std::find(own.begin(), own.end(), job.topology.launcher->address);
+    if (primary != own.end()) std::rotate(own.begin(), primary, own.end());
+  }
   mpirun_env[env_name(param::kCoordinator.name)] =
-      coordinator_address(job.launcher_name, own, options.listen_address, options.job.rendezvous_port);
+      coordinator_address(job.launcher_name, own, coordinator.listening_on(), options.job.rendezvous_port);
   if (job.start_gate) {
     // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
     if (job.plan.ssh_agent != "ssh") {
@@ -301,10 +307,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
                   job.plan.launcher);
   relay.reset();  // mpirun is gone: every channel it left open closes now
   if (preflight_failure) failure = preflight_failure;
-  if (int strays = end_strays(); strays > 0)
-    spdlog::info(
-        "ended {} process(es) that {} left behind (its ssh sessions, in process groups of their own)", strays,
-        job.plan.launcher);
+  int strays = end_strays();  // said once the job's verdict is known (failure.h)
   JobOutcome outcome{failure, std::nullopt, *status, job.plan.launcher};
   {
     std::lock_guard lock(shared.mutex);
@@ -327,6 +330,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
           shared.misplaced_count);
     }
   }
+  report_strays(strays, failure.has_value(), job.plan.launcher);
   if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time
   finish(failure);
   if (!failure) {

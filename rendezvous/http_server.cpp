@@ -9,6 +9,7 @@
 #include <map>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -191,21 +192,58 @@ HttpServer::~HttpServer() {
   }
 }
 
+namespace {
+
+// Opens, binds and listens on `endpoint`; the first step's error, with the acceptor closed.
+boost::system::error_code open_and_listen(tcp::acceptor& acceptor, const tcp::endpoint& endpoint) {
+  boost::system::error_code ec;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  // "::" takes IPv4 too, whatever the node's net.ipv6.bindv6only says: IPv4 peers arrive
+  // v4-mapped, and peer_address unmaps them.
+  if (!ec && endpoint.address().is_v6() && endpoint.address().is_unspecified())
+    acceptor.set_option(asio::ip::v6_only(false), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+  }
+  return ec;
+}
+
+// What a pod without IPv6 answers to an IPv6 socket: a kernel booted with ipv6.disable=1 has
+// no AF_INET6 (EAFNOSUPPORT); one that has it but no IPv6 address may refuse the bind
+// (EADDRNOTAVAIL). Any other error (EADDRINUSE, EACCES) is the user's to hear.
+bool no_ipv6_here(const boost::system::error_code& ec) {
+  return ec == boost::system::errc::address_family_not_supported ||
+         ec == boost::system::errc::address_not_available;
+}
+
+}  // namespace
+
 Expected<unsigned short> HttpServer::listen(const std::string& address, unsigned short port) {
   boost::system::error_code ec;
   auto ip = asio::ip::make_address(address, ec);
   if (ec) return make_error(Exit::kUsage, "listen address '{}': {}", address, ec.message());
-  tcp::endpoint endpoint(ip, port);
-  state_->acceptor.open(endpoint.protocol(), ec);
-  if (!ec) state_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) state_->acceptor.bind(endpoint, ec);
-  if (!ec) state_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  ec = open_and_listen(state_->acceptor, tcp::endpoint(ip, port));
+  if (ec && no_ipv6_here(ec) && ip.is_v6() && ip.is_unspecified()) {
+    spdlog::debug("http server: no IPv6 here ({}); listening on 0.0.0.0:{} instead of [::]", ec.message(),
+                  port);
+    ec = open_and_listen(state_->acceptor, tcp::endpoint(asio::ip::address_v4::any(), port));
+  }
   if (ec) {
     return make_error(Exit::kUnavailable, "cannot listen on {}:{}: {}; is another process using the port?",
-                      address, port, ec.message());
+                      ip.is_v6() ? fmt::format("[{}]", address) : address, port, ec.message());
   }
   accept(state_);
   return state_->acceptor.local_endpoint().port();
+}
+
+std::string HttpServer::listening_on() const {
+  boost::system::error_code ec;
+  auto endpoint = state_->acceptor.local_endpoint(ec);
+  return ec ? "" : endpoint.address().to_string();
 }
 
 void HttpServer::stop() {

@@ -41,8 +41,13 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
   ~HttpServer();
 
-  // Binds address:port (port 0: any) and starts accepting; returns the bound port.
+  // Binds address:port (port 0: any) and starts accepting; returns the bound port. "::"
+  // (the default of --listen-address) takes both families (IPV6_V6ONLY off), and falls back
+  // to 0.0.0.0 where the pod has no IPv6 (the IPv6 socket or its bind fails with
+  // EAFNOSUPPORT or EADDRNOTAVAIL), so one default serves IPv4, IPv6 and dual-stack pods.
   Expected<unsigned short> listen(const std::string& address, unsigned short port);
+  // The address bound ("::", "0.0.0.0" after the fallback, "10.0.0.5"); "" before listen.
+  std::string listening_on() const;
   std::size_t max_connections() const;  // the cap in force
   void stop();
 

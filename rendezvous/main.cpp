@@ -66,7 +66,7 @@ Status serve(const Params& params) {
   TMPI_ASSIGN(unsigned short port,
               service.listen(params.str(param::kListenAddress),
                              static_cast<unsigned short>(params.integer(param::kRendezvousPort))));
-  spdlog::info("coordinator on {}:{} for {} hosts", params.str(param::kListenAddress), port,
+  spdlog::info("coordinator on {}:{} for {} hosts", service.server().listening_on(), port,
                config.hosts.size());
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });

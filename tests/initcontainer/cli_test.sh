@@ -41,6 +41,19 @@ done
 grep -q "StrictHostKeyChecking yes" "$work/ssh/config" || fail "ssh config is not strict"
 echo "ok: outputs, modes, known_hosts"
 
+# 1b. Fewer slots than the pods' GPUs (Trainer's count from a TrainJob without the GPU in
+# its resources): a warning that names both numbers and the fix; none when they agree.
+err=$("$init" --pods "$work/pods.json" --slots 1 --out "$work/out-1" --ssh-dir "$work/ssh-1" 2>&1 >/dev/null)
+grep -qF "host train-node-0-0.train has 1 slot(s) but its pod gives it 4 GPU(s) (nvidia.com/gpu), as do 2 more host(s)" <<<"$err" ||
+  fail "no warning of 1 slot for 4 GPUs: $err"
+grep -qF 'resources_per_node={"nvidia.com/gpu": 4}' <<<"$err" && grep -qF -- "--slots 4 (TMPI_SLOTS)" <<<"$err" ||
+  fail "the warning does not say the fix: $err"
+grep -q "warn" <<<"$err" || fail "not said as a warning: $err"
+[[ $(head -n 1 "$work/out-1/hostfile") == "train-node-0-0.train slots=1" ]] || fail "--slots 1: $(cat "$work/out-1/hostfile")"
+err=$("$init" --pods "$work/pods.json" --slots 4 --out "$work/out-4" --ssh-dir "$work/ssh-4" 2>&1 >/dev/null)
+! grep -q "GPU(s)" <<<"$err" || fail "a warning where slots and GPUs agree: $err"
+echo "ok: fewer slots than GPUs is warned of, with the fix"
+
 # 2. A re-run changes no byte (and reuses the key).
 sums() { (cd "$work" && sha256sum out/* ssh/*); }
 before=$(sums)

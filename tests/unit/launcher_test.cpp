@@ -1,7 +1,8 @@
 // mpi-launcher's pure parts: the command for every MPI (Intel's from its documented hydra
 // flags, since it cannot be installed here), flavour detection, environment forwarding,
-// the rank variables and NODE_RANK, failure attribution, the options read from the
-// parameters, and report.json's rank record. The preflight's checks: preflight_test.cpp.
+// the rank variables and NODE_RANK, failure attribution, what is said of mpirun's strays,
+// the options read from the parameters, and report.json's rank record. The preflight's
+// checks: preflight_test.cpp.
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -9,8 +10,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
 #include "common/process.h"
@@ -237,6 +241,29 @@ TEST(Process, AnOrphanInAGroupOfItsOwnIsAdoptedAndEnded) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0) << "9: no pipe; 10+N: N strays ended (1 expected), or the stray lives on";
+}
+
+// What the launcher says of the strays it ended, at the default level (info) and at debug.
+std::string strays_said(int strays, bool job_failed, spdlog::level::level_enum level) {
+  std::ostringstream said;
+  auto previous = spdlog::default_logger();
+  auto logger =
+      std::make_shared<spdlog::logger>("strays", std::make_shared<spdlog::sinks::ostream_sink_st>(said));
+  logger->set_level(level);
+  spdlog::set_default_logger(logger);
+  report_strays(strays, job_failed, "mpirun");
+  spdlog::set_default_logger(previous);
+  return said.str();
+}
+
+TEST(Process, StraysAfterACleanJobAreNoNewsAtInfo) {
+  EXPECT_EQ(strays_said(2, false, spdlog::level::info), "") << "a clean job's leftovers read as a fault";
+  EXPECT_NE(strays_said(2, false, spdlog::level::debug).find("ended 2 process(es) that mpirun left behind"),
+            std::string::npos);
+  EXPECT_NE(strays_said(2, true, spdlog::level::info).find("ended 2 process(es) that mpirun left behind"),
+            std::string::npos)
+      << "after a failure, the leftovers are part of the story";
+  EXPECT_EQ(strays_said(0, true, spdlog::level::info), "");
 }
 
 TEST(Process, ACommandDoneButNotExitingIsEndedAfterItsLinger) {
