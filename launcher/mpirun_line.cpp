@@ -27,6 +27,7 @@ std::optional<int> positive(std::string_view text) {
 
 std::string layout_text(const std::vector<JobHost>& hosts) {
   std::vector<std::string> parts;
+  parts.reserve(hosts.size());
   for (const auto& host : hosts) parts.push_back(fmt::format("{}:{}", host.name, host.slots));
   return fmt::format("{}", fmt::join(parts, ","));
 }
