@@ -99,8 +99,10 @@ Status run(const std::vector<std::string>& args) {
   LauncherOptions options = launcher_options(params);
   options.job.mpi_words.insert(options.job.mpi_words.end(), split.mpi_words.begin(), split.mpi_words.end());
   // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)
-  // then runs the real mpirun for it, instead of handing the job to another launcher.
-  if (command == "run" || command == "check")
+  // then runs the real mpirun for it, instead of handing the job to another launcher. The
+  // shell's too: an mpirun typed there beside a running job must not start a second launcher
+  // (its coordinator's port, its report.json).
+  if (command == "run" || command == "check" || command == "shell")
     setenv("TMPI_LAUNCHER_PID", std::to_string(getpid()).c_str(), 1);
   if (command == "run") return run_job(options, params.rest());
   if (command == "check") return check_job(options);

@@ -16,7 +16,8 @@
 # (the runtime sets it), else the one beside a --hostfile/-f given, else /etc/mpi/hosts.json.
 # The real mpirun runs the line untouched instead:
 #   - a call from mpi-launcher itself, or from anything it started (TMPI_LAUNCHER_PID is set
-#     in its environment): the job's mpirun, the placement probe, `mpirun --version`;
+#     in its environment): the job's mpirun, the placement probe, `mpirun --version`, and
+#     what a user types in `mpi-launcher shell`;
 #   - mpirun's own questions (a lone --version, --help...) and an empty line;
 #   - no hosts.json: not a job that mpi-init laid out (a user's shell elsewhere);
 #   - TMPI_MPIRUN_HANDOFF=0.
