@@ -204,6 +204,14 @@ Expected<bool> take(Taking& state, const MpiOption& option) {
   return false;
 }
 
+bool is_boolean(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* word : {"1", "0", "true", "false", "yes", "no", "on", "off"}) {
+    if (text == word) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Expected<TakenLine> take_mpirun_line(const MpirunLine& line, const LineContext& job) {
@@ -244,8 +252,9 @@ RunArgs split_run_args(const std::vector<std::string>& args, unsigned scope) {
     }
     if (word == "-h" || word == "--help" || spec != nullptr) {
       out.launcher_args.push_back(word);
-      bool takes_value =
-          spec != nullptr && spec->type != ParamType::kBool && word.find('=') == std::string::npos;
+      // A flag's value is its own word too ("--preflight false"), where that word is a boolean.
+      bool takes_value = spec != nullptr && word.find('=') == std::string::npos &&
+                         (spec->type != ParamType::kBool || (it + 1 != dashdash && is_boolean(*(it + 1))));
       if (takes_value && it + 1 != dashdash) out.launcher_args.push_back(*++it);
       continue;
     }

@@ -211,6 +211,11 @@ TEST(RunArgs, SplitsTheLaunchersParametersFromMpirunsOptions) {
             (Words{"--np", "4", "--dry-run", "--hosts=/h.json", "--", "prog", "--np", "1"}));
   EXPECT_EQ(split.mpi_words, (Words{"--bind-to", "none", "-x", "A", "--timeout", "30"}));
   EXPECT_EQ(split_words(" --bind-to  none\t-x A "), (Words{"--bind-to", "none", "-x", "A"}));
+  // A launcher flag's boolean value as its own word stays with it; another word is mpirun's.
+  auto flags =
+      split_run_args({"--preflight", "false", "--dry-run", "--report-bindings", "--", "p"}, kScopeLauncher);
+  EXPECT_EQ(flags.launcher_args, (Words{"--preflight", "false", "--dry-run", "--", "p"}));
+  EXPECT_EQ(flags.mpi_words, Words{"--report-bindings"});
 }
 
 TEST(DescriptorLimit, CapsAHugeOrUnlimitedSoftLimitAndNeverRaisesOne) {
