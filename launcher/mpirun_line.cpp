@@ -118,6 +118,21 @@ struct Taking {
   int per_host = 0;  // ranks on each host, where the line says so
 };
 
+// An option that places ranks: the by-slot check no longer holds, and a per-host count
+// (ppr:N:node, -N N, -ppn N, --pernode) sets the rank count where none is given.
+void note_placement(Taking& state, const MpiOption& option) {
+  std::string value = option.values.empty() ? "" : option.values.front();
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (option.role == Role::kPernode) state.per_host = 1;
+  if (option.role == Role::kPerNode) state.per_host = positive(value).value_or(0);
+  if (option.role == Role::kMapping && option.name == "map-by") {
+    if (value == "slot") return;
+    if (value.starts_with("ppr:") && value.ends_with(":node"))
+      state.per_host = positive(value.substr(4, value.size() - 9)).value_or(0);
+  }
+  state.out.placement = option_text(option);
+}
+
 // Whether the option is taken (left out) or passed; an error where it conflicts or breaks.
 Expected<bool> take(Taking& state, const MpiOption& option) {
   const LineContext& job = state.job;
@@ -180,23 +195,10 @@ Expected<bool> take(Taking& state, const MpiOption& option) {
     case Role::kRunAsRoot:
       return job.as_root;  // the launcher passes it itself as root
     case Role::kPerNode:
-      state.per_host = positive(option.values.at(0)).value_or(0);
-      state.out.placement = option_text(option);
-      return false;
     case Role::kPernode:
-      state.per_host = 1;
-      state.out.placement = option_text(option);
+    case Role::kMapping:
+      note_placement(state, option);
       return false;
-    case Role::kMapping: {
-      std::string value = option.values.empty() ? "" : option.values.front();
-      std::transform(value.begin(), value.end(), value.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
-      if (option.name == "map-by" && value == "slot") return false;
-      if (option.name == "map-by" && value.starts_with("ppr:") && value.ends_with(":node"))
-        state.per_host = positive(value.substr(4, value.size() - 9)).value_or(0);
-      state.out.placement = option_text(option);
-      return false;
-    }
     case Role::kEnv:
     case Role::kPlain:
       return false;
