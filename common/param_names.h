@@ -66,6 +66,8 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kTimeout, "timeout", kDuration)                       \
   X(kReport, "report", kPath)                             \
   X(kDryRun, "dry-run", kBool)                            \
+  X(kMpiArg, "mpi-arg", kString)                          \
+  X(kMpirunLine, "mpirun-line", kBool)                    \
   X(kStatus, "status", kChoice)                           \
   X(kEvents, "events", kChoice)                           \
   X(kTrainjob, "trainjob", kString)                       \

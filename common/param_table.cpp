@@ -137,6 +137,13 @@ constexpr std::array kTable = {
     row(param::kReport, "FILE", "/etc/mpi/report.json", "phases, hosts, ranks and the exit reason",
         kScopeLauncher),
     row(param::kDryRun, "BOOL", "false", "print the exact MPI command and exit", kScopeLauncher),
+    row(param::kMpiArg, "WORD", "",
+        "an mpirun option word for `run` (repeatable, one word each); the variable: words split at spaces",
+        kScopeLauncher),
+    row(param::kMpirunLine, "BOOL", "false",
+        "the words after -- are a whole mpirun line (options, then the command), as the image's mpirun hands "
+        "it on",
+        kScopeLauncher),
     row(param::kStatus, "MODE", "auto",
         "TrainJob status (when Trainer sets KUBEFLOW_TRAINER_SERVER_URL): every phase, failures only, "
         "or none",

@@ -16,6 +16,7 @@
 #include "common/job_key.h"
 #include "common/params.h"
 #include "common/process.h"
+#include "launcher/mpirun_line.h"
 
 namespace tmpi::launch {
 
@@ -70,6 +71,25 @@ Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program
   return flavour;
 }
 
+// The user's mpirun options, read with the flavour's grammar and checked against the job
+// (mpirun_line.h); `command` is the rank command, taken out of a whole mpirun line.
+Expected<TakenLine> take_user_line(const JobOptions& options, const Job& job,
+                                   std::vector<std::string>& command) {
+  if (options.mpi_words.empty() && !options.mpirun_line) return TakenLine{};
+  std::vector<std::string> words = options.mpi_words;
+  if (options.mpirun_line) words.insert(words.end(), command.begin(), command.end());
+  TMPI_ASSIGN(MpirunLine line, parse_mpirun_line(grammar_of(job.plan.flavour), words, !options.mpirun_line));
+  if (options.mpirun_line) command = line.command;
+  LineContext context{{}, job.plan.hostfile, options.np, getuid() == 0, [](const std::string& path) {
+                        return read_file(path, 1U << 20);
+                      }};
+  for (const auto& host : job.topology.hosts) context.hosts.push_back({host.name, host.slots});
+  TMPI_ASSIGN(TakenLine taken, take_mpirun_line(line, context));
+  if (command.empty())
+    return make_error(Exit::kUsage, "no command in the mpirun line: mpirun [OPTIONS] CMD ARGS...");
+  return taken;
+}
+
 }  // namespace
 
 Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::string>& command) {
@@ -93,7 +113,10 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   bool hydra = plan.flavour == Flavour::kMpich || plan.flavour == Flavour::kIntel;
   std::string dir = std::filesystem::path(options.hosts_file).parent_path().string();
   plan.hostfile = dir + (hydra ? "/hostfile.hydra" : "/hostfile");
-  plan.np = options.np > 0 ? options.np : job.topology.total_slots();
+  std::vector<std::string> user_command = command;
+  TMPI_ASSIGN(TakenLine user_line, take_user_line(options, job, user_command));
+  plan.extra_args = user_line.passed;
+  plan.np = options.np > 0 ? options.np : user_line.np > 0 ? user_line.np : job.topology.total_slots();
   if (plan.np < 1) return make_error(Exit::kUsage, "--np {}: needs 1 or more ranks", plan.np);
   plan.ssh_options = {"-F", "/dev/null",
                       "-p", std::to_string(options.ssh_port),
@@ -133,8 +156,13 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env[std::string(contract::kSlotLayout)] = slot_layout(slots);
   // Each agent checks its own host before it starts its rank (agent/placement.h).
-  job.probe_placement = options.placement == "probe";
-  if (options.placement != "none") {
+  job.probe_placement = options.placement == "probe" && user_line.placement.empty();
+  if (!user_line.placement.empty()) {
+    spdlog::info(
+        "placement: the mpirun option {} places ranks other than by slot; the agents' by-slot "
+        "placement check is off",
+        user_line.placement);
+  } else if (options.placement != "none") {
     std::vector<std::string> order;
     for (const auto& host : job.topology.hosts) order.push_back(host.name);
     if (std::string joined = join_hosts(order); joined.size() <= kMaxRankHostsBytes) {
@@ -166,12 +194,14 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   job.agents_ask = job.start_gate && (hydra || own_tree || job.topology.hosts.size() > kMpirunTreeRadix);
   job.env[env_name(param::kStartGate.name)] = job.agents_ask ? "true" : "false";
   for (const auto& [name, value] : job.env) names.push_back(name);
-  plan.env_names = forwarded_env(names, options.env, options.env_prefixes);
+  std::vector<std::string> wanted = options.env;
+  wanted.insert(wanted.end(), user_line.env_names.begin(), user_line.env_names.end());
+  plan.env_names = forwarded_env(names, wanted, options.env_prefixes);
   // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.
   std::string agent = beside_self("mpi-rank");
   plan.command = agent.empty() ? std::vector<std::string>{self_exe(), "rank", "--"}
                                : std::vector<std::string>{agent, "--"};
-  plan.command.insert(plan.command.end(), command.begin(), command.end());
+  plan.command.insert(plan.command.end(), user_command.begin(), user_command.end());
   return job;
 }
 

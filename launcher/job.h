@@ -67,6 +67,10 @@ struct JobOptions {
   // in the preflight runs an MPI job: no probe, no fabric check; run.cpp); the ranks' agents
   // then pass the start gate (agent/gate.h). prepare_job keeps it only with no placement probe.
   bool start_gate = false;
+  // The user's own mpirun options (mpirun_line.h): `run [MPI OPTIONS] -- CMD`, --mpi-arg,
+  // TMPI_MPI_ARG. With mpirun_line, the command itself is a whole mpirun line (the hand-off's).
+  std::vector<std::string> mpi_words;
+  bool mpirun_line = false;
 };
 
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.

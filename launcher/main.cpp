@@ -1,5 +1,5 @@
 // mpi-launcher: the launcher pod's main command.
-//   run [options] -- CMD ARGS   wait for the hosts, preflight, launch, supervise, report
+//   run [options] [MPI OPTIONS] -- CMD ARGS   wait for the hosts, preflight, launch, supervise, report
 //   check                       the preflight alone, as a table
 //   hosts                       the health table, from the coordinator or (no job) hosts.json
 //   shell                       an interactive shell ready for mpirun (kubectl exec -it)
@@ -24,6 +24,7 @@
 #include "common/plain_http.h"
 #include "common/topology.h"
 #include "launcher/job.h"
+#include "launcher/mpirun_line.h"
 #include "launcher/options.h"
 #include "launcher/run.h"
 
@@ -32,7 +33,8 @@ namespace tmpi::launch {
 namespace {
 
 constexpr const char* kSynopsis =
-    "mpi-launcher run [options] -- CMD ARGS...\n"
+    "mpi-launcher run [options] [MPI OPTIONS] -- CMD ARGS...\n"
+    "       mpi-launcher run [options] --mpirun-line -- MPIRUN-OPTIONS CMD ARGS...\n"
     "       mpi-launcher check | hosts | shell [options]\n"
     "       mpi-launcher --version\n"
     "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
@@ -102,8 +104,10 @@ Status run(const std::vector<std::string>& args) {
     return args.empty() ? make_error(Exit::kUsage, "no subcommand; see --help") : ok_status();
   }
   std::string command = args[0];
-  TMPI_ASSIGN(Params params,
-              Params::parse(kScopeLauncher, {args.begin() + 1, args.end()}, current_environment()));
+  // `run [MPI OPTIONS] -- CMD`: the words that are no parameter of the launcher's are mpirun's.
+  RunArgs split{{args.begin() + 1, args.end()}, {}};
+  if (command == "run") split = split_run_args(split.launcher_args, kScopeLauncher);
+  TMPI_ASSIGN(Params params, Params::parse(kScopeLauncher, split.launcher_args, current_environment()));
   if (params.help_requested()) {
     std::cout << help_text(kSynopsis, kScopeLauncher);
     return ok_status();
@@ -111,9 +115,12 @@ Status run(const std::vector<std::string>& args) {
   TMPI_CHECK(log::setup_from("mpi-launcher", params));
   if (command == "rank") return rank_command(rank_options(params), params.rest());
   LauncherOptions options = launcher_options(params);
+  options.job.mpi_words.insert(options.job.mpi_words.end(), split.mpi_words.begin(), split.mpi_words.end());
   // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)
-  // then runs the real mpirun for it, instead of handing the job to another launcher.
-  if (command == "run" || command == "check")
+  // then runs the real mpirun for it, instead of handing the job to another launcher. The
+  // shell's too: an mpirun typed there beside a running job must not start a second launcher
+  // (its coordinator's port, its report.json).
+  if (command == "run" || command == "check" || command == "shell")
     setenv(std::string(contract::kLauncherPid).c_str(), std::to_string(getpid()).c_str(), 1);
   if (command == "run") return run_job(options, params.rest());
   if (command == "check") return check_job(options);

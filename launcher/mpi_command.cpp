@@ -141,6 +141,11 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
   return {out.begin(), out.end()};
 }
 
+std::optional<std::uint64_t> capped_nofile(std::uint64_t soft, std::uint64_t cap) {
+  if (soft <= cap) return std::nullopt;  // RLIM_INFINITY is the largest value, so capped too
+  return cap;
+}
+
 std::string shell_join(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) {

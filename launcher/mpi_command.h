@@ -6,6 +6,7 @@
 // ignores the ORTE ones and silently runs every rank on the launcher (Trainer #4028).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,13 @@ std::vector<std::string> build_command(const LaunchPlan& plan);
 std::vector<std::string> forwarded_env(const std::vector<std::string>& environment_names,
                                        const std::vector<std::string>& names,
                                        const std::vector<std::string>& prefixes);
+
+// The soft RLIMIT_NOFILE that mpirun, and the daemons and ranks it starts here, get. Open MPI's
+// daemons close every descriptor up to the soft limit in each child they fork (ORTE's and
+// PRRTE's orte|src/mca/odls/default/odls_default_module.c), so a container's 1 Mi or unlimited
+// makes every start slow. Past kNofileCap it is lowered to it; never raised (nullopt: keep).
+inline constexpr std::uint64_t kNofileCap = 65536;
+std::optional<std::uint64_t> capped_nofile(std::uint64_t soft, std::uint64_t cap = kNofileCap);
 
 // A shell-quoted rendering, for --dry-run and logs.
 std::string shell_join(const std::vector<std::string>& words);

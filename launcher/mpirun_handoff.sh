@@ -2,33 +2,38 @@
 # trainer-mpi: mpirun hand-off (the marker that mpi-launcher's tests look for)
 #
 # Installed as `mpirun` in the image's first PATH folder (/opt/trainer-mpi/bin), ahead of the
-# MPI's own. Kubeflow's Python SDK (CustomTrainer) gives an MPI runtime's launcher this
-# command, which would replace mpi-launcher and with it the preflight, the supervision and
-# the TrainJob status (docs/trainer-rules.md §6, kubeflow/sdk constants.py MPI_COMMAND):
+# MPI's own. A TrainJob's command is often a user's own mpirun line: Kubeflow's Python SDK
+# (CustomTrainer: `mpirun --hostfile /etc/mpi/hostfile bash -c "<script>"`, kubeflow/sdk
+# constants.py MPI_COMMAND), or one tuned for years under mpi-operator (`mpirun -np 16
+# -bind-to none -map-by slot -x NCCL_DEBUG=INFO -mca pml ob1 python train.py`). Run by the
+# real mpirun, it would skip mpi-launcher and with it the preflight, the supervision and the
+# TrainJob status (docs/trainer-rules.md §6).
 #
-#   mpirun --hostfile /etc/mpi/hostfile bash -c "<the user's function, as a script>"
-#
-# This hands exactly that form to `mpi-launcher run -- CMD...`, with the job's hosts.json
-# (TMPI_HOSTS, which the runtime sets, else the one beside the hostfile), when the hostfile
-# given lists the same hosts and slots as the hostfile that mpi-init wrote beside hosts.json
-# (Trainer's /etc/mpi/hostfile does: mpi-init made its own from it). mpi-launcher then runs
-# the same ranks on the same slots as mpirun would have. Everything else goes to the real
-# mpirun untouched:
+# So this gives the whole line, as it is, to `mpi-launcher run --mpirun-line -- LINE`, which
+# reads it with the MPI's own grammar, checks the options it owns (hostfile, hosts, -np, the
+# rsh agent) against the job, refuses by name what would break the job, and passes every
+# other option to mpirun in order (launcher/mpirun_line.h). The job's hosts.json: TMPI_HOSTS
+# (the runtime sets it), else the one beside a --hostfile/-f given, else /etc/mpi/hosts.json.
+# The real mpirun runs the line untouched instead:
 #   - a call from mpi-launcher itself, or from anything it started (TMPI_LAUNCHER_PID is set
-#     in its environment): the job's mpirun, the placement probe, `mpirun --version`;
-#   - no hostfile, or no hosts.json: a user at a `kubectl exec` shell, another job;
-#   - a hostfile of other hosts or slots than the job's (said in one line on stderr);
-#   - any option besides --hostfile, -np/-n and -x (said in one line on stderr, since the
-#     preflight is then skipped);
+#     in its environment): the job's mpirun, the placement probe, `mpirun --version`, and
+#     what a user types in `mpi-launcher shell`;
+#   - mpirun's own questions (a lone --version, --help...) and an empty line;
+#   - no hosts.json: not a job that mpi-init laid out (a user's shell elsewhere);
 #   - TMPI_MPIRUN_HANDOFF=0.
-# The real mpirun is the next one on PATH after this file's folder.
+# The real mpirun is the first one on PATH that is not a hand-off: neither this file (through
+# a link) nor a copy of it, found by the marker line above (two copies on PATH would else hand
+# the line to each other forever).
 set -uo pipefail
+readonly marker="# trainer-mpi: mpirun hand-off"
 self=$(readlink -f "${BASH_SOURCE[0]}")
 real=""
 IFS=: read -r -a path_dirs <<<"${PATH:-}"
 for dir in "${path_dirs[@]}"; do
   [[ -n $dir && -x $dir/mpirun ]] || continue
-  [[ $(readlink -f "$dir/mpirun") == "$self" ]] && continue
+  resolved=$(readlink -f "$dir/mpirun")
+  [[ $resolved == "$self" ]] && continue
+  [[ $(head -c 200 "$resolved" 2>/dev/null | sed -n 2p) == "$marker"* ]] && continue
   real=$dir/mpirun
   break
 done
@@ -37,44 +42,22 @@ if [[ -z $real ]]; then
   exit 127
 fi
 [[ -z ${TMPI_LAUNCHER_PID:-} && ${TMPI_MPIRUN_HANDOFF:-1} != 0 ]] || exec "$real" "$@"
+(($# > 1)) || [[ $# == 1 && $1 != -* ]] || exec "$real" "$@"
 
-hostfile="" np="" env=() command=() unknown=""
+hosts=${TMPI_HOSTS:-}
 args=("$@")
-i=0
-while ((i < ${#args[@]})); do
-  arg=${args[i]}
-  case $arg in
-    --hostfile | -hostfile | --machinefile | -machinefile)
-      ((i + 1 < ${#args[@]})) || { unknown=$arg; break; }
-      hostfile=${args[i + 1]}; i=$((i + 2)) ;;
-    --hostfile=*) hostfile=${arg#*=}; i=$((i + 1)) ;;
-    -np | -n | --np | -c)
-      ((i + 1 < ${#args[@]})) && [[ ${args[i + 1]} =~ ^[1-9][0-9]{0,7}$ ]] || { unknown=$arg; break; }
-      np=${args[i + 1]}; i=$((i + 2)) ;;
-    -x)
-      ((i + 1 < ${#args[@]})) && [[ ${args[i + 1]} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || { unknown=$arg; break; }
-      env+=(--env "${args[i + 1]}"); i=$((i + 2)) ;;
-    --) command=("${args[@]:i+1}"); break ;;
-    -*) unknown=$arg; break ;;
-    *) command=("${args[@]:i}"); break ;;
+for ((i = 0; i < ${#args[@]}; i++)); do
+  [[ -z $hosts ]] || break
+  case ${args[i]} in
+    --hostfile=* | -hostfile=* | --machinefile=* | -machinefile=*) hosts=$(dirname "${args[i]#*=}")/hosts.json ;;
+    --hostfile | -hostfile | --machinefile | -machinefile | -f)
+      ((i + 1 < ${#args[@]})) && hosts=$(dirname "${args[i + 1]}")/hosts.json ;;
   esac
 done
-[[ -n $hostfile ]] || exec "$real" "$@"
-hosts=${TMPI_HOSTS:-$(dirname "$hostfile")/hosts.json}
-[[ -f $hosts && -f $hostfile ]] || exec "$real" "$@"  # not a job that mpi-init laid out
-# "host slots=N" lines, comments and blanks left out, in any order.
-layout() { sed 's/#.*//' "$1" | awk 'NF { print $1, ($2 == "" ? "slots=1" : $2) }' | sort; }
-job_hostfile=$(dirname "$hosts")/hostfile
-if [[ ! -f $job_hostfile || $(layout "$hostfile") != "$(layout "$job_hostfile")" ]]; then
-  echo "mpirun (trainer-mpi hand-off): $hostfile does not list the job's hosts and slots ($job_hostfile); running $real as it is, without mpi-launcher's preflight and supervision" >&2
-  exec "$real" "$@"
-fi
-if [[ -n $unknown || ${#command[@]} == 0 ]]; then
-  echo "mpirun (trainer-mpi hand-off): ${unknown:+option ${unknown@Q} is not one it hands on}${unknown:-no command}; running $real as it is, without mpi-launcher's preflight and supervision (call mpi-launcher run directly, or set TMPI_MPIRUN_HANDOFF=0 to silence this)" >&2
-  exec "$real" "$@"
-fi
+[[ -n $hosts && -f $hosts ]] || hosts=/etc/mpi/hosts.json
+[[ -f $hosts ]] || exec "$real" "$@"  # not a job that mpi-init laid out
 launcher=$(dirname "$self")/mpi-launcher
 [[ -x $launcher ]] || launcher=mpi-launcher
 # The launcher uses the real mpirun, not this hand-off (its flavour and daemons are found
 # beside it).
-exec env TMPI_MPIRUN="$real" "$launcher" run --hosts "$hosts" ${np:+--np "$np"} "${env[@]}" -- "${command[@]}"
+exec env TMPI_MPIRUN="$real" "$launcher" run --hosts "$hosts" --mpirun-line -- "$@"

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/mpirun_line.h"
+
 namespace tmpi::launch {
 
 namespace {
@@ -45,6 +47,8 @@ LauncherOptions launcher_options(const Params& params) {
   job.env = params.list(param::kEnv);
   job.env_prefixes = params.list(param::kEnvPrefix);
   job.placement = params.str(param::kPlacement);
+  job.mpi_words = split_words(params.str(param::kMpiArg));
+  job.mpirun_line = params.flag(param::kMpirunLine);
 
   options.rendezvous = {params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
                         params.duration(param::kLostAfter)};

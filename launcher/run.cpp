@@ -6,6 +6,8 @@
 // acts on them (tears the job down on the first failed rank, a lost host, or a failed check).
 #include "launcher/run.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <future>
 #include <iostream>
@@ -72,6 +74,18 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
   return error;
 }
 
+// mpirun and all it starts here inherit this process's soft nofile (mpi_command.h).
+void cap_descriptor_limit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  auto soft = capped_nofile(limit.rlim_cur);
+  if (!soft) return;
+  std::uint64_t was = limit.rlim_cur;
+  limit.rlim_cur = *soft;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0)
+    spdlog::debug("descriptor limit: soft nofile {} lowered to {} for mpirun's daemons", was, *soft);
+}
+
 }  // namespace
 
 Status check_job(const LauncherOptions& options) {
@@ -113,6 +127,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::cout << shell_join(build_command(job.plan)) << "\n";
     return ok_status();
   }
+  cap_descriptor_limit();
   catch_stop_signals();
   Shared shared;
   JobRendezvous coordinator(options, job, shared);

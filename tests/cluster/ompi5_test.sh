@@ -47,6 +47,24 @@ expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
 for rank in 0 1; do expect_contains "$out" "rank $rank/4 on ${nodes[0]}" "placement"; done
 for rank in 2 3; do expect_contains "$out" "rank $rank/4 on ${nodes[1]}" "placement"; done
 [[ $(jq -r '[.phases[].name] | join(",")' "$CIB_DIR/report.json") == "wait,preflight,job" ]] || fail "the preflight did not run"
+# A user's own line, as a TrainJob's command, through the image's hand-off
+# (launcher/mpirun_handoff.sh) and read with PRRTE's grammar: Horovod's options (docs/mpi.rst),
+# then --map-by ppr:1:node --bind-to none (one rank a node).
+mkdir -p "$CIB_DIR/image-bin"
+install -m 755 "$repo/launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
+ln -sf "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
+hello=$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi
+user_mpirun() {
+  in_pod "$launcher" chroot "$root" env LD_LIBRARY_PATH="$libs" PATH="$CIB_DIR/image-bin:/usr/bin:/bin" \
+    TMPI_HOSTS="$ETC_MPI/hosts.json" TMPI_WAIT=ssh TMPI_IFACE=eth0 TMPI_REPORT="$CIB_DIR/report.json" mpirun "$@"
+}
+out=$(user_mpirun -np 4 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH -mca pml ob1 \
+        -mca btl '^openib' "$hello" 2>&1) || fail "Horovod's line under Open MPI 5: $out"
+expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "Horovod's line under Open MPI 5"
+expect_contains "$(jq -r '.command | join(" ")' "$CIB_DIR/report.json")" \
+  "-bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH -mca pml ob1 -mca btl ^openib" "its options on prterun's line"
+out=$(user_mpirun --map-by ppr:1:node --bind-to none "$hello" 2>&1) || fail "--map-by ppr:1:node under Open MPI 5: $out"
+expect_contains "$out" "allreduce sum 1 over 2 ranks: ok" "--map-by ppr:1:node --bind-to none under Open MPI 5"
 # Trainer #4028's misplacement, made on purpose: a hostfile that puts every rank on the
 # launcher, as prterun does when it reads none. Each rank's agent finds itself there, not
 # on its node, and does not start it: exit 69, every rank named.
@@ -61,4 +79,4 @@ grep -qE "rank [01] ran on $launcher, the hostfile puts it here" <<<"$out" || fa
 for rank in 0 1; do
   [[ ! -e $CIB_DIR/started-$rank ]] || fail "rank $rank started on the launcher: $out"
 done
-pass "Open MPI 5.0.7 (PRRTE): detected, placement checked, allreduce across the node pods; every rank on the launcher is refused"
+pass "Open MPI 5.0.7 (PRRTE): detected, placement checked, allreduce across the node pods, a user's own mpirun lines through the hand-off; every rank on the launcher is refused"

@@ -1,61 +1,67 @@
 #!/usr/bin/env bash
 # The image's mpirun hand-off (launcher/mpirun_handoff.sh), with stand-ins for the real
-# mpirun and for mpi-launcher that print how they were called: the SDK's form goes to
-# mpi-launcher with hosts.json beside the hostfile and the real mpirun named; every other
-# call goes to the real mpirun untouched (mpi-launcher's own calls, a hostfile that mpi-init
-# did not write, --version, an option it does not hand on, the opt-out). The whole job
-# through it runs in cluster.examples.sdk.
+# mpirun and for mpi-launcher that print how they were called: a user's whole mpirun line
+# (the SDK's, Horovod's) goes to `mpi-launcher run --mpirun-line` word for word, with the
+# job's hosts.json and the real mpirun named; mpi-launcher's own calls, mpirun's questions, a
+# line outside a job and the opt-out go to the real mpirun untouched; two copies of the
+# hand-off on PATH do not hand the line to each other. mpi-launcher's reading of the line:
+# launcher.mpirun_corpus and unit_tests (MpirunLine.*); the whole job: cluster.examples.sdk.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-mkdir -p "$dir/image-bin" "$dir/mpi-bin" "$dir/etc-mpi" "$dir/other"
+mkdir -p "$dir/image-bin" "$dir/copy-bin" "$dir/mpi-bin" "$dir/etc-mpi" "$dir/other" "$dir/job"
 install -m 755 "$src/launcher/mpirun_handoff.sh" "$dir/image-bin/mpirun"
+install -m 755 "$src/launcher/mpirun_handoff.sh" "$dir/copy-bin/mpirun"  # a copy, not a link
 printf '#!/bin/sh\nprintf "launcher:"; printf " [%%s]" "$@"; echo " mpirun=$TMPI_MPIRUN"\n' > "$dir/image-bin/mpi-launcher"
+cp "$dir/image-bin/mpi-launcher" "$dir/copy-bin/mpi-launcher"
 printf '#!/bin/sh\nprintf "real:"; printf " [%%s]" "$@"; echo\n' > "$dir/mpi-bin/mpirun"
-chmod 755 "$dir/image-bin/mpi-launcher" "$dir/mpi-bin/mpirun"
+chmod 755 "$dir/image-bin/mpi-launcher" "$dir/copy-bin/mpi-launcher" "$dir/mpi-bin/mpirun"
 echo "host-0 slots=1" > "$dir/etc-mpi/hostfile"; echo '{}' > "$dir/etc-mpi/hosts.json"
-echo "host-0 slots=1" > "$dir/other/hostfile"
-# Trainer's hostfile: the same hosts and slots in another order, with a comment.
-mkdir -p "$dir/trainer" "$dir/job"; printf 'b slots=2\n# Trainer\na slots=2\n' > "$dir/trainer/hostfile"
-printf 'a slots=2\nb slots=2\n' > "$dir/job/hostfile"; echo '{}' > "$dir/job/hosts.json"
-printf 'a slots=2\nc slots=2\n' > "$dir/trainer/other-hosts"
+echo "host-0 slots=1" > "$dir/other/hostfile"; echo '{}' > "$dir/job/hosts.json"
+[[ ! -e /etc/mpi/hosts.json ]] || fail "this machine has /etc/mpi/hosts.json: the test needs none (the hand-off's last resort)"
 export PATH="$dir/image-bin:$dir/mpi-bin:$PATH"
-unset TMPI_LAUNCHER_PID TMPI_MPIRUN_HANDOFF
-# The SDK's command (docs/trainer-rules.md §6), its script shortened.
-sdk_script=$'\nread -r -d \'\' SCRIPT << EOM\n\nprint("hi")\nEOM\nprintf "%s" "$SCRIPT" > "/tmp/f.py"\npython "/tmp/f.py"'
-out=$(mpirun --hostfile "$dir/etc-mpi/hostfile" bash -c "$sdk_script" 2>&1)
-[[ $out == "launcher: [run] [--hosts] [$dir/etc-mpi/hosts.json] [--] [bash] [-c] [$sdk_script] mpirun=$dir/mpi-bin/mpirun" ]] ||
-  fail "the SDK's form was not handed to mpi-launcher as it is: $out"
-out=$(mpirun -np 4 -x FOO --hostfile="$dir/etc-mpi/hostfile" -- python3 train.py --lr 1 2>&1)
-[[ $out == "launcher: [run] [--hosts] [$dir/etc-mpi/hosts.json] [--np] [4] [--env] [FOO] [--] [python3] [train.py] [--lr] [1] mpirun=$dir/mpi-bin/mpirun" ]] ||
-  fail "-np, -x and --hostfile= were not handed on: $out"
-# The runtime's TMPI_HOSTS names the job's hosts.json, away from Trainer's hostfile.
-out=$(TMPI_HOSTS="$dir/job/hosts.json" mpirun --hostfile "$dir/trainer/hostfile" bash -c 'echo hi' 2>&1)
-[[ $out == "launcher: [run] [--hosts] [$dir/job/hosts.json] [--] [bash] [-c] [echo hi] mpirun=$dir/mpi-bin/mpirun" ]] ||
-  fail "Trainer's hostfile with TMPI_HOSTS: $out"
-out=$(TMPI_HOSTS="$dir/job/hosts.json" mpirun --hostfile "$dir/trainer/other-hosts" hostname 2>&1)
-[[ $out == *"does not list the job's hosts and slots"* && $out == *"real: [--hostfile] [$dir/trainer/other-hosts] [hostname]" ]] ||
-  fail "a hostfile of other hosts than the job's: expected one line saying so, then the real mpirun: $out"
+unset TMPI_LAUNCHER_PID TMPI_MPIRUN_HANDOFF TMPI_HOSTS
+expect_launcher() {  # expect_launcher WHAT HOSTS ARGS...: mpi-launcher got the whole line
+  local what=$1 hosts=$2; shift 2
+  local out want="launcher: [run] [--hosts] [$hosts] [--mpirun-line] [--]"
+  out=$(mpirun "$@" 2>&1)
+  for arg in "$@"; do want+=" [$arg]"; done
+  want+=" mpirun=$dir/mpi-bin/mpirun"
+  [[ $out == "$want" ]] || fail "$what: expected mpi-launcher with the whole line, got: $out"
+}
 expect_real() {  # expect_real WHAT ARGS...: the real mpirun got ARGS, untouched, and nothing was said
   local what=$1; shift
-  local out want="real:"; out=$(mpirun "$@" 2>&1)
+  local out want="real:"; out=$(timeout 10 mpirun "$@" 2>&1) || out+=" (exit $?)"
   for arg in "$@"; do want+=" [$arg]"; done
+  (($#)) || want+=" []"  # the stand-in's printf with no arguments
   [[ $out == "$want" ]] || fail "$what: expected the real mpirun with the same arguments, got: $out"
 }
+# The SDK's command (docs/trainer-rules.md §6), its script shortened.
+sdk_script=$'\nread -r -d \'\' SCRIPT << EOM\n\nprint("hi")\nEOM\nprintf "%s" "$SCRIPT" > "/tmp/f.py"\npython "/tmp/f.py"'
+expect_launcher "the SDK's form" "$dir/etc-mpi/hosts.json" --hostfile "$dir/etc-mpi/hostfile" bash -c "$sdk_script"
+# Horovod's line (docs/mpi.rst), with options the old hand-off passed to the real mpirun.
+expect_launcher "Horovod's line" "$dir/etc-mpi/hosts.json" --hostfile="$dir/etc-mpi/hostfile" -np 4 -bind-to none \
+  -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -mca pml ob1 -mca btl '^openib' python train.py --lr 1
+# hydra's -f; TMPI_HOSTS (the runtime's) before the hostfile's folder.
+expect_launcher "hydra's -f" "$dir/etc-mpi/hosts.json" -f "$dir/etc-mpi/hostfile" -n 2 ./pi
+TMPI_HOSTS="$dir/job/hosts.json" expect_launcher "TMPI_HOSTS" "$dir/job/hosts.json" \
+  --hostfile "$dir/etc-mpi/hostfile" --map-by ppr:1:node hostname
+# Hostile words stay single words: nothing is evaluated on the way.
+expect_launcher "hostile words" "$dir/etc-mpi/hosts.json" --hostfile "$dir/etc-mpi/hostfile" -np '4; rm -rf /' \
+  -x 'A=$(id)' hostname
 expect_real "--version" --version
-expect_real "a hostfile with no hosts.json beside it" --hostfile "$dir/other/hostfile" hostname
-expect_real "no hostfile" -np 2 hostname
+expect_real "no line at all"
+expect_real "a hostfile with no hosts.json beside it, and none in /etc/mpi" --hostfile "$dir/other/hostfile" hostname
+expect_real "no hostfile and no job" -np 2 hostname
 TMPI_LAUNCHER_PID=$$ expect_real "mpi-launcher's own call" --hostfile "$dir/etc-mpi/hostfile" -np 4 --bind-to none mpi-rank -- true
 TMPI_MPIRUN_HANDOFF=0 expect_real "the opt-out" --hostfile "$dir/etc-mpi/hostfile" hostname
-out=$(mpirun --hostfile "$dir/etc-mpi/hostfile" --map-by ppr:1:node hostname 2>&1)
-[[ $out == *"option '--map-by' is not one it hands on"*"without mpi-launcher's preflight"* &&
-   $out == *"real: [--hostfile] [$dir/etc-mpi/hostfile] [--map-by] [ppr:1:node] [hostname]" ]] ||
-  fail "an option it does not hand on: expected one line saying so, then the real mpirun: $out"
-# A hostile -np or -x value is not handed on as a flag of mpi-launcher's.
-out=$(mpirun --hostfile "$dir/etc-mpi/hostfile" -np '4; rm -rf /' hostname 2>&1)
-[[ $out == *"option '-np' is not one it hands on"* && $out == *"real:"* ]] || fail "a hostile -np: $out"
-# No MPI after the hand-off's own folder: a clear error, not a loop into itself.
-rc=0; out=$(PATH="$dir/image-bin" /bin/bash "$dir/image-bin/mpirun" --version 2>&1) || rc=$?
+# Two copies on PATH, either first: each passes over the other to the real mpirun.
+PATH="$dir/image-bin:$dir/copy-bin:$dir/mpi-bin:/usr/bin:/bin" expect_real "two copies" --version
+PATH="$dir/copy-bin:$dir/image-bin:$dir/mpi-bin:/usr/bin:/bin" TMPI_LAUNCHER_PID=$$ \
+  expect_real "two copies, the other first" -np 2 hostname
+# No MPI after the hand-off's own folder (copies only): a clear error, not a loop.
+to=$(command -v timeout)
+rc=0; out=$(PATH="$dir/image-bin:$dir/copy-bin" "$to" 10 /bin/bash "$dir/image-bin/mpirun" --version 2>&1) || rc=$?
 [[ $rc == 127 && $out == *"no MPI's mpirun on PATH after"* ]] || fail "no real mpirun: expected 127 and why, got $rc: $out"
-echo "ok: the SDK's mpirun form goes to mpi-launcher (hosts.json, -np, -x); every other call to the real mpirun"
+echo "ok: a whole mpirun line goes to mpi-launcher word for word; its own calls and the rest to the real mpirun; copies do not loop"
