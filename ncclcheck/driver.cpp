@@ -10,6 +10,7 @@
 
 #include "common/utf8.h"
 #include "ncclcheck/cpus.h"
+#include "ncclcheck/sweep.h"
 #include "ncclcheck/verdict.h"
 
 namespace tmpi::check {
@@ -37,7 +38,9 @@ class CheckRun {
 
   Status run() {
     TMPI_CHECK(init());
-    TMPI_CHECK(world());
+    TMPI_CHECK(sweep_world(*fabric_, progress_, options_,
+                           [this](std::string step, Millis deadline) { return begin(std::move(step), deadline); },
+                           report_));
     TMPI_CHECK(nodes());
     TMPI_CHECK(gpu_links());
     TMPI_CHECK(links());
@@ -52,10 +55,11 @@ class CheckRun {
   std::vector<int> host_of_ranks() const { return host_of_; }
 
  private:
-  Deadline begin(std::string step) {
+  Deadline begin(std::string step, Millis deadline) {
     step_ = std::move(step);
-    return Deadline(options_.step_timeout);
+    return Deadline(deadline);
   }
+  Deadline begin(std::string step) { return begin(std::move(step), options_.step_timeout); }
 
   // Hosts in rank order, each rank's host and local rank; the backend, agreed by all.
   Status init() {
@@ -112,22 +116,6 @@ class CheckRun {
         report_.hosts[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].devices.push_back(
             device);
       }
-    }
-    return ok_status();
-  }
-
-  Status world() {
-    Group group{"world", {}, MPI_COMM_WORLD};
-    for (int r = 0; r < size_; ++r) group.ranks.push_back(r);
-    for (std::uint64_t bytes : options_.sizes) {
-      Deadline deadline = begin("all-reduce " + human_bytes(bytes));
-      TMPI_ASSIGN(Measure measure, fabric_->allreduce(group, bytes, options_.iterations, deadline, step_));
-      std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong)};
-      TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, sums, deadline, step_));
-      SizeResult size{bytes, sums[0] / size_, 0, 0, static_cast<std::int64_t>(sums[1])};
-      size.algbw = algbw_gbps(bytes, size.seconds);
-      size.busbw = allreduce_busbw(size.algbw, size_);
-      report_.allreduce.push_back(size);
     }
     return ok_status();
   }
@@ -261,35 +249,56 @@ class CheckRun {
     return ok_status();
   }
 
+  // The ranks of the test of the link between hosts a and b (fabric.h).
+  Group link_group(Pair pair) const {
+    Group group{fmt::format("link {}-{}", pair.first, pair.second), {}, MPI_COMM_NULL};
+    for (int host : {pair.first, pair.second}) {
+      const auto& ranks = report_.hosts[static_cast<std::size_t>(host)].ranks;
+      if (fabric_->links_use_every_rank()) {
+        group.ranks.insert(group.ranks.end(), ranks.begin(), ranks.end());
+      } else {
+        group.ranks.push_back(ranks.front());
+      }
+    }
+    std::sort(group.ranks.begin(), group.ranks.end());
+    return group;
+  }
+
+  // One round of disjoint pairs of hosts under the step's budget (budget.h): every pair
+  // moves a probe, the probes' times are agreed by all, then each pair runs what fits.
   Status link_round(const std::vector<Pair>& pairs, std::string step, std::vector<LinkSample>& out) {
     Deadline deadline = begin(std::move(step));
-    std::vector<double> samples(2 * pairs.size(), 0.0);  // per pair: GB/s, wrong
-    for (std::size_t p = 0; p < pairs.size(); ++p) {
-      auto [a, b] = pairs[p];
-      if (my_host_ != a && my_host_ != b) continue;
-      Group group{fmt::format("link {}-{}", a, b), {}, MPI_COMM_NULL};
-      for (int host : {a, b}) {
-        const auto& ranks = report_.hosts[static_cast<std::size_t>(host)].ranks;
-        if (fabric_->links_use_every_rank()) {
-          group.ranks.insert(group.ranks.end(), ranks.begin(), ranks.end());
-        } else {
-          group.ranks.push_back(ranks.front());
-        }
-      }
-      std::sort(group.ranks.begin(), group.ranks.end());
-      if (group.index_of(rank_) < 0) break;
-      TMPI_ASSIGN(Measure measure,
-                  fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
+    int mine = -1;
+    Group group;
+    for (std::size_t p = 0; p < pairs.size() && mine < 0; ++p) {
+      group = link_group(pairs[p]);
+      if (group.index_of(rank_) >= 0) mine = static_cast<int>(p);
+    }
+    const std::uint64_t probe = probe_bytes(options_.pair_bytes);
+    std::vector<double> probes(pairs.size(), 0.0);
+    std::vector<double> samples(3 * pairs.size(), 0.0);  // per pair: GB/s, wrong, bytes
+    auto slot = static_cast<std::size_t>(std::max(mine, 0));
+    if (mine >= 0) {
+      TMPI_ASSIGN(Measure probed, fabric_->link(group, probe, {0, 1}, deadline, step_));
+      if (rank_ == group.ranks.front()) probes[slot] = probed.seconds * fabric_->transfers_per_iteration();
+      samples[3 * slot + 1] = static_cast<double>(probed.wrong);
+    }
+    TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, probes, deadline, step_));
+    if (mine >= 0) {
+      PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot],
+                                      budgets_for(options_.step_timeout).step, options_.iterations);
+      TMPI_ASSIGN(Measure measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
       if (rank_ == group.ranks.front()) {
-        samples[2 * p] =
-            fabric_->link_gbps(options_.pair_bytes, measure.seconds, static_cast<int>(group.ranks.size()));
+        samples[3 * slot] =
+            fabric_->link_gbps(choice.bytes, measure.seconds, static_cast<int>(group.ranks.size()));
+        samples[3 * slot + 2] = static_cast<double>(choice.bytes);
       }
-      samples[2 * p + 1] = static_cast<double>(measure.wrong);
-      break;
+      samples[3 * slot + 1] += static_cast<double>(measure.wrong);
     }
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
     for (std::size_t p = 0; p < pairs.size(); ++p) {
-      out.push_back({pairs[p], samples[2 * p], static_cast<std::int64_t>(samples[2 * p + 1])});
+      out.push_back({pairs[p], samples[3 * p], static_cast<std::int64_t>(samples[3 * p + 1]),
+                     static_cast<std::uint64_t>(samples[3 * p + 2])});
     }
     return ok_status();
   }

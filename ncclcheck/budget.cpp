@@ -1,0 +1,59 @@
+// See budget.h.
+#include "ncclcheck/budget.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tmpi::check {
+
+namespace {
+
+constexpr double kLeastStepSeconds = 1.0;
+constexpr std::uint64_t kProbeDivisor = 64;
+constexpr int kWarmupShare = 5;  // a fifth of what fits warms up
+
+}  // namespace
+
+Budgets budgets_for(Millis step_timeout) {
+  double timeout = std::chrono::duration<double>(step_timeout).count();
+  Budgets budgets;
+  budgets.sweep = timeout / 4;
+  budgets.step = std::max(kLeastStepSeconds, timeout / 20);
+  budgets.reach = step_timeout / 4;
+  return budgets;
+}
+
+std::uint64_t probe_bytes(std::uint64_t bytes) {
+  std::uint64_t probe = bytes / kProbeDivisor / sizeof(float) * sizeof(float);
+  return std::max<std::uint64_t>(probe, sizeof(float));
+}
+
+Iterations fit_iterations(double one, double budget, Iterations wanted) {
+  int fits = wanted.warmup + wanted.timed;
+  if (one > 0) fits = static_cast<int>(std::min<double>(fits, std::floor(budget / one)));
+  Iterations out;
+  out.warmup = std::min(wanted.warmup, fits / kWarmupShare);
+  out.timed = std::clamp(fits - out.warmup, 1, std::max(wanted.timed, 1));
+  return out;
+}
+
+double predict_seconds(std::uint64_t bytes, std::uint64_t measured_bytes, double seconds) {
+  if (measured_bytes == 0) return seconds;
+  return seconds * static_cast<double>(bytes) / static_cast<double>(measured_bytes);
+}
+
+PairChoice choose_pair(std::uint64_t full, std::uint64_t probe, double probe_seconds, double budget,
+                       Iterations wanted) {
+  double predicted = predict_seconds(full, probe, probe_seconds);
+  if (predicted <= budget) return {full, fit_iterations(predicted, budget, wanted)};
+  return {probe, fit_iterations(probe_seconds, budget, wanted)};
+}
+
+SweepChoice choose_sweep_size(double predicted, double left, std::uint64_t bytes, std::uint64_t bytes_left,
+                              Iterations wanted) {
+  if (predicted > left) return {};
+  double share = bytes_left > 0 ? left * static_cast<double>(bytes) / static_cast<double>(bytes_left) : left;
+  return {true, fit_iterations(predicted, std::max(share, predicted), wanted)};
+}
+
+}  // namespace tmpi::check
