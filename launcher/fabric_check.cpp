@@ -97,7 +97,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   std::string line;
   std::set<std::int64_t> gave_up;  // the ranks that said they gave up in a blocking call
   nlohmann::json first_gave_up;
-  std::vector<nlohmann::json> views;  // of the ranks that said which peers were silent
+  std::vector<nlohmann::json> views;  // what each rank that gave up said (fabric_timeout.h)
   while (std::getline(lines, line)) {
     // Found anywhere in the line too, for the same reason as the report (below).
     if (auto at = line.find(kGaveUpPrefix); at != std::string::npos) {
@@ -105,7 +105,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
       auto said = nlohmann::json::parse(line.substr(at + kGaveUpPrefix.size()), nullptr, false);
       if (said.is_object() && node_at(said, "/rank") != nullptr && said["rank"].is_number_integer()) {
         gave_up.insert(said["rank"].get<std::int64_t>());
-        if (node_at(said, "/silent_ranks") != nullptr) views.push_back(said);
+        views.push_back(said);
         if (first_gave_up.is_null()) first_gave_up = std::move(said);
       }
       continue;

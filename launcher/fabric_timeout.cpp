@@ -22,6 +22,7 @@ std::string short_host(const std::string& name) {
 struct Views {
   std::set<std::string> hosts;                         // every host of the job
   std::set<std::string> spoke;                         // hosts with a rank that gave its view
+  std::set<std::string> alive;                         // hosts with a rank that said anything
   std::map<std::string, std::set<std::string>> saw;    // host -> the hosts it saw silent
 };
 
@@ -37,9 +38,10 @@ Views read_views(const std::vector<nlohmann::json>& views, const std::vector<std
     std::string host = host_of(rank, short_host(string_at(view, "/host")));
     if (host.empty()) continue;
     out.hosts.insert(host);
-    out.spoke.insert(host);
+    out.alive.insert(host);
     const auto* silent = node_at(view, "/silent_ranks");
-    if (silent == nullptr || !silent->is_array()) continue;
+    if (silent == nullptr || !silent->is_array()) continue;  // in a blocking call: no pings answered
+    out.spoke.insert(host);
     for (const auto& item : *silent) {
       if (!item.is_number_integer()) continue;
       std::string other = host_of(item.get<std::int64_t>(), fmt::format("rank {}", item.get<std::int64_t>()));
@@ -75,11 +77,11 @@ std::set<std::string> cut_off(const Views& views) {
 TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views, const std::vector<std::string>& placement,
                                 const std::string& backend, const std::string& reason) {
   TimeoutVerdict out;
-  if (views.empty()) return out;
   Views seen = read_views(views, placement);
+  if (seen.spoke.empty()) return out;
   bool fault_found = false;
   for (const auto& host : seen.hosts) {
-    if (seen.spoke.contains(host)) continue;
+    if (seen.alive.contains(host)) continue;
     out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});
   }
   std::set<std::string> isolated = cut_off(seen);

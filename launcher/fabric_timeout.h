@@ -6,6 +6,8 @@
 // its own links or its own silence, never because it happened to notice the deadline:
 // - a host none of whose ranks said anything, while another saw it silent: silent (a
 //   stopped or lost host); exit 75, which a retry (on another node) may clear;
+// - a rank that said only that it gave up inside a blocking call (watchdog.h) answered no
+//   ping meanwhile: its host is alive, but what it was seen to miss says nothing;
 // - a host that spoke, but which every other host that spoke saw silent (three hosts or
 //   more): its own links are down; exit 69;
 // - two hosts that both spoke, either saw the other silent, and neither is explained by the
@@ -30,7 +32,8 @@ struct TimeoutVerdict {
   Exit exit = Exit::kUnavailable;
 };
 
-// `views`: the objects of the "nccl-check timeout: " lines that carry "silent_ranks";
+// `views`: the objects of the "nccl-check timeout: " lines (those with "silent_ranks" are
+// views; rows are made only when one is);
 // `placement`: rank -> host, as the placement check confirmed; `reason`: the step and its
 // deadline, in words.
 TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views, const std::vector<std::string>& placement,

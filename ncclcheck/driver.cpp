@@ -17,6 +17,8 @@ namespace tmpi::check {
 
 namespace {
 
+constexpr int kHostCommTag = 17;
+
 class CheckRun {
  public:
   CheckRun(const Options& options, Progress& progress) : options_(options), progress_(progress) {
@@ -63,7 +65,9 @@ class CheckRun {
 
   // Hosts in rank order, each rank's host and local rank; the backend, agreed by all.
   Status init() {
-    Deadline deadline = begin("init");
+    // A quarter of the usual deadline (10 s at least): init moves a few KiB, and a link that
+    // moves nothing should end the check early (budget.h).
+    Deadline deadline = begin("init", std::max(budgets_for(options_.step_timeout).reach, Millis(10'000)));
     TMPI_ASSIGN(auto names, allgather_text(progress_, MPI_COMM_WORLD, host_name_, deadline, step_));
     for (int r = 0; r < size_; ++r) {
       const std::string& name = names[static_cast<std::size_t>(r)];
@@ -80,8 +84,16 @@ class CheckRun {
     my_host_ = host_of_[static_cast<std::size_t>(rank_)];
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
     local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
-    progress_.blocking(step_, "MPI_Comm_split",
-                       [&] { MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_); });
+    // Over this host's ranks only (MPI_Comm_create_group), not a split of the world, which
+    // would wait for every rank of the job: a link between two other hosts that drops
+    // every packet would hold this call for good, where no deadline or ping reaches it.
+    MPI_Group world_group = MPI_GROUP_NULL, host_group = MPI_GROUP_NULL;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Group_incl(world_group, static_cast<int>(mine.size()), mine.data(), &host_group);
+    progress_.blocking(step_, "MPI_Comm_create_group",
+                       [&] { MPI_Comm_create_group(MPI_COMM_WORLD, host_group, kHostCommTag, &node_comm_); });
+    MPI_Group_free(&host_group);
+    MPI_Group_free(&world_group);
     TMPI_ASSIGN(auto cpu_lists, allgather_text(progress_, MPI_COMM_WORLD, own_cpu_list(), deadline, step_));
     std::vector<std::set<int>> cpus(report_.hosts.size());
     for (int r = 0; r < size_; ++r) {

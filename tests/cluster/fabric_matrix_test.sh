@@ -28,8 +28,8 @@ drop_between() {
   local peer; peer=$("$CIB" ip "$2")
   ip netns exec "$(ns_of "$1")" nft -f - <<NFT
 table inet fabric_fault {
-  chain input { type filter hook input priority 0; ip saddr $peer tcp sport != 22 tcp dport != 22 drop; ip saddr $peer udp drop; }
-  chain output { type filter hook output priority 0; ip daddr $peer tcp sport != 22 tcp dport != 22 drop; ip daddr $peer udp drop; }
+  chain input { type filter hook input priority 0; ip saddr $peer tcp sport != 22 tcp dport != 22 drop; ip saddr $peer meta l4proto udp drop; }
+  chain output { type filter hook output priority 0; ip daddr $peer tcp sport != 22 tcp dport != 22 drop; ip daddr $peer meta l4proto udp drop; }
 }
 NFT
 }
