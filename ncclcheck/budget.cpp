@@ -46,6 +46,7 @@ PairChoice choose_pair(std::uint64_t full, std::uint64_t probe, double probe_sec
                        Iterations wanted) {
   double predicted = predict_seconds(full, probe, probe_seconds);
   if (predicted <= budget) return {full, fit_iterations(predicted, budget, wanted)};
+  if (probe_seconds * 2 > budget) return {probe, {0, 0}};  // no second one fits: the probe is the sample
   return {probe, fit_iterations(probe_seconds, budget, wanted)};
 }
 

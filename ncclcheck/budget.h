@@ -46,7 +46,9 @@ Iterations fit_iterations(double one, double budget, Iterations wanted);
 // The time of one iteration of `bytes`, from one of `measured_bytes` that took `seconds`.
 double predict_seconds(std::uint64_t bytes, std::uint64_t measured_bytes, double seconds);
 
-// What a pair test moves after its probe of `probe` bytes took `probe_seconds`.
+// What a pair test moves after its probe of `probe` bytes took `probe_seconds`: the full
+// size if one iteration fits `budget`, else the probe's size; no timed iteration (the
+// probe is the sample) where not even two of the probe's would fit.
 struct PairChoice {
   std::uint64_t bytes = 0;
   Iterations iterations;

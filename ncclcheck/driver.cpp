@@ -52,6 +52,7 @@ class CheckRun {
 
   Report& report() { return report_; }
   const std::string& step() const { return step_; }
+  Millis step_deadline() const { return step_deadline_; }
   const std::string& host_name() const { return host_name_; }
   int rank() const { return rank_; }
   std::vector<int> host_of_ranks() const { return host_of_; }
@@ -59,6 +60,7 @@ class CheckRun {
  private:
   Deadline begin(std::string step, Millis deadline) {
     step_ = std::move(step);
+    step_deadline_ = deadline;
     return Deadline(deadline);
   }
   Deadline begin(std::string step) { return begin(std::move(step), options_.step_timeout); }
@@ -290,8 +292,9 @@ class CheckRun {
     std::vector<double> probes(pairs.size(), 0.0);
     std::vector<double> samples(3 * pairs.size(), 0.0);  // per pair: GB/s, wrong, bytes
     auto slot = static_cast<std::size_t>(std::max(mine, 0));
+    Measure probed;
     if (mine >= 0) {
-      TMPI_ASSIGN(Measure probed, fabric_->link(group, probe, {0, 1}, deadline, step_));
+      TMPI_ASSIGN(probed, fabric_->link(group, probe, {0, 1}, deadline, step_));
       if (rank_ == group.ranks.front()) probes[slot] = probed.seconds * fabric_->transfers_per_iteration();
       samples[3 * slot + 1] = static_cast<double>(probed.wrong);
     }
@@ -299,7 +302,12 @@ class CheckRun {
     if (mine >= 0) {
       PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot],
                                       budgets_for(options_.step_timeout).step, options_.iterations);
-      TMPI_ASSIGN(Measure measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
+      Measure measure = probed;
+      if (choice.iterations.timed > 0) {
+        TMPI_ASSIGN(measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
+      } else {
+        measure.wrong = 0;  // counted with the probe's above
+      }
       if (rank_ == group.ranks.front()) {
         samples[3 * slot] =
             fabric_->link_gbps(choice.bytes, measure.seconds, static_cast<int>(group.ranks.size()));
@@ -320,6 +328,7 @@ class CheckRun {
   Report report_;
   int rank_ = 0, size_ = 1, my_host_ = 0, local_rank_ = 0;  // local: index among my host's ranks
   std::string host_name_, step_;
+  Millis step_deadline_{0};
   std::vector<int> host_of_;  // world rank -> index in report_.hosts
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Fabric> fabric_;
@@ -335,7 +344,7 @@ Outcome run_check(const Options& options, Progress& progress) {
   Report& report = outcome.report;
   if (!status && status.error().exit == Exit::kTempFail) {
     Timeout timeout{
-        run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}, {}};
+        run.step(), std::chrono::duration<double>(run.step_deadline()).count(), 0, run.host_name(), {}, {}};
     MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);
     std::vector<int> host_of = run.host_of_ranks();
     std::set<std::string> silent;
