@@ -11,6 +11,7 @@ namespace {
 constexpr double kLeastStepSeconds = 1.0;
 constexpr std::uint64_t kProbeDivisor = 64;
 constexpr int kWarmupShare = 5;  // a fifth of what fits warms up
+constexpr int kLeastFullIterations = 6;
 
 }  // namespace
 
@@ -21,6 +22,13 @@ Budgets budgets_for(Millis step_timeout) {
   budgets.step = std::max(kLeastStepSeconds, timeout / 20);
   budgets.reach = step_timeout / 4;
   return budgets;
+}
+
+Millis check_deadline(Millis step_timeout, int hosts) {
+  auto rounds = [](int n) { return n < 2 ? 0 : (n % 2 == 0 ? n - 1 : n); };
+  double step = budgets_for(step_timeout).step;
+  double rest = 3 * rounds(hosts) * step;
+  return step_timeout + Millis(static_cast<std::int64_t>(rest * 1000));
 }
 
 std::uint64_t probe_bytes(std::uint64_t bytes) {
@@ -43,8 +51,11 @@ double predict_seconds(std::uint64_t bytes, std::uint64_t measured_bytes, double
 }
 
 PairChoice choose_pair(std::uint64_t full, std::uint64_t probe, double probe_seconds, double budget,
-                       Iterations wanted) {
+                       double stretch, Iterations wanted) {
   double predicted = predict_seconds(full, probe, probe_seconds);
+  if (predicted * kLeastFullIterations <= stretch) {
+    return {full, fit_iterations(predicted, std::max(budget, predicted * kLeastFullIterations), wanted)};
+  }
   if (predicted <= budget) return {full, fit_iterations(predicted, budget, wanted)};
   if (probe_seconds * 2 > budget) return {probe, {0, 0}};  // no second one fits: the probe is the sample
   return {probe, fit_iterations(probe_seconds, budget, wanted)};
@@ -55,6 +66,10 @@ SweepChoice choose_sweep_size(double predicted, double left, std::uint64_t bytes
   if (predicted > left) return {};
   double share = bytes_left > 0 ? left * static_cast<double>(bytes) / static_cast<double>(bytes_left) : left;
   return {true, fit_iterations(predicted, std::max(share, predicted), wanted)};
+}
+
+bool skipped_size_is_slow(double predicted, Millis step_timeout) {
+  return predicted > std::chrono::duration<double>(step_timeout).count() / 4;
 }
 
 }  // namespace tmpi::check

@@ -13,8 +13,10 @@
 // - Each per-host or per-pair step (a round) has its own budget (a twentieth of the step
 //   timeout, 1 s at least). Each pair first moves a probe (1/64 of the pair size); a pair
 //   whose full-size iteration would not fit is measured at the probe's size instead.
-// - The deadlines stay as they were: the step timeout for each step, a quarter of it for
-//   the reach probe, so that a link that moves nothing ends the check early.
+// - The deadlines: the step timeout for each step, a quarter of it for init and the reach
+//   probe, so that a link that moves nothing ends the check early; and one for the whole
+//   check (check_seconds), which cuts short any step that would end past it, so that the
+//   check ends within a stated bound whatever the fabric does.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,14 @@ struct Budgets {
 };
 Budgets budgets_for(Millis step_timeout);
 
+// The deadline of the whole check's steps that cross the fabric between hosts (the sweep
+// and the tests of pairs of hosts), for `hosts` hosts: T + 3 R B, with T the step timeout,
+// B the per-step budget and R the rounds of the pairs of hosts (hosts - 1 when even, hosts
+// when odd); 3 for the first pass, the second look and the retests. At the defaults: 87 s
+// for 3 hosts, 123 s for 8 (docs/design.md, nccl-check). The steps within each host keep
+// their own deadlines, outside it.
+Millis check_deadline(Millis step_timeout, int hosts);
+
 // The bytes of a probe: 1/64 of `bytes`, whole floats, one float at least.
 std::uint64_t probe_bytes(std::uint64_t bytes);
 
@@ -53,8 +63,11 @@ struct PairChoice {
   std::uint64_t bytes = 0;
   Iterations iterations;
 };
+// A full-size test that fits `stretch` (the sweep's budget) 6 times gets 1 warm-up and 5
+// timed iterations at least, past `budget` if need be: a healthy link on a loaded host must
+// not be judged from 2 samples.
 PairChoice choose_pair(std::uint64_t full, std::uint64_t probe, double probe_seconds, double budget,
-                       Iterations wanted);
+                       double stretch, Iterations wanted);
 
 // The sweep: whether a size whose iteration should take `predicted` s is run with `left` s
 // of the sweep's budget left, and with how many iterations (its share of what is left is
@@ -65,5 +78,10 @@ struct SweepChoice {
 };
 SweepChoice choose_sweep_size(double predicted, double left, std::uint64_t bytes, std::uint64_t bytes_left,
                               Iterations wanted);
+
+// A skipped size is a finding (a culprit, if no test of a host or link explains it) only
+// when one iteration of it would take more than a quarter of the step timeout: a sweep
+// that its budget trims on a loaded but healthy fabric is no fault.
+bool skipped_size_is_slow(double predicted, Millis step_timeout);
 
 }  // namespace tmpi::check

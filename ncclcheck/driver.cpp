@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -40,11 +41,17 @@ class CheckRun {
 
   Status run() {
     TMPI_CHECK(init());
+    whole_.emplace(check_deadline(options_.step_timeout, static_cast<int>(report_.hosts.size())));
     TMPI_CHECK(sweep_world(*fabric_, progress_, options_,
                            [this](std::string step, Millis deadline) { return begin(std::move(step), deadline); },
                            report_));
+    // The steps within each host do not cross the fabric between hosts: they keep their own
+    // deadlines, outside the whole check's (its clock stops for them).
+    Millis left = whole_->remaining();
+    whole_.reset();
     TMPI_CHECK(nodes());
     TMPI_CHECK(gpu_links());
+    whole_.emplace(left);
     TMPI_CHECK(links());
     judge(report_, options_.threshold);
     return ok_status();
@@ -58,8 +65,10 @@ class CheckRun {
   std::vector<int> host_of_ranks() const { return host_of_; }
 
  private:
+  // A step's deadline: its own, or the whole check's where that comes first (budget.h).
   Deadline begin(std::string step, Millis deadline) {
     step_ = std::move(step);
+    if (whole_) deadline = std::min(deadline, whole_->remaining());
     step_deadline_ = deadline;
     return Deadline(deadline);
   }
@@ -300,8 +309,9 @@ class CheckRun {
     }
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, probes, deadline, step_));
     if (mine >= 0) {
-      PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot],
-                                      budgets_for(options_.step_timeout).step, options_.iterations);
+      Budgets budgets = budgets_for(options_.step_timeout);
+      PairChoice choice =
+          choose_pair(options_.pair_bytes, probe, probes[slot], budgets.step, budgets.sweep, options_.iterations);
       Measure measure = probed;
       if (choice.iterations.timed > 0) {
         TMPI_ASSIGN(measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
@@ -329,6 +339,7 @@ class CheckRun {
   int rank_ = 0, size_ = 1, my_host_ = 0, local_rank_ = 0;  // local: index among my host's ranks
   std::string host_name_, step_;
   Millis step_deadline_{0};
+  std::optional<Deadline> whole_;  // the whole check's, from the end of init
   std::vector<int> host_of_;  // world rank -> index in report_.hosts
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Fabric> fabric_;

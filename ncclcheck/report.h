@@ -27,6 +27,7 @@ struct SizeResult {
 struct SkippedSize {
   std::uint64_t bytes = 0;
   double predicted = 0, left = 0;
+  bool slow = false;  // past a quarter of the step timeout (skipped_size_is_slow)
 };
 
 struct HostInfo {

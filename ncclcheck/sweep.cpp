@@ -47,7 +47,8 @@ Status sweep_world(Fabric& fabric, Progress& progress, const Options& options, c
     SweepChoice choice =
         choose_sweep_size(predicted, budgets.sweep - spent, bytes, bytes_left, options.iterations);
     if (!choice.run) {
-      report.skipped.push_back({bytes, predicted, budgets.sweep - spent});
+      report.skipped.push_back(
+          {bytes, predicted, budgets.sweep - spent, skipped_size_is_slow(predicted, options.step_timeout)});
       continue;  // the larger sizes are predicted from the same measurement, and skipped too
     }
     step = "all-reduce " + human_bytes(bytes);

@@ -1,6 +1,8 @@
 // See verdict.h.
 #include "ncclcheck/verdict.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tmpi::check {
@@ -25,11 +27,13 @@ void judge_gpus_of_every_host(Report& report) {
 // fabric is slow somewhere that none of them measured alone. Every host could be at fault,
 // and each is named as a candidate, never one of them picked.
 void judge_unexplained_sweep(Report& report) {
-  if (report.skipped.empty()) return;
+  auto slow = std::find_if(report.skipped.begin(), report.skipped.end(),
+                           [](const SkippedSize& size) { return size.slow; });
+  if (slow == report.skipped.end()) return;
   for (const auto& culprit : report.culprits) {
     if (culprit.kind != "world" && culprit.kind != "data") return;
   }
-  const auto& first = report.skipped.front();
+  const auto& first = *slow;
   std::string why = fmt::format(
       "the all-host all-reduce of {} would take {:.3g} s an iteration, yet every test of one host or one "
       "link passed: not localised, any of the {} hosts could be at fault",

@@ -23,6 +23,8 @@ TEST(FabricBudget, DefaultsGiveTheSweepAQuarterAndEachPairRoundATwentieth) {
   EXPECT_DOUBLE_EQ(budgets.step, 3);
   EXPECT_EQ(budgets.reach, Millis(15'000));
   EXPECT_DOUBLE_EQ(budgets_for(Millis(5'000)).step, 1);  // 1 s at least
+  EXPECT_EQ(check_deadline(Millis(60'000), 3), Millis(87'000));
+  EXPECT_EQ(check_deadline(Millis(60'000), 8), Millis(123'000));
   EXPECT_EQ(probe_bytes(64 * kMiB), kMiB);
   EXPECT_EQ(probe_bytes(10), 4u);
 }
@@ -33,9 +35,17 @@ TEST(FabricBudget, AHealthyFabricKeepsEveryIteration) {
   Iterations sweep = choose_sweep_size(0.0041, 15, kMiB, 85 * kMiB, wanted).iterations;
   EXPECT_EQ(sweep.timed, 20);
   EXPECT_EQ(sweep.warmup, 5);
-  PairChoice pair = choose_pair(64 * kMiB, kMiB, 0.09 / 64, 3, wanted);
+  PairChoice pair = choose_pair(64 * kMiB, kMiB, 0.09 / 64, 3, 15, wanted);
   EXPECT_EQ(pair.bytes, 64 * kMiB);
   EXPECT_EQ(pair.iterations.timed, 20);
+  // Recorded on a loaded box: a healthy 64 MiB round trip of 1.3 s still gets 5 timed
+  // iterations (and 1 warm-up), past the 3 s budget.
+  PairChoice loaded = choose_pair(64 * kMiB, kMiB, 1.3 / 64, 3, 15, wanted);
+  EXPECT_EQ(loaded.bytes, 64 * kMiB);
+  EXPECT_EQ(loaded.iterations.timed, 5);
+  EXPECT_EQ(loaded.iterations.warmup, 1);
+  EXPECT_FALSE(skipped_size_is_slow(2.7, Millis(60'000)));
+  EXPECT_TRUE(skipped_size_is_slow(28.2, Millis(60'000)));
 }
 
 // The sweep of the fabric: the sizes' times as nccl-check measured them at 100x.
@@ -68,16 +78,17 @@ TEST(FabricBudget, ASlowSweepSkipsTheSizesThatWouldNotFit) {
 TEST(FabricBudget, ASlowPairIsMeasuredAtItsProbesSize) {
   Iterations wanted;
   // MPI at 100x: a 1 MiB round trip 0.42 s; 64 MiB would take 27 s of a 3 s budget.
-  PairChoice mpi = choose_pair(64 * kMiB, kMiB, 0.42, 3, wanted);
+  PairChoice mpi = choose_pair(64 * kMiB, kMiB, 0.42, 3, 15, wanted);
   EXPECT_EQ(mpi.bytes, kMiB);
   EXPECT_EQ(mpi.iterations.warmup + mpi.iterations.timed, 7);
-  // NCCL at 1/100 of 50 GB/s: a 4 MiB probe 8.4 ms; 256 MiB would take 0.54 s: it fits.
-  PairChoice nccl = choose_pair(256 * kMiB, 4 * kMiB, 0.0084, 3, wanted);
+  // NCCL at 1/100 of 50 GB/s: a 4 MiB probe 8.4 ms; 256 MiB would take 0.54 s: it fits,
+  // 6 times (1 warm-up, 5 timed) within the sweep's 15 s.
+  PairChoice nccl = choose_pair(256 * kMiB, 4 * kMiB, 0.0084, 3, 15, wanted);
   EXPECT_EQ(nccl.bytes, 256 * kMiB);
-  EXPECT_EQ(nccl.iterations.warmup + nccl.iterations.timed, 5);
+  EXPECT_EQ(nccl.iterations.warmup + nccl.iterations.timed, 6);
   // MPI at 1000x (recorded): a 1 MiB round trip 4.2 s, past the budget: the probe is the
   // sample, and no iteration follows it.
-  PairChoice crawl = choose_pair(64 * kMiB, kMiB, 4.2, 3, wanted);
+  PairChoice crawl = choose_pair(64 * kMiB, kMiB, 4.2, 3, 15, wanted);
   EXPECT_EQ(crawl.bytes, kMiB);
   EXPECT_EQ(crawl.iterations.timed, 0);
   EXPECT_EQ(crawl.iterations.warmup, 0);
@@ -94,7 +105,7 @@ Report three_hosts(std::string backend) {
 // The links as each backend measured them with node 2 slowed, after the sweep skipped its
 // largest size: node 2 alone is named, from its retest beside a good peer.
 void expect_only_node_2(Report report, double fast, double slow) {
-  report.skipped.push_back({64 * kMiB, 28.2, 5.48});
+  report.skipped.push_back({64 * kMiB, 28.2, 5.48, true});
   report.links = {{{0, 1}, fast, 0, 64 * kMiB}, {{0, 2}, slow, 0, kMiB}, {{1, 2}, slow, 0, kMiB}};
   report.link_floor = floor_for({}, link_reference(report.links, 3));
   report.retests = {{{0, 2}, slow * 0.98, 0, kMiB}};
@@ -113,9 +124,13 @@ TEST(FabricVerdict, TheSlowHostIsNamedFromItsLinksWithEitherBackend) {
 TEST(FabricVerdict, ACutSweepThatNoLinkExplainsIsNotLocalised) {
   for (const char* backend : {"mpi", "nccl"}) {
     Report report = three_hosts(backend);
-    report.skipped.push_back({64 * kMiB, 28.2, 5.48});
+    report.skipped.push_back({64 * kMiB, 28.2, 5.48, true});
     report.links = {{{0, 1}, 0.043, 0, 0}, {{0, 2}, 0.041, 0, 0}, {{1, 2}, 0.044, 0, 0}};
     report.link_floor = floor_for({}, link_reference(report.links, 3));
+    Report trimmed = report;
+    trimmed.skipped.front().slow = false;  // trimmed by the budget on a loaded, healthy fabric
+    judge(trimmed, {});
+    EXPECT_TRUE(trimmed.culprits.empty());
     judge(report, {});
     ASSERT_EQ(report.culprits.size(), 3u);
     for (const auto& culprit : report.culprits) {
