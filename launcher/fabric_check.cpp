@@ -151,7 +151,8 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     std::string reason =
         fmt::format("{} did not finish within {} s (seen by rank {})", string_at(*timeout, "/step"),
                     number_at(*timeout, "/after_seconds", 0.0), int_at(*timeout, "/rank", -1));
-    if (TimeoutVerdict localised = localise_timeout(views, placement, backend, reason); !localised.rows.empty()) {
+    if (TimeoutVerdict localised = localise_timeout(views, placement, backend, reason);
+        !localised.rows.empty()) {
       out.exit = localised.exit;
       out.rows.insert(out.rows.end(), localised.rows.begin(), localised.rows.end());
       return out;

@@ -20,10 +20,10 @@ std::string short_host(const std::string& name) {
 // Who saw whom silent, by host: the views read as input from outside (they came through
 // mpirun's output), each rank placed by the placement check where it can be.
 struct Views {
-  std::set<std::string> hosts;                         // every host of the job
-  std::set<std::string> spoke;                         // hosts with a rank that gave its view
-  std::set<std::string> alive;                         // hosts with a rank that said anything
-  std::map<std::string, std::set<std::string>> saw;    // host -> the hosts it saw silent
+  std::set<std::string> hosts;                       // every host of the job
+  std::set<std::string> spoke;                       // hosts with a rank that gave its view
+  std::set<std::string> alive;                       // hosts with a rank that said anything
+  std::map<std::string, std::set<std::string>> saw;  // host -> the hosts it saw silent
 };
 
 Views read_views(const std::vector<nlohmann::json>& views, const std::vector<std::string>& placement) {
@@ -74,8 +74,9 @@ std::set<std::string> cut_off(const Views& views) {
 
 }  // namespace
 
-TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views, const std::vector<std::string>& placement,
-                                const std::string& backend, const std::string& reason) {
+TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views,
+                                const std::vector<std::string>& placement, const std::string& backend,
+                                const std::string& reason) {
   TimeoutVerdict out;
   Views seen = read_views(views, placement);
   if (seen.spoke.empty()) return out;

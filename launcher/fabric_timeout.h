@@ -36,7 +36,8 @@ struct TimeoutVerdict {
 // views; rows are made only when one is);
 // `placement`: rank -> host, as the placement check confirmed; `reason`: the step and its
 // deadline, in words.
-TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views, const std::vector<std::string>& placement,
-                                const std::string& backend, const std::string& reason);
+TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views,
+                                const std::vector<std::string>& placement, const std::string& backend,
+                                const std::string& reason);
 
 }  // namespace tmpi::launch

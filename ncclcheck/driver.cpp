@@ -42,9 +42,9 @@ class CheckRun {
   Status run() {
     TMPI_CHECK(init());
     whole_.emplace(check_deadline(options_.step_timeout, static_cast<int>(report_.hosts.size())));
-    TMPI_CHECK(sweep_world(*fabric_, progress_, options_,
-                           [this](std::string step, Millis deadline) { return begin(std::move(step), deadline); },
-                           report_));
+    TMPI_CHECK(sweep_world(
+        *fabric_, progress_, options_,
+        [this](std::string step, Millis deadline) { return begin(std::move(step), deadline); }, report_));
     // The steps within each host do not cross the fabric between hosts: they keep their own
     // deadlines, outside the whole check's (its clock stops for them).
     Millis left = whole_->remaining();
@@ -310,8 +310,8 @@ class CheckRun {
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, probes, deadline, step_));
     if (mine >= 0) {
       Budgets budgets = budgets_for(options_.step_timeout);
-      PairChoice choice =
-          choose_pair(options_.pair_bytes, probe, probes[slot], budgets.step, budgets.sweep, options_.iterations);
+      PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot], budgets.step, budgets.sweep,
+                                      options_.iterations);
       Measure measure = probed;
       if (choice.iterations.timed > 0) {
         TMPI_ASSIGN(measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
@@ -340,7 +340,7 @@ class CheckRun {
   std::string host_name_, step_;
   Millis step_deadline_{0};
   std::optional<Deadline> whole_;  // the whole check's, from the end of init
-  std::vector<int> host_of_;  // world rank -> index in report_.hosts
+  std::vector<int> host_of_;       // world rank -> index in report_.hosts
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Fabric> fabric_;
 };

@@ -12,7 +12,9 @@ using nlohmann::json;
 int Report::exit_code() const {
   // A timeout is a retry's matter only where a rank fell silent (stopped, gone): one that
   // every rank answered after is the fabric's, and not localised (docs/design.md).
-  if (timeout) return static_cast<int>(timeout->silent_ranks.empty() && !timeout->blocking ? Exit::kUnavailable : Exit::kTempFail);
+  if (timeout)
+    return static_cast<int>(timeout->silent_ranks.empty() && !timeout->blocking ? Exit::kUnavailable
+                                                                                : Exit::kTempFail);
   if (!culprits.empty() || !failure.empty()) return static_cast<int>(Exit::kUnavailable);
   return 0;
 }
@@ -109,9 +111,10 @@ json to_json(const Report& report) {
   }
   if (report.timeout) {
     const Timeout& t = *report.timeout;
-    out["timeout"] = {{"step", t.step}, {"after_seconds", t.after_seconds}, {"rank", t.rank},
-                      {"host", t.host}, {"silent_hosts", t.silent_hosts},   {"silent_ranks", t.silent_ranks},
-                      {"blocking", t.blocking}};
+    out["timeout"] = {
+        {"step", t.step},        {"after_seconds", t.after_seconds}, {"rank", t.rank},
+        {"host", t.host},        {"silent_hosts", t.silent_hosts},   {"silent_ranks", t.silent_ranks},
+        {"blocking", t.blocking}};
   }
   if (!report.failure.empty()) out["failure"] = report.failure;
   return out;
@@ -131,9 +134,10 @@ std::string render_table(const Report& report) {
     }
   }
   for (const auto& size : report.skipped) {
-    out += fmt::format("# skipped all-reduce of {}: one iteration would take {:.3g} s, past the {:.3g} s left "
-                       "of the sweep's budget\n",
-                       human_bytes(size.bytes), size.predicted, std::max(size.left, 0.0));
+    out += fmt::format(
+        "# skipped all-reduce of {}: one iteration would take {:.3g} s, past the {:.3g} s left "
+        "of the sweep's budget\n",
+        human_bytes(size.bytes), size.predicted, std::max(size.left, 0.0));
   }
   for (const auto& host : report.hosts) {
     if (!host.shares_cpus) continue;

@@ -51,7 +51,7 @@ struct Timeout {
   std::string host;
   std::vector<std::string> silent_hosts;  // hosts with a rank that answered no liveness ping
   std::vector<int> silent_ranks;          // those ranks; "rank N" above when init never learnt N's host
-  bool blocking = false;                  // in a call that waits for every rank (watchdog.h): a peer is missing
+  bool blocking = false;  // in a call that waits for every rank (watchdog.h): a peer is missing
 };
 
 struct Report {

@@ -53,7 +53,8 @@ Status sweep_world(Fabric& fabric, Progress& progress, const Options& options, c
     }
     step = "all-reduce " + human_bytes(bytes);
     Deadline deadline = begin(step, options.step_timeout);
-    TMPI_ASSIGN(last, measure_world(fabric, progress, group, bytes, choice.iterations, deadline, step, ranks));
+    TMPI_ASSIGN(last,
+                measure_world(fabric, progress, group, bytes, choice.iterations, deadline, step, ranks));
     SizeResult size{bytes, last.seconds, 0, 0, last.wrong, choice.iterations.timed};
     size.algbw = algbw_gbps(bytes, size.seconds);
     size.busbw = allreduce_busbw(size.algbw, ranks);

@@ -62,8 +62,8 @@ TEST(FabricBudget, ASlowSweepSkipsTheSizesThatWouldNotFit) {
   std::uint64_t last_bytes = 64 * 1024;
   std::vector<bool> ran;
   for (const auto& size : sizes) {
-    SweepChoice choice =
-        choose_sweep_size(predict_seconds(size.bytes, last_bytes, last), left, size.bytes, bytes_left, wanted);
+    SweepChoice choice = choose_sweep_size(predict_seconds(size.bytes, last_bytes, last), left, size.bytes,
+                                           bytes_left, wanted);
     ran.push_back(choice.run);
     if (!choice.run) break;
     EXPECT_GE(choice.iterations.timed, 1);
@@ -98,7 +98,8 @@ Report three_hosts(std::string backend) {
   Report report;
   report.backend = std::move(backend);
   report.ranks = 6;
-  for (int h = 0; h < 3; ++h) report.hosts.push_back({"node-" + std::to_string(h), {2 * h, 2 * h + 1}, {}, 2, false});
+  for (int h = 0; h < 3; ++h)
+    report.hosts.push_back({"node-" + std::to_string(h), {2 * h, 2 * h + 1}, {}, 2, false});
   return report;
 }
 
@@ -172,9 +173,9 @@ std::vector<std::string> hosts_named(const TimeoutVerdict& verdict) {
 
 TEST(FabricTimeout, ADroppingLinkIsNamedFromBothEndsViews) {
   // As recorded with nftables dropping every packet between n1 and n2.
-  auto verdict = localise_timeout({view(0, {}), view(1, {}), view(2, {4, 5}), view(3, {4, 5}), view(4, {2, 3}),
-                                   view(5, {2, 3})},
-                                  kPlacement, "mpi", "init did not finish");
+  auto verdict = localise_timeout(
+      {view(0, {}), view(1, {}), view(2, {4, 5}), view(3, {4, 5}), view(4, {2, 3}), view(5, {2, 3})},
+      kPlacement, "mpi", "init did not finish");
   EXPECT_EQ(hosts_named(verdict), std::vector<std::string>{"n1 <-> n2 / mpi link"});
   EXPECT_EQ(verdict.exit, Exit::kUnavailable);
 }
@@ -194,14 +195,16 @@ TEST(FabricTimeout, AHostThatHearsNoneIsCutOff) {
 
 TEST(FabricTimeout, EveryRankAnsweringIsNotLocalisedAndNamesEveryCandidate) {
   auto verdict = localise_timeout({view(0, {}), view(2, {}), view(4, {})}, kPlacement, "mpi", "x");
-  EXPECT_EQ(hosts_named(verdict), (std::vector<std::string>{"n0 / mpi not localised", "n1 / mpi not localised",
-                                                            "n2 / mpi not localised"}));
+  EXPECT_EQ(hosts_named(verdict),
+            (std::vector<std::string>{"n0 / mpi not localised", "n1 / mpi not localised",
+                                      "n2 / mpi not localised"}));
   EXPECT_EQ(verdict.exit, Exit::kUnavailable);
 }
 
 TEST(FabricTimeout, ARankInABlockingCallIsAliveButItsMissesSayNothing) {
   nlohmann::json blocked = {{"rank", 0}, {"host", "n0"}, {"step", "init (MPI_Comm_dup)"}};
-  auto verdict = localise_timeout({blocked, view(2, {0, 1, 4, 5}), view(4, {0, 1, 2, 3})}, kPlacement, "mpi", "x");
+  auto verdict =
+      localise_timeout({blocked, view(2, {0, 1, 4, 5}), view(4, {0, 1, 2, 3})}, kPlacement, "mpi", "x");
   EXPECT_EQ(hosts_named(verdict), std::vector<std::string>{"n1 <-> n2 / mpi link"});
 }
 
