@@ -186,7 +186,8 @@ constexpr std::array kTable = {
     row(param::kMinFraction, "X", "0.5", "a host or link below this fraction of the median host fails",
         kScopeCheck | kScopeLauncher),
     ranged(row(param::kStepTimeout, "DURATION", "60s",
-               "each step (init, one size, one round) must end by then, else exit 75",
+               "each step (init, one size, one round) must end by then, else the check ends (75: a host fell "
+               "silent, 69: the fabric)",
                kScopeCheck | kScopeLauncher),
            1s, 1h),
     row(param::kJson, "FILE", "", "write the JSON report there (rank 0); - prints it as the last line",

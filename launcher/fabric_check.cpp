@@ -8,6 +8,7 @@
 
 #include "common/json_fields.h"
 #include "common/process.h"
+#include "launcher/fabric_timeout.h"
 
 namespace tmpi::launch {
 
@@ -96,6 +97,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   std::string line;
   std::set<std::int64_t> gave_up;  // the ranks that said they gave up in a blocking call
   nlohmann::json first_gave_up;
+  std::vector<nlohmann::json> views;  // what each rank that gave up said (fabric_timeout.h)
   while (std::getline(lines, line)) {
     // Found anywhere in the line too, for the same reason as the report (below).
     if (auto at = line.find(kGaveUpPrefix); at != std::string::npos) {
@@ -103,6 +105,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
       auto said = nlohmann::json::parse(line.substr(at + kGaveUpPrefix.size()), nullptr, false);
       if (said.is_object() && node_at(said, "/rank") != nullptr && said["rank"].is_number_integer()) {
         gave_up.insert(said["rank"].get<std::int64_t>());
+        views.push_back(said);
         if (first_gave_up.is_null()) first_gave_up = std::move(said);
       }
       continue;
@@ -148,6 +151,12 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     std::string reason =
         fmt::format("{} did not finish within {} s (seen by rank {})", string_at(*timeout, "/step"),
                     number_at(*timeout, "/after_seconds", 0.0), int_at(*timeout, "/rank", -1));
+    if (TimeoutVerdict localised = localise_timeout(views, placement, backend, reason);
+        !localised.rows.empty()) {
+      out.exit = localised.exit;
+      out.rows.insert(out.rows.end(), localised.rows.begin(), localised.rows.end());
+      return out;
+    }
     auto silent = silent_hosts(*timeout, placement);
     if (silent.empty() && !gave_up.empty()) silent = hosts_not_in(gave_up, placement);
     if (silent.empty()) out.rows.push_back({string_at(*timeout, "/host"), backend + " timeout", reason});

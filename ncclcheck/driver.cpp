@@ -4,17 +4,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "common/utf8.h"
 #include "ncclcheck/cpus.h"
+#include "ncclcheck/sweep.h"
 #include "ncclcheck/verdict.h"
 
 namespace tmpi::check {
 
 namespace {
+
+constexpr int kHostCommTag = 17;
 
 class CheckRun {
  public:
@@ -37,9 +41,17 @@ class CheckRun {
 
   Status run() {
     TMPI_CHECK(init());
-    TMPI_CHECK(world());
+    whole_.emplace(check_deadline(options_.step_timeout, static_cast<int>(report_.hosts.size())));
+    TMPI_CHECK(sweep_world(
+        *fabric_, progress_, options_,
+        [this](std::string step, Millis deadline) { return begin(std::move(step), deadline); }, report_));
+    // The steps within each host do not cross the fabric between hosts: they keep their own
+    // deadlines, outside the whole check's (its clock stops for them).
+    Millis left = whole_->remaining();
+    whole_.reset();
     TMPI_CHECK(nodes());
     TMPI_CHECK(gpu_links());
+    whole_.emplace(left);
     TMPI_CHECK(links());
     judge(report_, options_.threshold);
     return ok_status();
@@ -47,19 +59,26 @@ class CheckRun {
 
   Report& report() { return report_; }
   const std::string& step() const { return step_; }
+  Millis step_deadline() const { return step_deadline_; }
   const std::string& host_name() const { return host_name_; }
   int rank() const { return rank_; }
   std::vector<int> host_of_ranks() const { return host_of_; }
 
  private:
-  Deadline begin(std::string step) {
+  // A step's deadline: its own, or the whole check's where that comes first (budget.h).
+  Deadline begin(std::string step, Millis deadline) {
     step_ = std::move(step);
-    return Deadline(options_.step_timeout);
+    if (whole_) deadline = std::min(deadline, whole_->remaining());
+    step_deadline_ = deadline;
+    return Deadline(deadline);
   }
+  Deadline begin(std::string step) { return begin(std::move(step), options_.step_timeout); }
 
   // Hosts in rank order, each rank's host and local rank; the backend, agreed by all.
   Status init() {
-    Deadline deadline = begin("init");
+    // A quarter of the usual deadline (10 s at least): init moves a few KiB, and a link that
+    // moves nothing should end the check early (budget.h).
+    Deadline deadline = begin("init", std::max(budgets_for(options_.step_timeout).reach, Millis(10'000)));
     TMPI_ASSIGN(auto names, allgather_text(progress_, MPI_COMM_WORLD, host_name_, deadline, step_));
     for (int r = 0; r < size_; ++r) {
       const std::string& name = names[static_cast<std::size_t>(r)];
@@ -76,8 +95,16 @@ class CheckRun {
     my_host_ = host_of_[static_cast<std::size_t>(rank_)];
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
     local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
-    progress_.blocking(step_, "MPI_Comm_split",
-                       [&] { MPI_Comm_split(MPI_COMM_WORLD, my_host_, rank_, &node_comm_); });
+    // Over this host's ranks only (MPI_Comm_create_group), not a split of the world, which
+    // would wait for every rank of the job: a link between two other hosts that drops
+    // every packet would hold this call for good, where no deadline or ping reaches it.
+    MPI_Group world_group = MPI_GROUP_NULL, host_group = MPI_GROUP_NULL;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Group_incl(world_group, static_cast<int>(mine.size()), mine.data(), &host_group);
+    progress_.blocking(step_, "MPI_Comm_create_group",
+                       [&] { MPI_Comm_create_group(MPI_COMM_WORLD, host_group, kHostCommTag, &node_comm_); });
+    MPI_Group_free(&host_group);
+    MPI_Group_free(&world_group);
     TMPI_ASSIGN(auto cpu_lists, allgather_text(progress_, MPI_COMM_WORLD, own_cpu_list(), deadline, step_));
     std::vector<std::set<int>> cpus(report_.hosts.size());
     for (int r = 0; r < size_; ++r) {
@@ -112,22 +139,6 @@ class CheckRun {
         report_.hosts[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].devices.push_back(
             device);
       }
-    }
-    return ok_status();
-  }
-
-  Status world() {
-    Group group{"world", {}, MPI_COMM_WORLD};
-    for (int r = 0; r < size_; ++r) group.ranks.push_back(r);
-    for (std::uint64_t bytes : options_.sizes) {
-      Deadline deadline = begin("all-reduce " + human_bytes(bytes));
-      TMPI_ASSIGN(Measure measure, fabric_->allreduce(group, bytes, options_.iterations, deadline, step_));
-      std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong)};
-      TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, sums, deadline, step_));
-      SizeResult size{bytes, sums[0] / size_, 0, 0, static_cast<std::int64_t>(sums[1])};
-      size.algbw = algbw_gbps(bytes, size.seconds);
-      size.busbw = allreduce_busbw(size.algbw, size_);
-      report_.allreduce.push_back(size);
     }
     return ok_status();
   }
@@ -261,35 +272,63 @@ class CheckRun {
     return ok_status();
   }
 
+  // The ranks of the test of the link between hosts a and b (fabric.h).
+  Group link_group(Pair pair) const {
+    Group group{fmt::format("link {}-{}", pair.first, pair.second), {}, MPI_COMM_NULL};
+    for (int host : {pair.first, pair.second}) {
+      const auto& ranks = report_.hosts[static_cast<std::size_t>(host)].ranks;
+      if (fabric_->links_use_every_rank()) {
+        group.ranks.insert(group.ranks.end(), ranks.begin(), ranks.end());
+      } else {
+        group.ranks.push_back(ranks.front());
+      }
+    }
+    std::sort(group.ranks.begin(), group.ranks.end());
+    return group;
+  }
+
+  // One round of disjoint pairs of hosts under the step's budget (budget.h): every pair
+  // moves a probe, the probes' times are agreed by all, then each pair runs what fits.
   Status link_round(const std::vector<Pair>& pairs, std::string step, std::vector<LinkSample>& out) {
     Deadline deadline = begin(std::move(step));
-    std::vector<double> samples(2 * pairs.size(), 0.0);  // per pair: GB/s, wrong
-    for (std::size_t p = 0; p < pairs.size(); ++p) {
-      auto [a, b] = pairs[p];
-      if (my_host_ != a && my_host_ != b) continue;
-      Group group{fmt::format("link {}-{}", a, b), {}, MPI_COMM_NULL};
-      for (int host : {a, b}) {
-        const auto& ranks = report_.hosts[static_cast<std::size_t>(host)].ranks;
-        if (fabric_->links_use_every_rank()) {
-          group.ranks.insert(group.ranks.end(), ranks.begin(), ranks.end());
-        } else {
-          group.ranks.push_back(ranks.front());
-        }
+    int mine = -1;
+    Group group;
+    for (std::size_t p = 0; p < pairs.size() && mine < 0; ++p) {
+      group = link_group(pairs[p]);
+      if (group.index_of(rank_) >= 0) mine = static_cast<int>(p);
+    }
+    const std::uint64_t probe = probe_bytes(options_.pair_bytes);
+    std::vector<double> probes(pairs.size(), 0.0);
+    std::vector<double> samples(3 * pairs.size(), 0.0);  // per pair: GB/s, wrong, bytes
+    auto slot = static_cast<std::size_t>(std::max(mine, 0));
+    Measure probed;
+    if (mine >= 0) {
+      TMPI_ASSIGN(probed, fabric_->link(group, probe, {0, 1}, deadline, step_));
+      if (rank_ == group.ranks.front()) probes[slot] = probed.seconds * fabric_->transfers_per_iteration();
+      samples[3 * slot + 1] = static_cast<double>(probed.wrong);
+    }
+    TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, probes, deadline, step_));
+    if (mine >= 0) {
+      Budgets budgets = budgets_for(options_.step_timeout);
+      PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot], budgets.step, budgets.sweep,
+                                      options_.iterations);
+      Measure measure = probed;
+      if (choice.iterations.timed > 0) {
+        TMPI_ASSIGN(measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
+      } else {
+        measure.wrong = 0;  // counted with the probe's above
       }
-      std::sort(group.ranks.begin(), group.ranks.end());
-      if (group.index_of(rank_) < 0) break;
-      TMPI_ASSIGN(Measure measure,
-                  fabric_->link(group, options_.pair_bytes, options_.iterations, deadline, step_));
       if (rank_ == group.ranks.front()) {
-        samples[2 * p] =
-            fabric_->link_gbps(options_.pair_bytes, measure.seconds, static_cast<int>(group.ranks.size()));
+        samples[3 * slot] =
+            fabric_->link_gbps(choice.bytes, measure.seconds, static_cast<int>(group.ranks.size()));
+        samples[3 * slot + 2] = static_cast<double>(choice.bytes);
       }
-      samples[2 * p + 1] = static_cast<double>(measure.wrong);
-      break;
+      samples[3 * slot + 1] += static_cast<double>(measure.wrong);
     }
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
     for (std::size_t p = 0; p < pairs.size(); ++p) {
-      out.push_back({pairs[p], samples[2 * p], static_cast<std::int64_t>(samples[2 * p + 1])});
+      out.push_back({pairs[p], samples[3 * p], static_cast<std::int64_t>(samples[3 * p + 1]),
+                     static_cast<std::uint64_t>(samples[3 * p + 2])});
     }
     return ok_status();
   }
@@ -299,7 +338,9 @@ class CheckRun {
   Report report_;
   int rank_ = 0, size_ = 1, my_host_ = 0, local_rank_ = 0;  // local: index among my host's ranks
   std::string host_name_, step_;
-  std::vector<int> host_of_;  // world rank -> index in report_.hosts
+  Millis step_deadline_{0};
+  std::optional<Deadline> whole_;  // the whole check's, from the end of init
+  std::vector<int> host_of_;       // world rank -> index in report_.hosts
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Fabric> fabric_;
 };
@@ -314,7 +355,7 @@ Outcome run_check(const Options& options, Progress& progress) {
   Report& report = outcome.report;
   if (!status && status.error().exit == Exit::kTempFail) {
     Timeout timeout{
-        run.step(), std::chrono::duration<double>(options.step_timeout).count(), 0, run.host_name(), {}, {}};
+        run.step(), std::chrono::duration<double>(run.step_deadline()).count(), 0, run.host_name(), {}, {}};
     MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);
     std::vector<int> host_of = run.host_of_ranks();
     std::set<std::string> silent;

@@ -20,6 +20,7 @@
 
 #include "common/backoff.h"
 #include "common/error.h"
+#include "ncclcheck/budget.h"
 #include "ncclcheck/progress.h"
 
 namespace tmpi::check {
@@ -29,11 +30,6 @@ struct Group {
   std::vector<int> ranks;         // world ranks, ascending; the calling rank is one of them
   MPI_Comm comm = MPI_COMM_NULL;  // over exactly `ranks`, where the driver made one
   int index_of(int world_rank) const;
-};
-
-struct Iterations {
-  int warmup = 5;
-  int timed = 20;
 };
 
 struct Measure {
@@ -59,6 +55,9 @@ class Fabric {
                                  const Deadline& deadline, std::string_view step) = 0;
   // GB/s of a link test (ping-pong: bytes per one-way time; all-reduce: busbw).
   virtual double link_gbps(std::uint64_t bytes, double seconds, int group_size) const = 0;
+  // Transfers of `bytes` in one iteration of a link test, each taking Measure::seconds:
+  // ping-pong times the one-way trip of its two.
+  virtual int transfers_per_iteration() const { return 1; }
 };
 
 // MPI_Iallreduce and ping-pong on CPU buffers: the CPU twin, for machines without GPUs.

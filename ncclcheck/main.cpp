@@ -153,13 +153,36 @@ Early early_view(int argc, char** argv) {
   if (early.rank <= 0) {
     Report report;
     report.backend = early.backend;
-    report.timeout = Timeout{step, seconds, std::max(early.rank, 0), early.host, {}, {}};
+    report.timeout = Timeout{step, seconds, std::max(early.rank, 0), early.host, {}, {}, true};
     publish(
         report, early.json_path,
         fmt::format("{} timed out; ending the rank with exit {}", step, static_cast<int>(Exit::kTempFail)));
   }
   std::this_thread::sleep_for(std::clamp(budget / 2, Millis(2000), Millis(30'000)));
   _exit(static_cast<int>(Exit::kTempFail));
+}
+
+// After a measured step's deadline, every rank says which peers answered its pings, on the
+// line that the launcher reads ("nccl-check timeout: "): from every rank's view together it
+// tells a silent host from a link that drops (launcher/fabric_timeout.h). Then the rank
+// answers pings a while, so that the peers still asking see it alive, and rank 0 (first)
+// publishes the report and aborts the job; the others wait longer, for rank 0's report.
+void say_timeout(const Report& report, Progress& progress, int rank) {
+  const Timeout& timeout = *report.timeout;
+  nlohmann::json line = {{"rank", rank},
+                         {"host", timeout.host},
+                         {"step", timeout.step},
+                         {"after_seconds", timeout.after_seconds},
+                         {"backend", report.backend},
+                         {"silent_ranks", timeout.silent_ranks}};
+  std::string text = "nccl-check timeout: " + dump_json(line) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  Deadline linger(rank == 0 ? Millis(3000) : Millis(6000));
+  while (!linger.expired()) {
+    progress.serve();
+    std::this_thread::sleep_for(Millis(2));
+  }
 }
 
 // Why rank 0 fails, in a line; empty for a pass.
@@ -184,6 +207,7 @@ Status body(Watchdog& watchdog, const std::vector<std::string>& args) {
   Outcome outcome = run_check(options, progress);
   const Report& report = outcome.report;
   if (outcome.abort) {
+    if (report.timeout) say_timeout(report, progress, rank);
     std::string why = report.timeout ? fmt::format("{} timed out", report.timeout->step) : report.failure;
     publish(report, params.str(param::kJson),
             fmt::format("{}; aborting the job with exit {}", why, report.exit_code()));

@@ -46,6 +46,7 @@ struct LinkSample {
   Pair hosts;
   double gbps = 0;
   std::int64_t wrong = 0;
+  std::uint64_t bytes = 0;  // per transfer, where the time budget chose (budget.h); 0: not recorded
 };
 
 // The median over hosts of each host's best link (see the top of this file).

@@ -109,6 +109,7 @@ class MpiFabric : public Fabric {
   double link_gbps(std::uint64_t bytes, double seconds, int /*group_size*/) const override {
     return algbw_gbps(bytes, seconds);
   }
+  int transfers_per_iteration() const override { return 2; }
 
  private:
   using Buffer = std::shared_ptr<std::vector<float>>;

@@ -1,6 +1,8 @@
 // See report.h.
 #include "ncclcheck/report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tmpi::check {
@@ -8,7 +10,11 @@ namespace tmpi::check {
 using nlohmann::json;
 
 int Report::exit_code() const {
-  if (timeout) return static_cast<int>(Exit::kTempFail);
+  // A timeout is a retry's matter only where a rank fell silent (stopped, gone): one that
+  // every rank answered after is the fabric's, and not localised (docs/design.md).
+  if (timeout)
+    return static_cast<int>(timeout->silent_ranks.empty() && !timeout->blocking ? Exit::kUnavailable
+                                                                                : Exit::kTempFail);
   if (!culprits.empty() || !failure.empty()) return static_cast<int>(Exit::kUnavailable);
   return 0;
 }
@@ -19,6 +25,8 @@ std::string Report::result() const {
       return "pass";
     case static_cast<int>(Exit::kTempFail):
       return "timeout";
+    case static_cast<int>(Exit::kUnavailable):
+      return timeout ? "not localised" : "fail";
     default:
       return "fail";
   }
@@ -74,7 +82,13 @@ json to_json(const Report& report) {
                                 {"seconds", size.seconds},
                                 {"algbw_gbps", size.algbw},
                                 {"busbw_gbps", size.busbw},
-                                {"wrong", size.wrong}});
+                                {"wrong", size.wrong},
+                                {"iterations", size.iterations}});
+  }
+  out["allreduce_skipped"] = json::array();
+  for (const auto& size : report.skipped) {
+    out["allreduce_skipped"].push_back(
+        {{"bytes", size.bytes}, {"predicted_seconds", size.predicted}, {"budget_left_seconds", size.left}});
   }
   out["intra_node"] = json::array();
   for (const auto& node : report.nodes) {
@@ -97,8 +111,10 @@ json to_json(const Report& report) {
   }
   if (report.timeout) {
     const Timeout& t = *report.timeout;
-    out["timeout"] = {{"step", t.step}, {"after_seconds", t.after_seconds}, {"rank", t.rank},
-                      {"host", t.host}, {"silent_hosts", t.silent_hosts},   {"silent_ranks", t.silent_ranks}};
+    out["timeout"] = {
+        {"step", t.step},        {"after_seconds", t.after_seconds}, {"rank", t.rank},
+        {"host", t.host},        {"silent_hosts", t.silent_hosts},   {"silent_ranks", t.silent_ranks},
+        {"blocking", t.blocking}};
   }
   if (!report.failure.empty()) out["failure"] = report.failure;
   return out;
@@ -116,6 +132,12 @@ std::string render_table(const Report& report) {
       out += fmt::format(" {:>14} {:>12.1f} {:>10.2f} {:>10.2f} {:>8}\n", size.bytes, size.seconds * 1e6,
                          size.algbw, size.busbw, size.wrong);
     }
+  }
+  for (const auto& size : report.skipped) {
+    out += fmt::format(
+        "# skipped all-reduce of {}: one iteration would take {:.3g} s, past the {:.3g} s left "
+        "of the sweep's budget\n",
+        human_bytes(size.bytes), size.predicted, std::max(size.left, 0.0));
   }
   for (const auto& host : report.hosts) {
     if (!host.shares_cpus) continue;

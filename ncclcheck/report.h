@@ -19,6 +19,15 @@ struct SizeResult {
   double seconds = 0;  // one iteration, averaged over ranks (as nccl-tests does)
   double algbw = 0, busbw = 0;
   std::int64_t wrong = 0;  // elements that differ from the expected sum, over all ranks
+  int iterations = 0;      // timed iterations that fitted the sweep's budget (budget.h)
+};
+
+// A size of the sweep that its budget left out: one iteration would take `predicted` s
+// (from the size before it), more than the `left` s of the budget.
+struct SkippedSize {
+  std::uint64_t bytes = 0;
+  double predicted = 0, left = 0;
+  bool slow = false;  // past a quarter of the step timeout (skipped_size_is_slow)
 };
 
 struct HostInfo {
@@ -42,6 +51,7 @@ struct Timeout {
   std::string host;
   std::vector<std::string> silent_hosts;  // hosts with a rank that answered no liveness ping
   std::vector<int> silent_ranks;          // those ranks; "rank N" above when init never learnt N's host
+  bool blocking = false;  // in a call that waits for every rank (watchdog.h): a peer is missing
 };
 
 struct Report {
@@ -50,6 +60,7 @@ struct Report {
   int ranks = 0;
   std::vector<HostInfo> hosts;
   std::vector<SizeResult> allreduce;
+  std::vector<SkippedSize> skipped;
   std::uint64_t pair_bytes = 0;
   std::vector<NodeSample> nodes;    // intra-node all-reduce, busbw
   std::vector<LinkSample> links;    // first pass, one per pair of hosts
@@ -65,7 +76,8 @@ struct Report {
   // "host GPU 3 (0000:19:00.0)", or "host rank 3" where no device is known.
   std::string gpu_name(int host, int local_rank) const;
 
-  // 0 pass, 75 a deadline passed, 69 a culprit or a failure (docs/design.md, exit codes).
+  // 0 pass; 75 a deadline passed with a rank silent or missing; 69 a culprit, a failure, or a
+  // deadline passed with every rank answering (not localised) (docs/design.md, exit codes).
   int exit_code() const;
   std::string result() const;  // "pass", "timeout", "fail"
 };

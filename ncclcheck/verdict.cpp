@@ -1,6 +1,8 @@
 // See verdict.h.
 #include "ncclcheck/verdict.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tmpi::check {
@@ -19,6 +21,24 @@ void judge_gpus_of_every_host(Report& report) {
                                                 : judge_gpus(own, report.gpu_floor, gpu_names);
     report.culprits.insert(report.culprits.end(), culprits.begin(), culprits.end());
   }
+}
+
+// A sweep that its budget cut short, which no test of a host or a link explains: the
+// fabric is slow somewhere that none of them measured alone. Every host could be at fault,
+// and each is named as a candidate, never one of them picked.
+void judge_unexplained_sweep(Report& report) {
+  auto slow = std::find_if(report.skipped.begin(), report.skipped.end(),
+                           [](const SkippedSize& size) { return size.slow; });
+  if (slow == report.skipped.end()) return;
+  for (const auto& culprit : report.culprits) {
+    if (culprit.kind != "world" && culprit.kind != "data") return;
+  }
+  const auto& first = *slow;
+  std::string why = fmt::format(
+      "the all-host all-reduce of {} would take {:.3g} s an iteration, yet every test of one host or one "
+      "link passed: not localised, any of the {} hosts could be at fault",
+      human_bytes(first.bytes), first.predicted, report.hosts.size());
+  for (const auto& host : report.hosts) report.culprits.push_back({"not localised", host.name, why});
 }
 
 }  // namespace
@@ -80,6 +100,7 @@ void judge(Report& report, const Threshold& threshold) {
   auto links = judge_links(report.links, report.retests, report.link_floor, names);
   report.culprits.insert(report.culprits.end(), nodes.begin(), nodes.end());
   report.culprits.insert(report.culprits.end(), links.begin(), links.end());
+  judge_unexplained_sweep(report);
 }
 
 }  // namespace tmpi::check
