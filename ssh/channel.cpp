@@ -23,7 +23,7 @@ namespace tmpi::launch {
 
 namespace {
 
-constexpr int kPollMs = 100;
+constexpr int kChannelPollMs = 100;
 constexpr Millis kOpenTimeout(30000);  // the channel's open and the exec's answer, together
 
 struct ChannelFree {
@@ -76,7 +76,7 @@ class EventLoop {
 void wait_session(ssh_session session, int wake) {
   std::array<pollfd, 2> fds{{{ssh_get_fd(session), POLLIN, 0}, {wake, POLLIN, 0}}};
   if ((ssh_get_poll_flags(session) & SSH_WRITE_PENDING) != 0) fds[0].events |= POLLOUT;
-  poll(fds.data(), wake >= 0 ? 2 : 1, kPollMs);
+  poll(fds.data(), wake >= 0 ? 2 : 1, kChannelPollMs);
 }
 
 bool write_all(int fd, const char* data, std::size_t size) {
@@ -178,7 +178,7 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
       stdin_watched = watch;
     }
     flags.stdin_ready = false;
-    loop.wait(kPollMs);
+    loop.wait(kChannelPollMs);
     if (flags.caller_left) {
       result.problem = "the caller went away";
       return result;

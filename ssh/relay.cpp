@@ -27,7 +27,7 @@ namespace tmpi::launch {
 
 namespace {
 
-constexpr int kPollMs = 100;
+constexpr int kRelayPollMs = 100;
 constexpr Millis kRequestTimeout(5000);
 constexpr std::size_t kMaxCallers = 65536;  // requests in a launch: MPI asks once per host
 // mpirun may ask before the check has reached its host; the check's handshakes end within
@@ -76,7 +76,7 @@ std::unique_ptr<Request> read_request(int caller, int wake) {
   bool have_fds = false;
   while (bytes.size() < want) {
     std::array<pollfd, 2> readable{{{caller, POLLIN, 0}, {wake, POLLIN, 0}}};
-    if (deadline.expired() || poll(readable.data(), readable.size(), kPollMs) < 0) return nullptr;
+    if (deadline.expired() || poll(readable.data(), readable.size(), kRelayPollMs) < 0) return nullptr;
     if (readable[1].revents != 0) return nullptr;
     if (readable[0].revents == 0) continue;
     std::array<char, 65536> buffer{};
@@ -234,7 +234,7 @@ SshRelay::Slot* SshRelay::find_slot(const std::string& host) {
 void SshRelay::accept_loop() {
   while (!stop_) {
     std::array<pollfd, 2> readable{{{listener_, POLLIN, 0}, {wake_[0], POLLIN, 0}}};
-    if (poll(readable.data(), readable.size(), kPollMs) <= 0 || readable[0].revents == 0) continue;
+    if (poll(readable.data(), readable.size(), kRelayPollMs) <= 0 || readable[0].revents == 0) continue;
     int caller = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (caller < 0) continue;
     ucred peer{};
@@ -288,7 +288,7 @@ void SshRelay::serve(int caller) {
     }
     Deadline deadline(kVerdictTimeout);
     while (slot->state == Slot::State::kPending && !stop_ && !deadline.expired()) {
-      changed_.wait_for(lock, Millis(kPollMs));
+      changed_.wait_for(lock, Millis(kRelayPollMs));
       if (caller_gone(caller)) {  // its ssh was killed while it waited
         lock.unlock();
         close(caller);
