@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# An example TrainJob (MPI hello on runtime-openmpi.yaml by default; KIND below), run on the
+# An example TrainJob (MPI hello on manifests/base/runtime-openmpi.yaml, as `kubectl kustomize
+# manifests/trainer-v2.3` renders it, by default; KIND below), run on the
 # cluster in a box as Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of
 # their transformation) renders the TrainJob, and the facts come from that rendering: cib's
 # pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
@@ -38,7 +39,7 @@
 #                  report.json. Each pod's MPI user home is a folder of its own (a tmpfs in
 #                  the pod's mount namespace), as /home/mpiuser is in a real pod.
 #   deepspeed, megatron  examples/trainjob-{deepspeed,megatron}.yaml on
-#                  runtime-pytorch.yaml, cut down by tests/examples/cpu_smoke.py to 2 hosts
+#                  manifests/base/runtime-pytorch.yaml (rendered likewise), cut down by tests/examples/cpu_smoke.py to 2 hosts
 #                  of 2 CPU ranks with a torch.distributed (gloo) all-reduce as the script
 #                  (DeepSpeed and Megatron-LM cannot be installed here); the runtime's pods and
 #                  mpi-launcher's flags are the example's. Debian's torch stands in for the
