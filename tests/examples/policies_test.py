@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""policies_test.py: the cluster's own policies against every pod rendered from the package.
+
+Design: each policy is modelled from the Kubernetes code that enforces it, then run on the
+pods that Trainer and JobSet make (render.py) of every example TrainJob, and of the SDK's
+TrainJob, on the runtimes of every overlay (`kubectl kustomize`); each has a broken case
+that it must refuse.
+- ResourceQuota (K: pkg/quota/v1/evaluator/core/pods.go, podEvaluator.Constraints and
+  enforcePodContainerConstraints): a namespace quota that names cpu or memory (requests.*,
+  or the bare names) refuses a pod unless every container, init containers and native
+  sidecars included, requests that resource; one on limits.* likewise needs limits. The
+  usage a pod is charged is the pod's effective request (k8s.io/component-helpers/resource
+  PodRequests): regular containers and restartable init containers summed, or an init
+  container with the sidecars started before it, whichever is larger.
+usage: policies_test.py
+"""
+import copy
+import os
+import re
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import render  # noqa: E402
+import sdk_trainjob  # noqa: E402
+from model_fixtures import SCHEMAS, examples, package, runtime_overlays  # noqa: E402
+
+QUOTA_NAMES = {"cpu": ("requests", "cpu"), "memory": ("requests", "memory"),
+               "requests.cpu": ("requests", "cpu"), "requests.memory": ("requests", "memory"),
+               "limits.cpu": ("limits", "cpu"), "limits.memory": ("limits", "memory")}
+UNITS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(text):
+    number, unit = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text)).groups()
+    return float(number) * UNITS[unit]
+
+
+def quota_refusals(pod_spec, hard):
+    """What a ResourceQuota with these hard names refuses in the pod ([] if admitted)."""
+    out = []
+    for kind in ("initContainers", "containers"):
+        for c in pod_spec.get(kind, []):
+            resources = c.get("resources") or {}
+            for name in hard:
+                section, resource = QUOTA_NAMES[name]
+                if resource not in (resources.get(section) or {}):
+                    out.append(f"{kind[:-1]} {c['name']} has no {section}.{resource} ({name} is in the quota)")
+    return out
+
+
+def pod_request(pod_spec, resource):
+    """PodRequests with native sidecars: max(Σ containers + Σ sidecars, each init + sidecars before it)."""
+    def req(c):
+        return quantity(((c.get("resources") or {}).get("requests") or {}).get(resource, 0))
+    sidecars = total_init = 0
+    for c in pod_spec.get("initContainers", []):
+        if c.get("restartPolicy") == "Always":
+            sidecars += req(c)
+        else:
+            total_init = max(total_init, sidecars + req(c))
+    return max(total_init, sidecars + sum(req(c) for c in pod_spec["containers"]))
+
+
+def rendered_pods():
+    """(where, pod) of every example TrainJob and the SDK's, on every overlay's runtimes."""
+    out = []
+    for overlay in runtime_overlays():
+        byname = {d["metadata"]["name"]: d for d in package(overlay) if d["kind"] == "ClusterTrainingRuntime"}
+        jobs = [(p, d) for p, d in examples(overlay) if d["kind"] == "TrainJob"]
+        jobs.append(("the SDK's CustomTrainer", SCHEMAS.apply_defaults(sdk_trainjob.trainjob("sdk", 2, "/home/mpiuser"))))
+        for path, trainjob in jobs:
+            for pod in render.render(trainjob, byname[trainjob["spec"]["runtimeRef"]["name"]])["pods"]:
+                out.append((f"{path} on {overlay}: {pod['metadata']['name']}", pod))
+    return out
+
+
+class Quota(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pods = rendered_pods()
+
+    def test_a_requests_quota_admits_every_pod(self):
+        self.assertGreater(len(self.pods), 12)
+        for where, pod in self.pods:
+            self.assertEqual(quota_refusals(pod["spec"], ["cpu", "memory", "requests.cpu", "requests.memory"]), [],
+                             where)
+            self.assertGreater(pod_request(pod["spec"], "cpu"), 1, where)
+
+    def test_the_helpers_have_limits_and_the_ranks_take_the_trainjobs(self):
+        # Limits on what the runtime alone runs; the ranks' container takes its limits from
+        # resourcesPerNode (the SDK gives requests and limits alike), so a limits.* quota
+        # admits a TrainJob that sets them.
+        for where, pod in self.pods:
+            helpers = dict(pod["spec"], containers=[])
+            self.assertEqual(quota_refusals(helpers, ["limits.cpu", "limits.memory"]), [], where)
+        [(_, runtime)] = [(p, d) for p, d in examples() if d.get("metadata", {}).get("name") == "trainer-mpi-openmpi-v0-1"]
+        tj = SCHEMAS.apply_defaults(sdk_trainjob.trainjob("sdk", 2, "/home/mpiuser"))
+        tj["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": "2", "memory": "4Gi"},
+                                                     "limits": {"cpu": "2", "memory": "4Gi"}}
+        for pod in render.render(tj, runtime)["pods"]:
+            self.assertEqual(quota_refusals(pod["spec"], list(QUOTA_NAMES)), [],
+                             pod["metadata"]["name"])
+
+    def test_the_quota_model_refuses_a_bare_container(self):
+        where, pod = self.pods[0]
+        for kind in ("initContainers", "containers"):
+            spec = copy.deepcopy(pod["spec"])
+            spec[kind][-1].pop("resources")
+            self.assertNotEqual(quota_refusals(spec, ["cpu"]), [], f"{where}: {kind}")
+        spec = copy.deepcopy(pod["spec"])
+        spec["initContainers"][0]["resources"]["requests"].pop("memory")
+        self.assertNotEqual(quota_refusals(spec, ["requests.memory"]), [])
+        self.assertEqual(quota_refusals(spec, ["requests.cpu"]), [])
+        # The sidecars count beside the main container; a plain init container only before them.
+        spec = {"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "3"}}},
+                                   {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}
+        self.assertEqual(pod_request(spec, "cpu"), 3)
+        spec["initContainers"].reverse()
+        self.assertEqual(pod_request(spec, "cpu"), 4)
+
+
+if __name__ == "__main__":
+    unittest.main()
