@@ -12,6 +12,13 @@ that it must refuse.
   usage a pod is charged is the pod's effective request (k8s.io/component-helpers/resource
   PodRequests): regular containers and restartable init containers summed, or an init
   container with the sidecars started before it, whichever is larger.
+- The trust boundary (docs/design.md, "Trust"): no rendered pod mounts a service account
+  token (automountServiceAccountToken false, no projected serviceAccountToken, no token
+  Secret, no path under /var/run/secrets/kubernetes.io), since the job calls no API and every
+  container where ranks run is the user's code; mpi-launcher's Events are off, which need one.
+  examples/rbac.yaml (mpi-init --jobset without Trainer) grants get on Secrets by name only,
+  the job's own, and neither list nor watch on them (K: plugin/pkg/auth/authorizer/rbac
+  RuleAllows: resourceNames match on the request's name, and a list has none).
 usage: policies_test.py
 """
 import copy
@@ -24,7 +31,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import render  # noqa: E402
 import sdk_trainjob  # noqa: E402
-from model_fixtures import SCHEMAS, examples, package, runtime_overlays  # noqa: E402
+import yaml  # noqa: E402
+from model_fixtures import EXAMPLES, SCHEMAS, examples, package, runtime_overlays  # noqa: E402
+
+TOKEN_DIR = "/var/run/secrets/kubernetes.io"
 
 QUOTA_NAMES = {"cpu": ("requests", "cpu"), "memory": ("requests", "memory"),
                "requests.cpu": ("requests", "cpu"), "requests.memory": ("requests", "memory"),
@@ -74,6 +84,77 @@ def rendered_pods():
             for pod in render.render(trainjob, byname[trainjob["spec"]["runtimeRef"]["name"]])["pods"]:
                 out.append((f"{path} on {overlay}: {pod['metadata']['name']}", pod))
     return out
+
+
+def token_exposures(pod_spec):
+    """Where a container of the pod could read an API token ([] if nowhere)."""
+    out = []
+    if pod_spec.get("automountServiceAccountToken") is not False:
+        out.append("automountServiceAccountToken is not false: the kubelet mounts the token in every container")
+    token_volumes = set()
+    for v in pod_spec.get("volumes", []):
+        sources = (v.get("projected") or {}).get("sources", [])
+        if any("serviceAccountToken" in s for s in sources) or "token" in (v.get("secret") or {}).get("secretName", ""):
+            token_volumes.add(v["name"])
+    for kind in ("initContainers", "containers"):
+        for c in pod_spec.get(kind, []):
+            for m in c.get("volumeMounts", []):
+                if m["name"] in token_volumes or m["mountPath"].startswith(TOKEN_DIR):
+                    out.append(f"{c['name']} mounts {m['name']} at {m['mountPath']}")
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            if c["name"] == "node" and c.get("command", [""])[0] == "mpi-launcher" and env.get("TMPI_EVENTS") != "off":
+                out.append("mpi-launcher's Events are on, with no token to send them")
+    return out
+
+
+def secret_rule_breaches(role, secret_name):
+    out = []
+    for rule in role["rules"]:
+        if "" not in rule.get("apiGroups", []) or not {"secrets", "*"} & set(rule.get("resources", [])):
+            continue
+        verbs = set(rule["verbs"])
+        if verbs & {"list", "watch", "*"}:
+            out.append(f"{sorted(verbs & {'list', 'watch', '*'})} on every Secret (a list returns their data)")
+        if "get" in verbs and rule.get("resourceNames") != [secret_name]:
+            out.append(f"get on Secrets {rule.get('resourceNames') or 'of the whole namespace'}, not only {secret_name}")
+    return out
+
+
+class Trust(unittest.TestCase):
+    def test_no_pod_mounts_a_token(self):
+        pods = rendered_pods()
+        self.assertTrue(pods)
+        for where, pod in pods:
+            self.assertEqual(token_exposures(pod["spec"]), [], where)
+
+    def test_the_token_check_sees_each_way_in(self):
+        _, pod = rendered_pods()[0]
+        spec = pod["spec"]
+        self.assertEqual(token_exposures(spec), [])
+        for change in (lambda s: s.pop("automountServiceAccountToken"),
+                       lambda s: (s["volumes"].append({"name": "t", "projected": {"sources": [
+                           {"serviceAccountToken": {"path": "token"}}]}}),
+                                  s["containers"][0]["volumeMounts"].append({"name": "t", "mountPath": "/t"})),
+                       lambda s: s["containers"][0]["volumeMounts"].append({"name": "home", "mountPath": TOKEN_DIR}),
+                       lambda s: s["containers"][0]["env"].remove({"name": "TMPI_EVENTS", "value": "off"})):
+            broken = copy.deepcopy(spec)
+            change(broken)
+            self.assertNotEqual(token_exposures(broken), [])
+
+    def test_rbac_reads_only_the_jobs_own_secret(self):
+        with open(os.path.join(EXAMPLES, "rbac.yaml")) as stream:
+            docs = [d for d in yaml.safe_load_all(stream) if d]
+        [role] = [d for d in docs if d["kind"] == "Role"]
+        [account] = [d for d in docs if d["kind"] == "ServiceAccount"]
+        self.assertIs(account.get("automountServiceAccountToken"), False)
+        jobset = role["metadata"]["name"].removesuffix("-launcher")
+        self.assertEqual(secret_rule_breaches(role, jobset + "-mpi-ssh"), [])  # initcontainer/api_source.cpp's name
+        self.assertTrue(any("create" in r["verbs"] and "secrets" in r["resources"] for r in role["rules"]))
+        for widen in ({"verbs": ["get"]}, {"verbs": ["list"], "resourceNames": [jobset + "-mpi-ssh"]},
+                      {"verbs": ["get"], "resourceNames": ["other-mpi-ssh"]}):
+            broken = copy.deepcopy(role)
+            broken["rules"].append({"apiGroups": [""], "resources": ["secrets"], **widen})
+            self.assertNotEqual(secret_rule_breaches(broken, jobset + "-mpi-ssh"), [], widen)
 
 
 class Quota(unittest.TestCase):
