@@ -57,7 +57,8 @@ source "$(dirname "$0")/lib.sh"
 kind=${1:-hello} who=${2:-runtime}
 mode="$kind as $who"  # for the messages
 here=$(cd "$(dirname "$0")" && pwd)
-trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
+# TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh gives one with short deadlines).
+trainjob=${TMPI_EXAMPLES_TRAINJOB:-$here/../../examples/trainjob-mpi-hello.yaml} rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 case $kind in
   hello) ;;

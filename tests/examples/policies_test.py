@@ -19,6 +19,12 @@ that it must refuse.
   examples/rbac.yaml (mpi-init --jobset without Trainer) grants get on Secrets by name only,
   the job's own, and neither list nor watch on them (K: plugin/pkg/auth/authorizer/rbac
   RuleAllows: resourceNames match on the request's name, and a list has none).
+- The NetworkPolicy (manifests/kubeflow/profile): it selects every pod, and admits exactly
+  the ports the programs use by default (sshd, the rendezvous, torch's MASTER_PORT) and the
+  kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999), from the job's pods,
+  and the probe's port from anywhere; the runtimes keep Open MPI's TCP transport in that
+  range (it binds the first free port from btl_tcp_port_min_v4, 1024 by default).
+  tests/cluster/netpol_test.sh enforces the same policy on a running job.
 usage: policies_test.py
 """
 import copy
@@ -32,7 +38,7 @@ sys.path.insert(0, HERE)
 import render  # noqa: E402
 import sdk_trainjob  # noqa: E402
 import yaml  # noqa: E402
-from model_fixtures import EXAMPLES, SCHEMAS, examples, package, runtime_overlays  # noqa: E402
+from model_fixtures import EXAMPLES, ROOT, SCHEMAS, examples, package, runtime_overlays  # noqa: E402
 
 TOKEN_DIR = "/var/run/secrets/kubernetes.io"
 
@@ -155,6 +161,37 @@ class Trust(unittest.TestCase):
             broken = copy.deepcopy(role)
             broken["rules"].append({"apiGroups": [""], "resources": ["secrets"], **widen})
             self.assertNotEqual(secret_rule_breaches(broken, jobset + "-mpi-ssh"), [], widen)
+
+
+EPHEMERAL = (32768, 60999)
+
+
+class NetworkPolicy(unittest.TestCase):
+    def test_it_admits_what_the_programs_listen_on(self):
+        import manifests_test
+        manifests_test.setup(ROOT, os.environ.get("TMPI_BUILD_DIR", os.path.join(ROOT, "build", "dev")))
+        [policy] = [d for d in package("kubeflow/profile") if d["kind"] == "NetworkPolicy"]
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        from_job, from_anyone = [], []
+        for rule in policy["spec"]["ingress"]:
+            ports = [(p["port"], p.get("endPort", p["port"])) for p in rule["ports"]]
+            self.assertTrue(all(p.get("protocol") == "TCP" for p in rule["ports"]))
+            if "from" in rule:
+                self.assertEqual(rule["from"], [{"podSelector": {"matchLabels": selector}}])
+                from_job += ports
+            else:
+                from_anyone += ports
+        port = lambda flag: int(manifests_test.default(flag))  # noqa: E731
+        self.assertEqual(sorted(from_job), sorted([(port("--ssh-port"),) * 2, (port("--rendezvous-port"),) * 2,
+                                                   (port("--master-port"),) * 2, EPHEMERAL]))
+        self.assertEqual(from_anyone, [(port("--probe-port"),) * 2])
+        for where, pod in rendered_pods():
+            self.assertLessEqual(selector.items(), pod["metadata"]["labels"].items(), where)
+            for c in pod["spec"]["containers"]:
+                env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                if c["command"][0] == "mpi-launcher":
+                    low = int(env["OMPI_MCA_btl_tcp_port_min_v4"])
+                    self.assertEqual((low, low + int(env["OMPI_MCA_btl_tcp_port_range_v4"]) - 1), EPHEMERAL, where)
 
 
 class Quota(unittest.TestCase):
