@@ -156,7 +156,7 @@ make_volumes() {
     mkdir -p "$dir/$stamp"; chown "0:$fs_group" "$dir/$stamp"; chmod 2755 "$dir" "$dir/$stamp"
     install -g "$fs_group" -m "$(printf %o $((mode | 0440)))" "$objects/$source/$key" "$dir/$stamp/$path"
     ln -sfn "$stamp" "$dir/..data"; ln -sfn "..data/$path" "$dir/$path"; chown -h "0:$fs_group" "$dir/..data" "$dir/$path"
-  done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" then [.name, .dir]
+  done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" or .kind == "persistentVolumeClaim" then [.name, .dir]
                                else . as $v | .files[] | [$v.name, $v.dir, $v.source, .key, .path, .mode] end | @tsv')
 }
 
@@ -234,6 +234,13 @@ elif [[ $kind == deepspeed || $kind == megatron ]]; then
   expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: the example's --check mpi"
   for ((r = 0; r < ranks; r++)); do
     expect_contains "$out" "torch gloo: rank $r of $ranks, local rank $((r % slots)), sum $((ranks * (ranks + 1) / 2))" "$mode: rank $r's all-reduce"
+  done
+  # Every rank's checkpoint file, in the one folder of the claim that every pod mounts
+  # (the example's runtimePatches), written by the pods' uid.
+  checkpoints=$(spec "$launcher" "$main" | jq -r '.argv[-1]')
+  for ((r = 0; r < ranks; r++)); do
+    [[ -s $checkpoints/rank-$r.pt ]] || fail "$mode: rank $r wrote no checkpoint in $checkpoints (the shared PVC)"
+    expect_eq "$(stat -c %u "$checkpoints/rank-$r.pt")" "$uid" "$mode: the owner of rank $r's checkpoint"
   done
 else
   [[ -z $image_root ]] || expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: --check mpi"

@@ -2,7 +2,8 @@
 """render.py: a TrainJob (examples/, or one a test made) as Trainer v2.3.0 and JobSet v0.12.0 would make it, for
 scripts (the cluster in a box) that must start the same pods with the same files.
 
-Design: a thin command line over crd_schema (CRD defaults), trainer_model.render and
+Design: a thin command line over crd_schema (CRD defaults, and every input validated against
+its CRD, CEL rules included, as the apiserver would), trainer_model.render and
 jobset_model (webhook, Jobs, pods); it prints one of the rendered things and nothing else,
 so a shell script can take the hostfile, the pod names or the whole pods from it:
   --hostfile   the hostfile ConfigMap's content, as Trainer writes it
@@ -34,8 +35,18 @@ def load(path, kind):
     return docs[0]
 
 
+def admitted(doc):
+    """doc with its CRD's defaults, after the apiserver's checks (schema and CEL rules):
+    what the apiserver refuses never reaches the model."""
+    doc = SCHEMAS.apply_defaults(copy.deepcopy(doc))
+    errors = SCHEMAS.validate(doc)
+    if errors:
+        raise tm.Rejected(f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}", "; ".join(errors))
+    return doc
+
+
 def render(trainjob, runtime):
-    out = tm.render(SCHEMAS.apply_defaults(copy.deepcopy(trainjob)), SCHEMAS.apply_defaults(copy.deepcopy(runtime)))
+    out = tm.render(admitted(trainjob), admitted(runtime))
     js = jm.admit(SCHEMAS.apply_defaults(out["jobset"]))
     errors = SCHEMAS.validate(js)
     if errors:
