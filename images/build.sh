@@ -112,9 +112,9 @@ build "$cache/build-stage.log" localhost/trainer-mpi-build:latest --target build
 [[ -n $root_variant ]] || echo "build stage (both variants'): built in $((SECONDS - t0)) s"
 for v in "${variants[@]}"; do
   t0=$SECONDS
-  # openmpi-slim: Open MPI without Python (images/Dockerfile's PYTHON=no).
+  # openmpi-slim: Open MPI without Python (images/Dockerfile's PYTHON=0).
   build "$cache/build-$v.log" "localhost/trainer-mpi:$v" --build-arg MPI="${v%-slim}" \
-    --build-arg PYTHON="$([[ $v == *-slim ]] && echo no || echo yes)"
+    --build-arg PYTHON="$([[ $v == *-slim ]] && echo 0 || echo 1)"
   size=$(pm image inspect --format '{{.Size}}' "localhost/trainer-mpi:$v")
   [[ -n $root_variant ]] || echo "trainer-mpi:$v $(mb "$size") MB, built in $((SECONDS - t0)) s"
 done
