@@ -57,7 +57,7 @@ source "$(dirname "$0")/lib.sh"
 kind=${1:-hello} who=${2:-runtime}
 mode="$kind as $who"  # for the messages
 here=$(cd "$(dirname "$0")" && pwd)
-# TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh gives one with short deadlines).
+# TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh: short deadlines; kueue: runtimePatches).
 trainjob=${TMPI_EXAMPLES_TRAINJOB:-$here/../../examples/trainjob-mpi-hello.yaml} rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 case $kind in

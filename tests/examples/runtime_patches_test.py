@@ -22,39 +22,21 @@ sys.path.insert(0, HERE)
 import render  # noqa: E402
 import runtime_patches as rp  # noqa: E402
 import trainer_model as tm  # noqa: E402
+from kueue_trainjob import FLAVOR, KUEUE, admitted, hello, kueue_patch, pod_patch, queued  # noqa: E402
 from model_fixtures import examples, package  # noqa: E402
 
-KUEUE = "kueue.x-k8s.io/manager"
-FLAVOR = {"nodeSelector": {"cloud.example.com/gpu-pool": "h100"},
-          "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
 
 
 def runtime(name="trainer-mpi-openmpi-v0-1", overlay="trainer-v2.3"):
     return next(d for d in package(overlay) if d["metadata"]["name"] == name)
 
 
-def hello(**spec):
-    job = copy.deepcopy(next(d for p, d in examples() if p == "examples/trainjob-mpi-hello.yaml"))
-    job["spec"].update(spec)
-    return job
-
-
-def pod_patch(job, **pod):
-    return {"name": job, "template": {"spec": {"template": {"spec": pod}}}}
-
-
-def kueue_patch(**pod):
-    return {"manager": KUEUE, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-        pod_patch("launcher", **pod), pod_patch("node", **pod)]}}}}
-
-
 class Kueue(unittest.TestCase):
     def test_suspended_then_resumed_with_a_flavor(self):
-        queued = hello(suspend=True)
-        out = render.render(queued, runtime())
+        waiting, resumed = queued(), admitted()
+        out = render.render(waiting, runtime())
         self.assertIs(out["jobset"]["spec"]["suspend"], True)
-        resumed = hello(suspend=False, runtimePatches=[kueue_patch(**FLAVOR)])
-        self.assertIsNone(rp.update_refusal(queued, resumed))
+        self.assertIsNone(rp.update_refusal(waiting, resumed))
         patched = render.render(resumed, runtime())
         self.assertIs(patched["jobset"]["spec"]["suspend"], False)
         self.assertEqual(len(patched["pods"]), len(out["pods"]))
