@@ -114,7 +114,7 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
   if (passwd_path.empty() != group_path.empty()) {
     return make_error(Exit::kUsage,
                       "NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP: nss_wrapper needs both, one is unset; "
-                      "set both to files mpi-init may write (examples/runtime-openmpi.yaml)");
+                      "set both to files mpi-init may write (manifests/base/runtime-openmpi.yaml)");
   }
   TMPI_ASSIGN(std::string etc_passwd, read_file(etc + "/passwd"));
   bool listed = false;
@@ -133,7 +133,7 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
       return make_error(Exit::kUsage,
                         "uid {} has no passwd entry, and ssh and sshd refuse to run without one: set "
                         "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
-                        "mpi-init writes, under HOME) in every container (examples/runtime-openmpi.yaml)",
+                        "mpi-init writes, under HOME) in every container (manifests/base/runtime-openmpi.yaml)",
                         uid);
     }
     account.home = listed ? entry_home : pw->pw_dir;

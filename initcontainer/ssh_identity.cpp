@@ -209,7 +209,7 @@ Status check_ssh_dir(const SshLayout& layout, const KeyPair& key) {
         Exit::kIo,
         "--ssh-dir {}: owned by uid {} (mode {:04o}), and uid {} cannot make it the 0700 folder "
         "ssh needs; mount that volume one level up (as HOME) and let mpi-init create {} "
-        "inside it (examples/runtime-openmpi.yaml)",
+        "inside it (manifests/base/runtime-openmpi.yaml)",
         dir, st.st_uid, st.st_mode & 07777, getuid(), dir);
   }
   return ok_status();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# An example TrainJob (MPI hello on runtime-openmpi.yaml by default; KIND below), run on the
+# An example TrainJob (MPI hello on manifests/base/runtime-openmpi.yaml, as `kubectl kustomize
+# manifests/trainer-v2.3` renders it, by default; KIND below), run on the
 # cluster in a box as Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of
 # their transformation) renders the TrainJob, and the facts come from that rendering: cib's
 # pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
@@ -38,7 +39,7 @@
 #                  report.json. Each pod's MPI user home is a folder of its own (a tmpfs in
 #                  the pod's mount namespace), as /home/mpiuser is in a real pod.
 #   deepspeed, megatron  examples/trainjob-{deepspeed,megatron}.yaml on
-#                  runtime-pytorch.yaml, cut down by tests/examples/cpu_smoke.py to 2 hosts
+#                  manifests/base/runtime-pytorch.yaml (rendered likewise), cut down by tests/examples/cpu_smoke.py to 2 hosts
 #                  of 2 CPU ranks with a torch.distributed (gloo) all-reduce as the script
 #                  (DeepSpeed and Megatron-LM cannot be installed here); the runtime's pods and
 #                  mpi-launcher's flags are the example's. Debian's torch stands in for the
@@ -56,7 +57,8 @@ source "$(dirname "$0")/lib.sh"
 kind=${1:-hello} who=${2:-runtime}
 mode="$kind as $who"  # for the messages
 here=$(cd "$(dirname "$0")" && pwd)
-trainjob="$here/../../examples/trainjob-mpi-hello.yaml" rendered="$CIB_DIR/rendered.json"
+# TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh: short deadlines; kueue: runtimePatches).
+trainjob=${TMPI_EXAMPLES_TRAINJOB:-$here/../../examples/trainjob-mpi-hello.yaml} rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 case $kind in
   hello) ;;
@@ -154,7 +156,7 @@ make_volumes() {
     mkdir -p "$dir/$stamp"; chown "0:$fs_group" "$dir/$stamp"; chmod 2755 "$dir" "$dir/$stamp"
     install -g "$fs_group" -m "$(printf %o $((mode | 0440)))" "$objects/$source/$key" "$dir/$stamp/$path"
     ln -sfn "$stamp" "$dir/..data"; ln -sfn "..data/$path" "$dir/$path"; chown -h "0:$fs_group" "$dir/..data" "$dir/$path"
-  done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" then [.name, .dir]
+  done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" or .kind == "persistentVolumeClaim" then [.name, .dir]
                                else . as $v | .files[] | [$v.name, $v.dir, $v.source, .key, .path, .mode] end | @tsv')
 }
 
@@ -232,6 +234,13 @@ elif [[ $kind == deepspeed || $kind == megatron ]]; then
   expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: the example's --check mpi"
   for ((r = 0; r < ranks; r++)); do
     expect_contains "$out" "torch gloo: rank $r of $ranks, local rank $((r % slots)), sum $((ranks * (ranks + 1) / 2))" "$mode: rank $r's all-reduce"
+  done
+  # Every rank's checkpoint file, in the one folder of the claim that every pod mounts
+  # (the example's runtimePatches), written by the pods' uid.
+  checkpoints=$(spec "$launcher" "$main" | jq -r '.argv[-1]')
+  for ((r = 0; r < ranks; r++)); do
+    [[ -s $checkpoints/rank-$r.pt ]] || fail "$mode: rank $r wrote no checkpoint in $checkpoints (the shared PVC)"
+    expect_eq "$(stat -c %u "$checkpoints/rank-$r.pt")" "$uid" "$mode: the owner of rank $r's checkpoint"
   done
 else
   [[ -z $image_root ]] || expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: --check mpi"

@@ -10,6 +10,9 @@ annotation so a reader of a failure knows what ran:
   - numNodes 2, numProcPerNode 2 (the example asks for 4 or 8 hosts of 8 GPUs);
   - no resourcesPerNode (no GPU to ask for);
   - after mpi-launcher's `--`, the training script becomes a torch.distributed all-reduce
+    that then writes each rank's checkpoint file (rank-<RANK>.pt) into the example's
+    checkpoint folder (its --save, else /data/checkpoints/<name>) on the data volume that
+    its runtimePatches mount;
     over gloo, initialised from the environment alone (env://), which is how
     deepspeed.init_distributed and Megatron-LM's initialize start when RANK, WORLD_SIZE,
     MASTER_ADDR and MASTER_PORT are set, as mpi-rank sets them; mpi-launcher's own flags
@@ -22,7 +25,7 @@ import sys
 import yaml
 
 SMOKE = """
-import os, torch, torch.distributed as dist
+import os, sys, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank, size = dist.get_rank(), dist.get_world_size()
 total = torch.tensor([float(rank + 1)])
@@ -30,6 +33,9 @@ dist.all_reduce(total)
 assert total.item() == size * (size + 1) / 2, total
 local_rank = os.environ["LOCAL_RANK"]
 print(f"torch gloo: rank {rank} of {size}, local rank {local_rank}, sum {total.item():.0f}", flush=True)
+os.makedirs(sys.argv[1], exist_ok=True)  # every rank's shard of the checkpoint, on the shared volume
+torch.save({"rank": rank, "sum": total.item()}, os.path.join(sys.argv[1], f"rank-{rank}.pt"))
+dist.barrier()
 dist.destroy_process_group()
 """
 
@@ -39,7 +45,10 @@ def cut_down(trainjob):
     command = trainer["command"]
     if command[:2] != ["mpi-launcher", "run"] or "--" not in command:
         sys.exit(f"cpu_smoke.py: {trainjob['metadata']['name']}: the command is not `mpi-launcher run ... -- CMD`")
-    trainer["command"] = command[: command.index("--") + 1] + ["python", "-c", SMOKE]
+    # The checkpoint folder: the example's own (--save), else one on its data volume.
+    rest = command[command.index("--") + 1:]
+    checkpoints = rest[rest.index("--save") + 1] if "--save" in rest else f"/data/checkpoints/{trainjob['metadata']['name']}"
+    trainer["command"] = command[: command.index("--") + 1] + ["python", "-c", SMOKE, checkpoints]
     trainer["numNodes"], trainer["numProcPerNode"] = 2, 2
     trainer.pop("resourcesPerNode", None)
     trainer["env"] = [e for e in trainer.get("env", []) if e["name"] != "GLOO_SOCKET_IFNAME"]

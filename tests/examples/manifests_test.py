@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""examples/ checked against the programs and images they name (no cluster needed).
+"""The package's runtimes (every overlay of manifests/, as `kubectl kustomize` renders it) and
+examples/ checked against the programs and images they name (no cluster needed).
 
 A manifest that a user applies must not fail on a renamed flag, a path that no volume
 holds, a port that the programs do not use, or an image that no Dockerfile builds. The
 parameter registry (`mpi-init --params-markdown`, the README's table) says which flags and
 TMPI_ variables each program takes, with their defaults; images/Dockerfile* say which tags
-they build. Volumes "mpi-ssh-auth" and "mpi-hostfile" are the ones Trainer's MPI plugin adds
+they build (an image is a fully qualified name whose last part and tag is one of those:
+the registry is the overlay's images: to choose). Volumes "mpi-ssh-auth" and "mpi-hostfile" are the ones Trainer's MPI plugin adds
 (the second to the launcher only), so they need mlPolicy.mpi.
 
 usage: manifests_test.py SOURCE_DIR BUILD_DIR
@@ -17,6 +19,9 @@ import subprocess
 import sys
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_fixtures  # noqa: E402
 
 SRC = BUILD = None  # setup() sets them; rendered_examples_test.py imports this file's checks
 PROGRAMS = {"mpi-init", "mpi-rendezvous", "mpi-launcher", "nccl-check"}
@@ -107,9 +112,19 @@ def setup(src, build):
     TAGS = image_tags()
 
 
+def fully_qualified(image):
+    """A name with its registry host (containers-registries.conf(5): a first part with a dot
+    or a port, or localhost), which no short-name resolution can send elsewhere."""
+    first, slash, _ = image.partition("/")
+    return bool(slash) and ("." in first or ":" in first or first == "localhost")
+
+
 def check_container(where, container, role, pod, has_mpi_policy):
-    if container.get("image") not in TAGS:
-        fail(where, f"image {container.get('image')} is built by no images/Dockerfile* (they build {sorted(TAGS)})")
+    image = container.get("image") or ""
+    if not fully_qualified(image):
+        fail(where, f"image {image!r} is a short name (CRI-O's enforcing mode refuses it; Docker Hub has none)")
+    if image.rpartition("/")[2] not in TAGS:
+        fail(where, f"image {image} is built by no images/Dockerfile* (they build {sorted(TAGS)})")
     volumes = {v["name"] for v in pod.get("volumes", [])}
     for m in container.get("volumeMounts", []):
         if m["name"] in volumes:
@@ -203,6 +218,11 @@ def check_runtime(path, runtime):
 
 def main():
     runtimes, trainjobs = {}, []
+    for overlay in model_fixtures.runtime_overlays():
+        for doc in model_fixtures.package(overlay):
+            if doc["kind"] == "ClusterTrainingRuntime":
+                runtimes[doc["metadata"]["name"]] = doc
+                check_runtime(f"manifests/{overlay}", doc)
     for path in sorted(glob.glob(os.path.join(SRC, "examples", "*.yaml"))):
         name = os.path.relpath(path, SRC)
         with open(path) as stream:
@@ -211,19 +231,16 @@ def main():
             if doc is None:
                 continue
             kind = doc.get("kind")
-            if kind == "ClusterTrainingRuntime":
-                runtimes[doc["metadata"]["name"]] = doc
-                check_runtime(name, doc)
-            elif kind == "TrainJob":
+            if kind == "TrainJob":
                 trainjobs.append((name, doc))
             elif kind not in ("ServiceAccount", "Role", "RoleBinding"):
                 fail(name, f"unexpected kind {kind}")
     if not runtimes or not trainjobs:
-        fail("examples/", "expected ClusterTrainingRuntimes and TrainJobs")
+        fail("manifests/, examples/", "expected ClusterTrainingRuntimes (manifests/) and TrainJobs (examples/)")
     for name, job in trainjobs:
         spec = job["spec"]
         if spec["runtimeRef"]["name"] not in runtimes:
-            fail(name, f"runtimeRef {spec['runtimeRef']['name']} is in no examples/ runtime")
+            fail(name, f"runtimeRef {spec['runtimeRef']['name']} is in no runtime of manifests/")
         command = spec["trainer"].get("command", [])
         if command[:2] != ["mpi-launcher", "run"] or "--" not in command:
             fail(name, "the command is not `mpi-launcher run [options] -- CMD`")

@@ -5,18 +5,24 @@ MPI ClusterTrainingRuntime with a `launcher` job (the trainer step) and a `node`
 with one main container named `node`; keyword arguments change the parts a test is about,
 and `job()` finds a replicated job again. Both pass through the CRDs' defaults
 (crd_schema), as the apiserver would give them to Trainer, so the tests see the values
-Trainer sees (mpiImplementation OpenMPI, replicas 1, ...). `examples()` loads examples/.
+Trainer sees (mpiImplementation OpenMPI, replicas 1, ...). `package(overlay)` is what
+`kubectl kustomize manifests/<overlay>` prints, as a user would apply it; `examples()` is
+examples/ (the TrainJobs) with the runtimes of one overlay of that package.
 """
 import copy
+import functools
 import glob
 import os
+import subprocess
 
 import yaml
 
 import crd_schema
 
 SCHEMAS = crd_schema.Schemas()
-EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+EXAMPLES, MANIFESTS = os.path.join(ROOT, "examples"), os.path.join(ROOT, "manifests")
+DEFAULT_OVERLAY = "trainer-v2.3"  # README.md's install: images from a registry
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
 
@@ -75,10 +81,33 @@ def named(items, name):
     return next(i for i in items if i["name"] == name)
 
 
-def examples():
-    """[(file, document)] of examples/, in file order."""
+def overlays():
+    """Every kustomization of manifests/ (base, the overlays, kubeflow/profile), as paths under it."""
+    found = glob.glob(os.path.join(MANIFESTS, "**", "kustomization.yaml"), recursive=True)
+    return sorted(os.path.relpath(os.path.dirname(path), MANIFESTS) for path in found)
+
+
+def runtime_overlays():
+    return [o for o in overlays() if any(d["kind"] == "ClusterTrainingRuntime" for d in package(o))]
+
+
+@functools.lru_cache(maxsize=None)
+def _kustomize(directory):
+    run = subprocess.run(["kubectl", "kustomize", directory], capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise RuntimeError(f"kubectl kustomize {directory} failed: {run.stderr.strip()}")
+    return tuple(doc for doc in yaml.safe_load_all(run.stdout) if doc)
+
+
+def package(overlay=DEFAULT_OVERLAY, root=MANIFESTS):
+    """The documents `kubectl kustomize manifests/<overlay>` prints (fresh copies)."""
+    return copy.deepcopy(list(_kustomize(os.path.join(root, overlay))))
+
+
+def examples(overlay=DEFAULT_OVERLAY):
+    """[(file, document)]: examples/ in file order, then the runtimes of manifests/<overlay>."""
     out = []
     for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.yaml"))):
         with open(path) as stream:
             out += [("examples/" + os.path.basename(path), doc) for doc in yaml.safe_load_all(stream) if doc]
-    return out
+    return out + [(f"manifests/{overlay}", doc) for doc in package(overlay)]

@@ -8,13 +8,14 @@ JSON for the pod whose hostname is POD:
            volume mounted under /root, root's home as the pods run as uid 0, goes to the same
            place under --home, which is root's home in that pod; any other to --volumes/NAME)
            and, for a Secret or ConfigMap, the files the kubelet shows, with their modes
-           (jobset_model.volume_files)
+           (jobset_model.volume_files); a PersistentVolumeClaim is one folder that every pod
+           shares, CLAIMS/<claimName> (default: the box's folder above the pods', claims/)
   argv, env  with CONTAINER: its command and args, its env with downward-API fields taken
            from the pod's own metadata, `$(VAR)` expanded as the kubelet does, and every path
            under one of its volumeMounts moved to that volume's folder. Nothing else is
            changed, so the test runs the rendered pod's own commands.
 
-usage: pod_command.py RENDERED.json POD [CONTAINER] --home DIR --volumes DIR
+usage: pod_command.py RENDERED.json POD [CONTAINER] --home DIR --volumes DIR [--claims DIR]
 """
 import argparse
 import json
@@ -38,7 +39,7 @@ def field(pod, path):
     return pod["metadata"][match.group(1)][match.group(2)]
 
 
-def volumes(pod, home, folder):
+def volumes(pod, home, folder, claims=None):
     spec, out = pod["spec"], []
     mounts = [m for c in spec.get("initContainers", []) + spec["containers"] for m in c.get("volumeMounts", [])]
     for volume in spec.get("volumes", []):
@@ -53,8 +54,14 @@ def volumes(pod, home, folder):
             source = volume[kind].get("secretName") or volume[kind].get("name")
             entry.update(kind=kind, source=source, files=[{"path": path, "key": key, "mode": mode} for path, (key, mode)
                                                           in jm.volume_files(spec, volume["name"]).items()])
+        elif "persistentVolumeClaim" in volume:  # one volume for every pod that names the claim
+            claims = claims or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folder)))),
+                                            "claims")
+            entry.update(kind="persistentVolumeClaim", dir=os.path.join(claims, volume["persistentVolumeClaim"]["claimName"]),
+                         files=[])
         else:
-            sys.exit(f"pod_command.py: volume {volume['name']}: only emptyDir, secret and configMap are modelled")
+            sys.exit(f"pod_command.py: volume {volume['name']}: only emptyDir, secret, configMap and "
+                     "persistentVolumeClaim are modelled")
         out.append(entry)
     return out
 
@@ -95,12 +102,13 @@ def main():
     parser.add_argument("container", nargs="?")
     parser.add_argument("--home", required=True)
     parser.add_argument("--volumes", required=True)
+    parser.add_argument("--claims")
     args = parser.parse_args()
     with open(args.rendered) as stream:
         pods = [p for p in json.load(stream)["pods"] if p["spec"]["hostname"] == args.pod]
     if len(pods) != 1:
         sys.exit(f"pod_command.py: {len(pods)} rendered pods have the hostname {args.pod}")
-    out = {"volumes": volumes(pods[0], args.home.rstrip("/"), args.volumes)}
+    out = {"volumes": volumes(pods[0], args.home.rstrip("/"), args.volumes, args.claims)}
     if args.container:
         out.update(container(pods[0], args.container, {v["name"]: v["dir"] for v in out["volumes"]}))
     print(json.dumps(out))

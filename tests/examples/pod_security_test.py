@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""pod_security_test.py: every examples/ runtime, and every pod that Trainer and JobSet make
-of every example TrainJob (render.py), passes Pod Security "restricted", the profile that
+"""pod_security_test.py: every runtime of every overlay of manifests/ (as `kubectl kustomize`
+renders it), and every pod that Trainer and JobSet make of every example TrainJob on each
+(render.py), passes Pod Security "restricted", the profile that
 Pod Security Admission enforces.
 
 The rules are those of kubernetes/pod-security-admission (policy/check_*.go at 8f84a87c,
@@ -22,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import render  # noqa: E402
-from model_fixtures import examples  # noqa: E402
+from model_fixtures import examples, package, runtime_overlays  # noqa: E402
 
 # check_capabilities_baseline.go: the default set; check_capabilities_restricted.go: only this one.
 RESTRICTED_ADD = {"NET_BIND_SERVICE"}
@@ -100,8 +101,9 @@ def violations(pod):
     return out
 
 
-def runtimes():
-    return [(path, doc) for path, doc in examples() if doc.get("kind") == "ClusterTrainingRuntime"]
+def runtimes(overlays=None):
+    return [(f"manifests/{overlay}", doc) for overlay in overlays or runtime_overlays()
+            for doc in package(overlay) if doc.get("kind") == "ClusterTrainingRuntime"]
 
 
 def runtime_pods(doc):
@@ -117,15 +119,16 @@ class PodSecurityRestricted(unittest.TestCase):
                 self.assertEqual(violations(pod), [], f"{path}: {role}")
 
     def test_every_rendered_pod(self):
-        docs = dict((doc["metadata"]["name"], doc) for _, doc in runtimes())
         count = 0
-        for path, trainjob in examples():
-            if trainjob.get("kind") != "TrainJob":
-                continue
-            out = render.render(trainjob, docs[trainjob["spec"]["runtimeRef"]["name"]])
-            for pod in out["pods"]:
-                self.assertEqual(violations(pod["spec"]), [], f"{path}: pod {pod['metadata']['name']}")
-                count += 1
+        for overlay in runtime_overlays():
+            docs = dict((doc["metadata"]["name"], doc) for _, doc in runtimes([overlay]))
+            for path, trainjob in examples():
+                if trainjob.get("kind") != "TrainJob":
+                    continue
+                out = render.render(trainjob, docs[trainjob["spec"]["runtimeRef"]["name"]])
+                for pod in out["pods"]:
+                    self.assertEqual(violations(pod["spec"]), [], f"{path} on {overlay}: pod {pod['metadata']['name']}")
+                    count += 1
         self.assertGreater(count, 0)
 
     def test_each_rule_catches_its_breach(self):

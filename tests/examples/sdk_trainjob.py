@@ -55,7 +55,7 @@ def trainjob(name, num_nodes, mpi_user_home):
         "kind": "TrainJob",
         "metadata": {"name": name, "namespace": "team-a"},
         "spec": {
-            "runtimeRef": {"name": "trainer-mpi-openmpi"},
+            "runtimeRef": {"name": "trainer-mpi-openmpi-v0-1"},
             "trainer": {"numNodes": num_nodes, "command": command(hello, mpi_user_home)},
         },
     }

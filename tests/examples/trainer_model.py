@@ -13,8 +13,10 @@ plain dicts (the YAML documents, CRD defaults already applied by crd_schema):
 Every rule cites the upstream file it comes from; `T:` is kubeflow/trainer at v2.3.0
 (658725bdae5c7e3a0854d93ac6ff492e109a22ab), paths under pkg/. docs/trainer-rules.md holds
 the same rules in prose. What Kubernetes and JobSet then do with the JobSet is in
-jobset_model.py. A feature this model does not follow (initializers, runtimePatches,
-podGroupPolicy, ML policies other than MPI) raises NotModeled instead of being ignored.
+jobset_model.py. A TrainJob's runtimePatches are validated in admit and applied first in
+render, as newRuntimeInfo does (runtime_patches.py). A feature this model does not follow
+(initializers, podGroupPolicy, ML policies other than MPI) raises NotModeled instead of
+being ignored.
 """
 import copy
 
@@ -69,9 +71,10 @@ def admit(trainjob, runtime):
     """The runtime's webhook (run when the runtime is created) and the TrainJob's, which asks
     the runtime's plugins (T:webhooks/trainjob_webhook.go, T:runtime/core/*.go ValidateObjects)."""
     spec, trainer = runtime["spec"], trainjob["spec"].get("trainer") or {}
-    for key in ("initializer", "runtimePatches"):
-        if trainjob["spec"].get(key):
-            raise NotModeled(f"spec.{key}")
+    if trainjob["spec"].get("initializer"):
+        raise NotModeled("spec.initializer")
+    import runtime_patches  # here: it imports this module's names
+    runtime_patches.validate(trainjob, runtime)
     if spec.get("podGroupPolicy"):
         raise NotModeled("runtime spec.podGroupPolicy")
     if set((spec.get("mlPolicy") or {}).keys()) - {"numNodes", "mpi"} or "mpi" not in (spec.get("mlPolicy") or {}):
@@ -278,6 +281,9 @@ def build(trainjob, runtime, sets, jobset_spec):
 def render(trainjob, runtime):
     """The objects Trainer applies for trainjob: {jobset, secret, hostfile, podsets, slots}."""
     admit(trainjob, runtime)
+    import runtime_patches
+    # T:runtime/core/trainingruntime.go newRuntimeInfo: the patches before any plugin.
+    runtime = {**runtime, "spec": {**runtime["spec"], "template": runtime_patches.apply(trainjob, runtime["spec"]["template"])}}
     jobset_spec = copy.deepcopy(runtime["spec"]["template"]["spec"])
     sets = podsets(trainjob, runtime, jobset_spec)
     slots = enforce_mpi(trainjob, runtime, sets, jobset_spec)

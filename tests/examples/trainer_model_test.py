@@ -220,7 +220,7 @@ class Admission(unittest.TestCase):
 
     def test_unmodeled_inputs_are_refused(self):
         tj = trainjob()
-        tj["spec"]["runtimePatches"] = [{"manager": "x.io/m"}]
+        tj["spec"]["initializer"] = {"dataset": {"storageUri": "hf://x"}}
         with self.assertRaises(tm.NotModeled):
             tm.render(tj, runtime())
         rt = runtime()
