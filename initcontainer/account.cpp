@@ -130,11 +130,12 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
     // No nss_wrapper: the system's NSS decides (an LDAP or sssd user is fine too).
     const passwd* pw = listed ? nullptr : getpwuid(uid);
     if (!listed && pw == nullptr) {
-      return make_error(Exit::kUsage,
-                        "uid {} has no passwd entry, and ssh and sshd refuse to run without one: set "
-                        "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
-                        "mpi-init writes, under HOME) in every container (manifests/base/runtime-openmpi.yaml)",
-                        uid);
+      return make_error(
+          Exit::kUsage,
+          "uid {} has no passwd entry, and ssh and sshd refuse to run without one: set "
+          "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
+          "mpi-init writes, under HOME) in every container (manifests/base/runtime-openmpi.yaml)",
+          uid);
     }
     account.home = listed ? entry_home : pw->pw_dir;
     return account;
