@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/kube_client.h"
+#include "common/topology.h"
 #include "initcontainer/api_source.h"
 #include "initcontainer/sources.h"
 

@@ -3,6 +3,7 @@
 // code, a space and the Retry-After header; the rest is the body. The reporter's one-line
 // description of the answer must stay one bounded line, and the wait it takes from
 // Retry-After must lie between its own backoff and its longest wait.
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
