@@ -101,14 +101,22 @@ std::string rbac_hint(const KubeAction& action, const std::string& ns) {
       ns, action.group, action.resource, action.verb);
 }
 
-std::string status_message(const nlohmann::json& body, const std::string& raw) {
-  if (body.is_object() && body.contains("message") && body["message"].is_string()) {
-    return body["message"].get<std::string>();
+}  // namespace
+
+std::string api_status_message(const std::string& body) {
+  auto parsed = nlohmann::json::parse(body, nullptr, false);
+  if (parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()) {
+    return parsed["message"].get<std::string>();
   }
-  return truncate_utf8(raw, 200);
+  return truncate_utf8(body, 200);
 }
 
-}  // namespace
+Millis retry_after_wait(const std::string& header, Millis backoff) {
+  if (!header.empty() && header.find_first_not_of("0123456789") == std::string::npos && header.size() < 6) {
+    return std::max(backoff, Millis(std::stol(header) * 1000));
+  }
+  return backoff;
+}
 
 Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& env,
                                       const std::string& sa_dir, const std::string& namespace_override) {
@@ -181,8 +189,7 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
       if ((status >= 200 && status < 300) || status == 404 || status == 409) {
         return KubeResponse{status, std::move(response->body)};
       }
-      std::string message =
-          status_message(nlohmann::json::parse(response->body, nullptr, false), response->body);
+      std::string message = api_status_message(response->body);
       if (status == 401 || status == 403) {
         return make_error(Exit::kNoPerm, "{} {} {} in namespace {}: HTTP {} ({}); {}", action.verb,
                           action.resource, path, config_.namespace_, status, message,
@@ -192,11 +199,7 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
         return make_error(Exit::kData, "{} {}: HTTP {}: {}", method, path, status, message);
       }
       last_problem = fmt::format("HTTP {}: {}", status, message);
-      if (!response->retry_after.empty() &&
-          response->retry_after.find_first_not_of("0123456789") == std::string::npos &&
-          response->retry_after.size() < 6) {
-        wait = std::max(wait, Millis(std::stol(response->retry_after) * 1000));
-      }
+      wait = retry_after_wait(response->retry_after, wait);
     }
     if (deadline.remaining() <= wait) {
       return make_error(Exit::kTempFail,

@@ -47,6 +47,13 @@ struct KubeResponse {
   nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
 };
 
+// The answer's parts that call() reads, pure so that a fuzzer reaches them. The message of a
+// metav1.Status error body, or the body's first 200 bytes when it is not one:
+std::string api_status_message(const std::string& body);
+// The wait before the next try: `backoff`, or Retry-After's whole seconds when longer (at
+// most 99999 s; an HTTP date or any other text is ignored).
+Millis retry_after_wait(const std::string& header, Millis backoff);
+
 class KubeClient {
  public:
   KubeClient(KubeConfig config, Millis request_timeout);

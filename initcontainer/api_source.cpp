@@ -21,7 +21,10 @@ const KubeAction kListPods{"list", "", "pods"};
 const KubeAction kGetSecret{"get", "", "secrets"};
 const KubeAction kCreateSecret{"create", "", "secrets"};
 
-Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) {
+}  // namespace
+
+Expected<KeyPair> key_from_secret_answer(const std::string& body, const std::string& where) {
+  json secret = json::parse(body, nullptr, false);
   std::string encoded = string_at(secret, "/data/ssh-privatekey");
   if (encoded.empty()) {
     return make_error(Exit::kData,
@@ -32,8 +35,6 @@ Expected<KeyPair> key_from_secret(const json& secret, const std::string& where) 
   TMPI_ASSIGN(std::string private_key, base64_decode(encoded, where));
   return key_pair_from_private(std::move(private_key), where);
 }
-
-}  // namespace
 
 std::string job_secret_name(const std::string& jobset) {
   return jobset + "-mpi-ssh";
@@ -48,7 +49,11 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
                       "JobSet {} not found in namespace {} ({}); check --jobset and --namespace", name, ns,
                       client.config().origin);
   }
-  json jobset = response.json();
+  return jobset_from_answer(name, response.body);
+}
+
+Expected<JobSetInfo> jobset_from_answer(const std::string& name, const std::string& body) {
+  json jobset = json::parse(body, nullptr, false);
   JobSetInfo info;
   info.name = name;
   info.uid = string_at(jobset, "/metadata/uid");
@@ -62,9 +67,8 @@ Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, con
         "JobSet {}: no metadata.uid or spec.replicatedJobs in the API's answer ({}); is --namespace "
         "or the API server's address right, and is nothing in between?",
         name,
-        jobset.is_object() && !jobset.empty()
-            ? "a JSON object without them"
-            : "not a JSON object: " + truncate_utf8(response.body, 200, "..."));
+        jobset.is_object() && !jobset.empty() ? "a JSON object without them"
+                                              : "not a JSON object: " + truncate_utf8(body, 200, "..."));
   }
   for (const auto& job : jobs) {
     std::string group = string_at(job, "/name");
@@ -148,7 +152,7 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
   TMPI_ASSIGN(KubeResponse existing, client.call("GET", path, "", kGetSecret, deadline));
   if (existing.status == 200) {
     spdlog::info("using the job key of {}", where);
-    return key_from_secret(existing.json(), where);
+    return key_from_secret_answer(existing.body, where);
   }
   TMPI_ASSIGN(KeyPair key, generate_ed25519());
   // No blockOwnerDeletion: it would need update rights on jobsets/finalizers.
@@ -177,7 +181,7 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
     if (again.status != 200)
       return make_error(Exit::kTempFail, "{}: created by another launcher, then gone (HTTP {})", where,
                         again.status);
-    return key_from_secret(again.json(), where);
+    return key_from_secret_answer(again.body, where);
   }
   if (created.status == 404) return make_error(Exit::kUsage, "create {}: namespace {} not found", where, ns);
   spdlog::info("created {} (immutable, owned by JobSet {})", where, jobset.name);

@@ -19,6 +19,8 @@ struct JobSetInfo {
 };
 
 Expected<JobSetInfo> get_jobset(KubeClient& client, const std::string& name, const Deadline& deadline);
+// The JobSet as the API answered it (`body`, a 200): its uid and the hosts it expects.
+Expected<JobSetInfo> jobset_from_answer(const std::string& name, const std::string& body);
 
 struct WaitOptions {
   int page_size = 500;
@@ -34,6 +36,9 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
 // immutable kubernetes.io/ssh-auth Secret owned by the JobSet. A 409 from a launcher that
 // raced us means the Secret now exists: read it and use that key.
 Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset, const Deadline& deadline);
+
+// The job key in a Secret as the API answered it (`body`, a 200); `where` names it in errors.
+Expected<KeyPair> key_from_secret_answer(const std::string& body, const std::string& where);
 
 std::string job_secret_name(const std::string& jobset);
 

@@ -40,6 +40,19 @@ bool retryable(long http_status) {
 
 }  // namespace
 
+Millis retry_wait(const std::string& retry_after, Millis backoff, Millis longest) {
+  if (retry_after.empty()) return backoff;
+  // Honoured up to --retry's longest wait: a server's "Retry-After: 99999999999" must neither
+  // overflow the arithmetic nor silence the job's status for good.
+  long long seconds = 0;
+  std::errc error = std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), seconds).ec;
+  if (error == std::errc::result_out_of_range) seconds = std::numeric_limits<long long>::max();
+  if ((error == std::errc() || error == std::errc::result_out_of_range) && seconds > 0) {
+    return std::max(backoff, seconds > longest.count() / 1000 ? longest : Millis(seconds * 1000));
+  }
+  return backoff;
+}
+
 std::optional<ReporterConfig> config_from_environment() {
   ReporterConfig config;
   config.url = env("KUBEFLOW_TRAINER_SERVER_URL");
@@ -182,18 +195,7 @@ void StatusReporter::settle(const JobHealth& sent, const Expected<HttpResponse>&
     return;
   }
   Millis wait = backoff_.next();
-  if (answer && !answer->retry_after.empty()) {
-    // Honoured up to --retry's longest wait: a server's "Retry-After: 99999999999" must neither
-    // overflow the arithmetic nor silence the job's status for good.
-    long long seconds = 0;
-    const std::string& text = answer->retry_after;
-    std::errc error = std::from_chars(text.data(), text.data() + text.size(), seconds).ec;
-    if (error == std::errc::result_out_of_range) seconds = std::numeric_limits<long long>::max();
-    if ((error == std::errc() || error == std::errc::result_out_of_range) && seconds > 0) {
-      wait = std::max(
-          wait, seconds > config_.retry_max.count() / 1000 ? config_.retry_max : Millis(seconds * 1000));
-    }
-  }
+  if (answer) wait = retry_wait(answer->retry_after, wait, config_.retry_max);
   std::string why = answer ? describe_answer(answer->status, answer->body) : answer.error().message;
   if (!in_backoff_) {
     spdlog::warn("status: update to {} failed ({}); retrying in {} ms, the job goes on", config_.url, why,

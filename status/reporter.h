@@ -38,6 +38,11 @@ struct ReporterConfig {
 // not set (the feature gate is off, or this is not a TrainJob).
 std::optional<ReporterConfig> config_from_environment();
 
+// The wait before retrying an answer with this Retry-After header (any text, as the server
+// sent it): `backoff`, or the header's whole seconds when longer, but never over `longest`.
+// Pure, so that a fuzzer reaches it.
+Millis retry_wait(const std::string& retry_after, Millis backoff, Millis longest);
+
 // One POST. HttpClient in the binaries; tests may pass their own.
 using SendFn = std::function<Expected<HttpResponse>(const HttpRequest&)>;
 

@@ -227,5 +227,21 @@ TEST_F(KubeConfigTest, AnyShapeIsTheFilesErrorNamed) {
   EXPECT_EQ(config->token, "");
 }
 
+// What call() reads of an error answer: a metav1.Status's message (a proxy's page instead,
+// cut at 200 bytes), and Retry-After's whole seconds when longer than the backoff, up to
+// 99999 s; an HTTP date, a sign or a longer number leaves the backoff as it was.
+TEST(KubeAnswer, StatusMessageAndRetryAfter) {
+  EXPECT_EQ(api_status_message(R"({"kind":"Status","message":"pods is forbidden","code":403})"),
+            "pods is forbidden");
+  EXPECT_EQ(api_status_message(R"({"kind":"Status","message":5})"), R"({"kind":"Status","message":5})");
+  EXPECT_EQ(api_status_message(std::string(300, 'x')), std::string(200, 'x'));
+  EXPECT_EQ(retry_after_wait("3", Millis(250)), Millis(3000));
+  EXPECT_EQ(retry_after_wait("0", Millis(250)), Millis(250));
+  EXPECT_EQ(retry_after_wait("99999", Millis(250)), Millis(99999000));
+  for (const char* ignored : {"", "100000", "-5", "+5", "Wed, 21 Oct 2026 07:28:00 GMT", "3 "}) {
+    EXPECT_EQ(retry_after_wait(ignored, Millis(250)), Millis(250)) << ignored;
+  }
+}
+
 }  // namespace
 }  // namespace tmpi
