@@ -15,6 +15,7 @@
 #include "common/job_key.h"
 #include "common/params.h"
 #include "common/process.h"
+#include "common/proof.h"
 
 namespace tmpi::launch {
 
@@ -127,6 +128,10 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
              {"TMPI_BEAT_INTERVAL", fmt::format("{}ms", options.beat_interval.count())},
              // ... and give up on it as late as it gives up on them (an agent cut off ends its rank).
              {"TMPI_LOST_AFTER", fmt::format("{}ms", options.lost_after.count())}};
+  // Every attempt of the launcher is a session of its own: a request captured in one is
+  // refused by the next (docs/design.md, "The session and its threat model").
+  job.epoch = random_nonce();
+  job.env[env_name(param::kEpoch.name)] = job.epoch;
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env["TMPI_SLOT_LAYOUT"] = slot_layout(slots);
@@ -163,6 +168,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   }
   job.agents_ask = job.start_gate && (hydra || own_tree || job.topology.hosts.size() > kMpirunTreeRadix);
   job.env["TMPI_START_GATE"] = job.agents_ask ? "true" : "false";
+  job.env[env_name(param::kGateFailOpen.name)] = options.gate_fail_open ? "true" : "false";
   for (const auto& [name, value] : job.env) names.push_back(name);
   plan.env_names = forwarded_env(names, options.env, options.env_prefixes);
   // The lean agent where it is installed beside mpi-launcher, else this binary's `rank`.

@@ -18,6 +18,7 @@ struct Job {
   Topology topology;
   std::string ssh_dir, key_path, private_key;
   std::string launcher_name;               // this pod's host name (the coordinator's address)
+  std::string epoch;                       // this attempt's, drawn at random (docs/design.md)
   LaunchPlan plan;                         // with the agent-wrapped user command
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
   std::shared_ptr<ScratchDir> scratch;     // hydra's ssh wrapper lives here; removed with the job
@@ -67,6 +68,7 @@ struct JobOptions {
   // in the preflight runs an MPI job: no probe, no fabric check; run.cpp); the ranks' agents
   // then pass the start gate (agent/gate.h). prepare_job keeps it only with no placement probe.
   bool start_gate = false;
+  bool gate_fail_open = false;  // --gate-fail-open, passed to the agents
 };
 
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.

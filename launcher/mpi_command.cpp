@@ -16,6 +16,8 @@
 
 #include <fmt/ranges.h>
 
+#include "common/params.h"
+
 namespace tmpi::launch {
 
 const char* flavour_name(Flavour flavour) {
@@ -116,8 +118,10 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
   static const std::vector<std::string> kDefaultNames = {"PATH", "LD_LIBRARY_PATH"};
   // What the rank agent reads on the nodes.
   static const std::vector<std::string> kAgent = {
-      "TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT",   "TMPI_LOG_LEVEL",  "TMPI_SLOT_LAYOUT",
-      "TMPI_RANK_HOSTS",  "TMPI_SSH_DIR",     "TMPI_BEAT_INTERVAL", "TMPI_LOST_AFTER", "TMPI_START_GATE"};
+      "TMPI_COORDINATOR", "TMPI_MASTER_ADDR", "TMPI_MASTER_PORT", "TMPI_LOG_LEVEL", "TMPI_SLOT_LAYOUT",
+      "TMPI_RANK_HOSTS", "TMPI_SSH_DIR", "TMPI_BEAT_INTERVAL", "TMPI_LOST_AFTER", "TMPI_START_GATE",
+      // Without the epoch every request of the agent is refused (409).
+      env_name(param::kEpoch.name), env_name(param::kGateFailOpen.name)};
   std::set<std::string> out(names.begin(), names.end());
   for (const auto& name : environment_names) {
     for (const auto* list : {&kAgent, &kDefaultNames}) {
