@@ -142,10 +142,7 @@ Status Sidecar::run() {
       continue;
     }
     if (stop_.load()) break;
-    ++seq;
-    Beat message{options_.host, seq, epoch().value_or(""), random_nonce()};
-    auto answer = exchange<BeatTaken>(Kind::kBeat, kBeatPath, signed_body(key_, message), message.nonce,
-                                      request_timeout);
+    auto answer = beat_now(++seq, request_timeout);
     const Refusal* refused = answer ? std::get_if<Refusal>(&*answer) : nullptr;
     if (!answer || (refused != nullptr && refused->status != 409)) {
       last_problem = answer ? problem_of(*refused) : answer.error().message;
@@ -158,7 +155,6 @@ Status Sidecar::run() {
     if (refused != nullptr) {
       spdlog::info("the coordinator does not know us (it restarted?); registering again");
       registered = false;
-      set_epoch(std::nullopt);  // a new launch has a new epoch: learn it first
     } else if (std::get<BeatTaken>(*answer).job_ended) {
       spdlog::info("the job has ended; exiting");
       return ok_status();
@@ -187,6 +183,17 @@ Expected<std::variant<Registered, Refusal>> Sidecar::register_now(bool ssh_ready
                                                 message.nonce, timeout));
   if (const auto* refused = std::get_if<Refusal>(&answer); refused != nullptr && refused->status == 409)
     set_epoch(std::nullopt);  // perhaps another launch's: ask again
+  return answer;
+}
+
+// A beat, in the known epoch. A verified 409 (forgotten, or another launch) forgets the epoch:
+// the next registration learns it first.
+Expected<std::variant<BeatTaken, Refusal>> Sidecar::beat_now(long long seq, Millis timeout) {
+  Beat message{options_.host, seq, epoch().value_or(""), random_nonce()};
+  TMPI_ASSIGN(auto answer, exchange<BeatTaken>(Kind::kBeat, kBeatPath, signed_body(key_, message),
+                                               message.nonce, timeout));
+  if (const auto* refused = std::get_if<Refusal>(&answer); refused != nullptr && refused->status == 409)
+    set_epoch(std::nullopt);
   return answer;
 }
 

@@ -47,6 +47,7 @@ class Sidecar {
   Expected<std::variant<T, Refusal>> exchange(Kind kind, const std::string& target, const std::string& body,
                                               const std::string& nonce, Millis timeout);
   Expected<std::variant<Registered, Refusal>> register_now(bool ssh_ready, Millis timeout);
+  Expected<std::variant<BeatTaken, Refusal>> beat_now(long long seq, Millis timeout);
   void probe_ssh_now();
   Millis probe_interval() const;            // often until sshd accepts the key, then probe_every
   void nap_until(Clock::time_point until);  // wakes early once stopped
