@@ -305,7 +305,7 @@ Reply Coordinator::leave(const Call& call) {
     return Reply{409, answer_body(config_.key, Kind::kLeave, message.nonce,
                                   Refusal{409, "not registered from this address"})};
   }
-  const Reply taken{200, answer_body(config_.key, Kind::kLeave, message.nonce, JobState{job_ended_})};
+  Reply taken{200, answer_body(config_.key, Kind::kLeave, message.nonce, JobState{job_ended_})};
   ++counters_["departures"];
   if (job_ended_ || entry.state == HostState::kLost) return taken;
   const std::string why = "its pod is being deleted: its sidecar got SIGTERM";
