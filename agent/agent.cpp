@@ -79,10 +79,11 @@ bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport 
   message.rank = id.rank;
   message.host = hostname();
   message.nonce = random_nonce();
+  message.epoch = options.epoch;
   auto since = Clock::now();
-  auto sent = plain_http("POST", options.coordinator, kRankPath,
-                         signed_body(derive_rendezvous_key(options.private_key), message), Millis(3000));
-  bool taken = sent && sent->status == 200;
+  const std::string key = derive_rendezvous_key(options.private_key);
+  auto sent = plain_http("POST", options.coordinator, kRankPath, signed_body(key, message), Millis(3000));
+  bool taken = sent && rdv::job_state_taken(key, rdv::Kind::kRank, message.nonce, sent->status, sent->body);
   if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
   spdlog::debug("rank {}: reported {} in {} ms", id.rank, message.event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
@@ -94,11 +95,11 @@ bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport 
 // and the loop that forwards signals and stderr waits at most that long.
 bool beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
   if (options.coordinator.empty()) return false;
-  auto sent =
-      plain_http("POST", options.coordinator, kRankBeatPath,
-                 signed_body(derive_rendezvous_key(options.private_key), RankBeat{id.rank, hostname(), seq}),
-                 Millis(1000));
-  bool taken = sent && sent->status == 200;
+  const std::string key = derive_rendezvous_key(options.private_key);
+  RankBeat message{id.rank, hostname(), seq, options.epoch, random_nonce()};
+  auto sent = plain_http("POST", options.coordinator, kRankBeatPath, signed_body(key, message), Millis(1000));
+  bool taken =
+      sent && rdv::job_state_taken(key, rdv::Kind::kRankBeat, message.nonce, sent->status, sent->body);
   if (!taken) spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
   return taken;
 }

@@ -50,6 +50,12 @@ struct RankAgentOptions {
   // Ask the coordinator before the rank starts, and hold it until the answer is "start"
   // (TMPI_START_GATE, set by the launcher when its ssh check runs beside the launch: agent/gate.h).
   bool start_gate = false;
+  // The launch's epoch (TMPI_EPOCH, from the launcher), in every request: the coordinator
+  // refuses a request of another launch (docs/design.md, "The session and its threat model").
+  std::string epoch;
+  // A gate that cannot be asked, or gives no answer that verifies, within lost_after: the rank
+  // does not start (exit 75), unless this opt-out (TMPI_GATE_FAIL_OPEN) says to start it.
+  bool gate_fail_open = false;
 };
 
 // Runs command as this rank; returns the exit status to pass on (128+signal for a signal).

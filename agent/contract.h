@@ -30,6 +30,8 @@ inline constexpr std::array kAgentParameters = {
     param::kBeatInterval.name,  // as often as the coordinator expects a beat
     param::kLostAfter.name,     // as late as the coordinator gives up on the agent
     param::kStartGate.name,     // whether the agent asks before its rank starts (agent/gate.h)
+    param::kGateFailOpen.name,  // whether a gate that gives no verified answer lets the rank start
+    param::kEpoch.name,         // this launch's session: without it every request is refused (409)
 };
 
 // The slots per host in hostfile order, run-length coded ("8x96,4x32": agent/agent.h).

@@ -2,13 +2,13 @@
 // coordinator that stalls costs the agent no more than --lost-after in all.
 #include "agent/gate.h"
 
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/backoff.h"
-#include "common/json_fields.h"
+#include "common/params.h"
 #include "common/plain_http.h"
 #include "common/proof.h"
 #include "common/utf8.h"
@@ -19,44 +19,50 @@ namespace tmpi::launch {
 namespace {
 
 constexpr Millis kFirstWait(10), kLongestWait(250), kAskTimeout(1000);
-// A reason is shown on stderr, and the answer is not trusted to be short.
-constexpr std::size_t kMaxReason = 4096;
+
+// What one question got: the launcher's verified answer, or why there was none.
+struct Asked {
+  std::optional<rdv::StartAnswer> answer;
+  std::string problem;
+};
+
+// One question, with a nonce of its own that the answer must be signed over.
+Asked ask(const RankAgentOptions& options, const std::string& key, int rank, const std::string& host) {
+  rdv::MayStart question{rank, host, options.epoch, random_nonce()};
+  auto sent = plain_http("POST", options.coordinator, rdv::kMayStartPath, rdv::signed_body(key, question),
+                         kAskTimeout);
+  if (!sent) return {std::nullopt, sent.error().message};
+  auto verified =
+      rdv::read_answer<rdv::StartAnswer>(key, rdv::Kind::kMayStart, question.nonce, sent->status, sent->body);
+  if (!verified) return {std::nullopt, fmt::format("HTTP {}, with no answer that verifies", sent->status)};
+  if (const auto* refused = std::get_if<rdv::Refusal>(&*verified))
+    return {std::nullopt, fmt::format("HTTP {}: {}", refused->status, refused->why)};
+  return {std::get<rdv::StartAnswer>(*verified), ""};
+}
 
 }  // namespace
 
 GateVerdict wait_for_start(const RankAgentOptions& options, int rank, const std::string& host) {
-  const std::string body =
-      rdv::signed_body(derive_rendezvous_key(options.private_key), rdv::MayStart{rank, host});
+  const std::string key = derive_rendezvous_key(options.private_key);
   Backoff backoff(kFirstWait, kLongestWait);
   bool answered = false;
   auto last_answer = Clock::now();
   std::string last_error;
   while (true) {
-    auto sent = plain_http("POST", options.coordinator, rdv::kMayStartPath, body, kAskTimeout);
-    if (sent && sent->status == 200) {
-      nlohmann::json answer = parse_object(sent->body);  // {} for anything but an object
-      std::string decision = string_at(answer, "/decision");
-      if (decision == "wait") {
-        answered = true;
-        last_answer = Clock::now();
-      } else if (decision == "stop") {
-        return {GateAnswer::kStop,
-                truncate_utf8(string_at(answer, "/reason", "no reason given"), kMaxReason)};
-      } else if (decision == "start") {
-        return {GateAnswer::kStart, ""};
-      } else {
-        return {GateAnswer::kStart,
-                fmt::format("the launcher at {} gave an answer this agent does not know ({}); starting",
-                            options.coordinator, truncate_utf8(sent->body, 200, "..."))};
+    Asked asked = ask(options, key, rank, host);
+    if (asked.answer) {
+      switch (asked.answer->decision) {
+        case rdv::Decision::kStart:
+          return {GateAnswer::kStart, ""};
+        case rdv::Decision::kStop:
+          return {GateAnswer::kStop, asked.answer->reason.empty() ? "no reason given" : asked.answer->reason};
+        case rdv::Decision::kWait:
+          answered = true;
+          last_answer = Clock::now();
+          break;
       }
-    } else if (sent && sent->status >= 500) {  // a server that is there but cannot answer now: ask again
-      last_error = fmt::format("HTTP {}", sent->status);
-    } else if (sent) {
-      return {GateAnswer::kStart,
-              fmt::format("the launcher at {} answered HTTP {} to /v1/may-start; starting without its word",
-                          options.coordinator, sent->status)};
     } else {
-      last_error = sent.error().message;
+      last_error = asked.problem;
     }
     if (Clock::now() - last_answer >= options.lost_after) {
       auto seconds = std::chrono::duration_cast<std::chrono::seconds>(options.lost_after).count();
@@ -65,9 +71,16 @@ GateVerdict wait_for_start(const RankAgentOptions& options, int rank, const std:
                 fmt::format("the launcher at {} said to wait, then did not answer for {} s ({})",
                             options.coordinator, seconds, last_error)};
       }
-      return {GateAnswer::kStart, fmt::format("the launcher at {} did not answer for {} s ({}); starting "
-                                              "without its word",
-                                              options.coordinator, seconds, last_error)};
+      if (options.gate_fail_open) {
+        return {GateAnswer::kStart,
+                fmt::format("the launcher at {} did not answer for {} s ({}); starting "
+                            "without its word, as {} says",
+                            options.coordinator, seconds, last_error, env_name(param::kGateFailOpen.name))};
+      }
+      return {GateAnswer::kLost,
+              fmt::format("the start gate at {} gave no answer that verifies for {} s ({}); set {}=true to "
+                          "start ranks without it",
+                          options.coordinator, seconds, last_error, env_name(param::kGateFailOpen.name))};
     }
     std::this_thread::sleep_for(backoff.next());
   }

@@ -27,12 +27,11 @@
 // - "stop" (the preflight failed, or the job has ended): the rank is not started; exit 69.
 // - the coordinator answered "wait" once and then nothing for --lost-after: the launcher is
 //   gone or cut off, and nobody could stop this rank any more; it is not started; exit 75.
-// - the coordinator never answered at all in --lost-after (a NetworkPolicy in the way, or a
-//   port that nothing serves): the rank starts, with a line on stderr, as an agent that
-//   cannot report runs its rank unreported; the launcher still stops the job if its check
-//   fails, since it stops mpirun.
-// - an HTTP 5xx is asked again, as no answer; any other (an older coordinator's 404, a 403
-//   for another key): it starts, so said on stderr.
+// - no answer that verifies in --lost-after: nothing listens, a NetworkPolicy is in the
+//   way, a 403 (another key), a 5xx, a proxy's page, a forged or replayed body (every answer
+//   is signed over the question's nonce: rendezvous/protocol.h). Each is asked again; then
+//   the rank is not started: exit 75, named (the gate fails closed, docs/design.md, "The
+//   session"). TMPI_GATE_FAIL_OPEN=true (--gate-fail-open) starts it instead, said on stderr.
 #pragma once
 
 #include <string>

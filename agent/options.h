@@ -16,6 +16,8 @@ inline RankCommandOptions rank_options(const Params& params) {
   options.agent.beat_interval = params.duration(param::kBeatInterval);
   options.agent.lost_after = params.duration(param::kLostAfter);
   options.agent.start_gate = params.flag(param::kStartGate);
+  options.agent.epoch = params.str(param::kEpoch);
+  options.agent.gate_fail_open = params.flag(param::kGateFailOpen);
   options.ssh_dir = params.str(param::kSshDir);
   options.ssh_dir_given = params.is_set(param::kSshDir);
   return options;

@@ -55,6 +55,8 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kPlacement, "placement", kChoice)                     \
   X(kSshCheck, "ssh-check", kChoice)                      \
   X(kStartGate, "start-gate", kBool)                      \
+  X(kEpoch, "epoch", kString)                             \
+  X(kGateFailOpen, "gate-fail-open", kBool)               \
   X(kCheck, "check", kChoice)                             \
   X(kMpi, "mpi", kChoice)                                 \
   X(kMpirun, "mpirun", kPath)                             \

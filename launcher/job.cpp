@@ -17,6 +17,7 @@
 #include "common/params.h"
 #include "common/process.h"
 #include "launcher/mpirun_line.h"
+#include "common/proof.h"
 
 namespace tmpi::launch {
 
@@ -152,6 +153,10 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
       {env_name(param::kBeatInterval.name), fmt::format("{}ms", options.beat_interval.count())},
       // ... and give up on it as late as it gives up on them (an agent cut off ends its rank).
       {env_name(param::kLostAfter.name), fmt::format("{}ms", options.lost_after.count())}};
+  // Every attempt of the launcher is a session of its own: a request captured in one is
+  // refused by the next (docs/design.md, "The session and its threat model").
+  job.epoch = random_nonce();
+  job.env[env_name(param::kEpoch.name)] = job.epoch;
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env[std::string(contract::kSlotLayout)] = slot_layout(slots);
@@ -193,6 +198,7 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   }
   job.agents_ask = job.start_gate && (hydra || own_tree || job.topology.hosts.size() > kMpirunTreeRadix);
   job.env[env_name(param::kStartGate.name)] = job.agents_ask ? "true" : "false";
+  job.env[env_name(param::kGateFailOpen.name)] = options.gate_fail_open ? "true" : "false";
   for (const auto& [name, value] : job.env) names.push_back(name);
   std::vector<std::string> wanted = options.env;
   wanted.insert(wanted.end(), user_line.env_names.begin(), user_line.env_names.end());

@@ -18,6 +18,7 @@ struct Job {
   Topology topology;
   std::string ssh_dir, key_path, private_key;
   std::string launcher_name;               // this pod's host name (the coordinator's address)
+  std::string epoch;                       // this attempt's, drawn at random (docs/design.md)
   LaunchPlan plan;                         // with the agent-wrapped user command
   std::map<std::string, std::string> env;  // set for mpirun and forwarded to ranks
   std::shared_ptr<ScratchDir> scratch;     // hydra's ssh wrapper lives here; removed with the job
@@ -71,6 +72,7 @@ struct JobOptions {
   // TMPI_MPI_ARG. With mpirun_line, the command itself is a whole mpirun line (the hand-off's).
   std::vector<std::string> mpi_words;
   bool mpirun_line = false;
+  bool gate_fail_open = false;  // --gate-fail-open, passed to the agents
 };
 
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.

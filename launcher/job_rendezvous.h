@@ -49,6 +49,7 @@ class JobRendezvous {
   JobRendezvous(const LauncherOptions& options, const Job& job, Shared& shared) {
     rdv::CoordinatorConfig config =
         rdv::coordinator_config(job.topology, job.private_key, options.rendezvous);
+    config.epoch = job.epoch;       // the agents have it from their environment
     config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;

@@ -68,6 +68,7 @@ LauncherOptions launcher_options(const Params& params) {
   // is an MPI job that needs every sshd first (the fabric check).
   options.job.start_gate = options.preflight && params.str(param::kSshCheck) == "beside" &&
                            options.wait != "ssh" && options.fabric.check == "none";
+  options.job.gate_fail_open = params.flag(param::kGateFailOpen);
   options.dry_run = params.flag(param::kDryRun);
   options.grace = params.duration(param::kGrace);
   options.timeout = params.duration(param::kTimeout);

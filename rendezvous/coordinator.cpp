@@ -79,6 +79,11 @@ bool Coordinator::registration_signed(const json& body, int& status, std::string
     why = "bad proof: the sender does not hold this job's key";
     return false;
   }
+  if (std::get<Registration>(parsed).epoch != config_.epoch) {  // no DNS for another launch's request
+    status = 409;
+    why = kStaleEpoch;
+    return false;
+  }
   return true;
 }
 
@@ -112,15 +117,18 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == kRankBeatPath) return rank_beat(call, now);
     if (call.target == kLeavePath) return leave(call);
     if (call.target == kMayStartPath) return may_start(call);
+    if (call.target == kHelloPath) return hello(call);
   }
   return json_reply(
       404, {{"error", fmt::format("no {} {}; see /v1/hosts, /metrics, /readyz", call.method, call.target)}});
 }
 
-Reply Coordinator::refuse(int status, const std::string& host, const std::string& why) {
+Reply Coordinator::refuse(int status, const std::string& host, const std::string& why,
+                          const std::optional<Asker>& asker) {
   ++counters_["refusals"];
   if (callbacks_.refused)
     callbacks_.refused(fmt::format("refused {}: {}", host.empty() ? "(no host)" : host, why));
+  if (asker) return Reply{status, answer_body(config_.key, asker->kind, asker->nonce, Refusal{status, why})};
   return json_reply(status, {{"error", why}});
 }
 
@@ -132,8 +140,14 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   if (it == hosts_.end()) return refuse(404, host, "not a host of this job (not in hosts.json)");
   int status = 0;
   std::string why;
-  if (!registration_signed(body, status, why)) return refuse(status, host, why);
+  if (!registration_signed(body, status, why)) {
+    // Another launch's epoch is a signed request: its sender can trust the 409 and register again.
+    std::optional<Asker> signed_refusal;
+    if (status == 409) signed_refusal = Asker{Kind::kRegister, text_field(body, "nonce")};
+    return refuse(status, host, why, signed_refusal);
+  }
   const Registration message = std::get<Registration>(parse_registration(body));
+  const Asker asker{Kind::kRegister, message.nonce};
   int slots = message.slots, gpus = message.gpus;
   bool ssh_ready = message.ssh_ready;
   const std::string& nonce = message.nonce;
@@ -141,9 +155,10 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
     return refuse(
         403, host,
         fmt::format("{} does not resolve to the sender's address {} (it resolves to {})", host, call.peer,
-                    call.resolved.empty() ? "nothing" : fmt::format("{}", fmt::join(call.resolved, ", "))));
+                    call.resolved.empty() ? "nothing" : fmt::format("{}", fmt::join(call.resolved, ", "))),
+        asker);
   }
-  if (!nonces_.insert(nonce).second) return refuse(403, host, "replayed nonce");
+  if (!nonces_.insert(nonce).second) return refuse(403, host, "replayed nonce", asker);
   HostEntry& entry = it->second;
   if (!entry.address.empty() && entry.address != call.peer && entry.state != HostState::kLost) {
     // Another address holds the name. While the name still resolves to it, that pod is the
@@ -154,7 +169,7 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
     if (!moved) {
       return refuse(
           409, host,
-          fmt::format("already registered from {}, which the name still resolves to", entry.address));
+          fmt::format("already registered from {}, which the name still resolves to", entry.address), asker);
     }
     if (barrier_open_) {
       std::string old = entry.address;
@@ -163,7 +178,7 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
       entry.reason = fmt::format(
           "recreated at {} (was {}) after the job started: its ranks went with the old pod", call.peer, old);
       if (callbacks_.host_lost) callbacks_.host_lost(host, entry.reason);
-      return refuse(409, host, entry.reason);
+      return refuse(409, host, entry.reason, asker);
     }
     ++counters_["reregistrations"];
   }
@@ -178,10 +193,8 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   entry.reason = ssh_ready ? "" : (problem.empty() ? "sshd is not ready" : problem);
   ++counters_["registrations"];
   check_barrier();
-  return json_reply(200, {{"accepted", true},
-                          {"barrier", barrier_open_ ? "open" : "waiting"},
-                          {"beatMillis", config_.beat_interval.count()},
-                          {"jobEnded", job_ended_}});
+  return Reply{200, answer_body(config_.key, Kind::kRegister, nonce,
+                                Registered{barrier_open_, config_.beat_interval.count(), job_ended_})};
 }
 
 Reply Coordinator::beat(const Call& call, Clock::time_point now) {
@@ -194,27 +207,20 @@ Reply Coordinator::beat(const Call& call, Clock::time_point now) {
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return refuse(404, host, "not a host of this job");
   if (!signed_by(config_.key, Kind::kBeat, body)) return refuse(403, host, "bad proof on a beat");
+  const Asker asker{Kind::kBeat, message.nonce};
+  if (auto other = stale(asker, message.epoch, host)) return *other;
   HostEntry& entry = it->second;
   // 409 tells the sidecar to register again (the coordinator restarted, or lost it).
   if (entry.address != call.peer || entry.state == HostState::kWaiting || entry.state == HostState::kLost) {
-    return json_reply(409, {{"error", "not registered; register again"}});
+    return Reply{409, answer_body(config_.key, Kind::kBeat, message.nonce,
+                                  Refusal{409, "not registered; register again"})};
   }
-  if (seq <= entry.last_seq) return refuse(403, host, "replayed beat");
+  if (seq <= entry.last_seq) return refuse(403, host, "replayed beat", asker);
   entry.last_seq = seq;
   entry.last_beat = now;
   ++counters_["beats"];
-  return json_reply(200, {{"barrier", barrier_open_ ? "open" : "waiting"}, {"jobEnded", job_ended_}});
-}
-
-Reply Coordinator::end(const Call& call) {
-  json body = parse_body(call.body);
-  Parsed<EndJob> parsed = parse_end(body);
-  if (std::holds_alternative<Refusal>(parsed) || !signed_by(config_.key, Kind::kEnd, body) ||
-      !nonces_.insert(std::get<EndJob>(parsed).nonce).second) {
-    return refuse(403, "", "ending the job needs a fresh nonce and a proof");
-  }
-  end_job();
-  return json_reply(200, {{"jobEnded", true}});
+  return Reply{200,
+               answer_body(config_.key, Kind::kBeat, message.nonce, BeatTaken{barrier_open_, job_ended_})};
 }
 
 Reply Coordinator::rank(const Call& call, Clock::time_point now) {
@@ -222,8 +228,12 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
   Parsed<RankReport> parsed = parse_rank(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   const RankReport& report = std::get<RankReport>(parsed);
-  if (!signed_by(config_.key, Kind::kRank, body) || !nonces_.insert(report.nonce).second) {
-    return refuse(403, report.host, "a rank report needs a fresh nonce and a proof");
+  if (!signed_by(config_.key, Kind::kRank, body))
+    return refuse(403, report.host, "bad proof on a rank report");
+  const Asker asker{Kind::kRank, report.nonce};
+  if (auto other = stale(asker, report.epoch, report.host)) return *other;
+  if (!nonces_.insert(report.nonce).second) {
+    return refuse(403, report.host, "a rank report needs a fresh nonce and a proof", asker);
   }
   // Names are DNS names (253 bytes at most); a longer one is cut, not trusted to be short.
   RankEvent event{report.rank,   truncate_utf8(report.host, 253),
@@ -240,7 +250,7 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
     agents_[event.rank] = AgentBeat{canonical_host(event.host), 0, now};
   }
   if (callbacks_.rank_event) callbacks_.rank_event(event);
-  return json_reply(200, {{"jobEnded", job_ended_}});
+  return Reply{200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_})};
 }
 
 Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
@@ -250,16 +260,21 @@ Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
   const RankBeat& message = std::get<RankBeat>(parsed);
   if (!signed_by(config_.key, Kind::kRankBeat, body))
     return refuse(403, message.host, "bad proof on a rank's beat");
+  const Asker asker{Kind::kRankBeat, message.nonce};
+  if (auto other = stale(asker, message.epoch, message.host)) return *other;
   auto it = agents_.find(message.rank);
-  if (it == agents_.end()) return json_reply(409, {{"error", "no running rank of that number"}});
+  if (it == agents_.end()) {
+    return Reply{409, answer_body(config_.key, Kind::kRankBeat, message.nonce,
+                                  Refusal{409, "no running rank of that number"})};
+  }
   AgentBeat& agent = it->second;
   if (canonical_host(message.host) != agent.host)
-    return refuse(403, message.host, "a rank's beat from another host");
-  if (message.seq <= agent.seq) return refuse(403, message.host, "replayed rank beat");
+    return refuse(403, message.host, "a rank's beat from another host", asker);
+  if (message.seq <= agent.seq) return refuse(403, message.host, "replayed rank beat", asker);
   agent.seq = message.seq;
   agent.last = now;
   ++counters_["rank_beats"];
-  return json_reply(200, {{"jobEnded", job_ended_}});
+  return Reply{200, answer_body(config_.key, Kind::kRankBeat, message.nonce, JobState{job_ended_})};
 }
 
 // An agent names its host by gethostname(), the pod's short name; hosts.json has the FQDN
@@ -278,14 +293,21 @@ Reply Coordinator::leave(const Call& call) {
   const Leave& message = std::get<Leave>(parsed);
   auto it = hosts_.find(message.host);
   if (it == hosts_.end()) return refuse(404, message.host, "not a host of this job");
-  if (!signed_by(config_.key, Kind::kLeave, body) || !nonces_.insert(message.nonce).second) {
-    return refuse(403, message.host, "leaving needs a fresh nonce and a proof");
+  if (!signed_by(config_.key, Kind::kLeave, body)) return refuse(403, message.host, "bad proof on leaving");
+  const Asker asker{Kind::kLeave, message.nonce};
+  if (auto other = stale(asker, message.epoch, message.host)) return *other;
+  if (!nonces_.insert(message.nonce).second) {
+    return refuse(403, message.host, "leaving needs a fresh nonce and a proof", asker);
   }
   HostEntry& entry = it->second;
   // Only the pod that holds the name may give it up (a recreated pod has taken it already).
-  if (entry.address != call.peer) return json_reply(409, {{"error", "not registered from this address"}});
+  if (entry.address != call.peer) {
+    return Reply{409, answer_body(config_.key, Kind::kLeave, message.nonce,
+                                  Refusal{409, "not registered from this address"})};
+  }
+  Reply taken{200, answer_body(config_.key, Kind::kLeave, message.nonce, JobState{job_ended_})};
   ++counters_["departures"];
-  if (job_ended_ || entry.state == HostState::kLost) return json_reply(200, {{"jobEnded", job_ended_}});
+  if (job_ended_ || entry.state == HostState::kLost) return taken;
   const std::string why = "its pod is being deleted: its sidecar got SIGTERM";
   entry.address.clear();
   if (barrier_open_) {
@@ -296,37 +318,7 @@ Reply Coordinator::leave(const Call& call) {
     set_state(entry, HostState::kWaiting);
     entry.reason = "no registration (" + why + ")";
   }
-  return json_reply(200, {{"jobEnded", job_ended_}});
-}
-
-// The start gate (config.gated): closed while the launcher's preflight runs beside the
-// launch; the agents ask, and hold their ranks until it opens, or stops them.
-Reply Coordinator::may_start(const Call& call) {
-  json body = parse_body(call.body);
-  Parsed<MayStart> parsed = parse_may_start(body);
-  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
-  if (!signed_by(config_.key, Kind::kMayStart, body))
-    return refuse(403, std::get<MayStart>(parsed).host, "bad proof on a question to start a rank");
-  ++counters_["start_questions"];
-  if (job_ended_) return json_reply(200, {{"decision", "stop"}, {"reason", "the job has ended"}});
-  switch (gate_) {
-    case StartGate::kOpen:
-      return json_reply(200, {{"decision", "start"}});
-    case StartGate::kClosed:
-      return json_reply(200, {{"decision", "wait"}});
-    case StartGate::kStopped:
-      break;
-  }
-  return json_reply(200, {{"decision", "stop"}, {"reason", gate_reason_}});
-}
-
-void Coordinator::open_gate() {
-  if (gate_ == StartGate::kClosed) gate_ = StartGate::kOpen;
-}
-
-void Coordinator::stop_gate(const std::string& reason) {
-  gate_ = StartGate::kStopped;
-  gate_reason_ = reason;
+  return taken;
 }
 
 void Coordinator::end_job() {

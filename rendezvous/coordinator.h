@@ -8,13 +8,15 @@
 //        resolves to the peer's address, the nonce is new, and no other address holds the
 //        name (unless that host is lost, or its pod was recreated: docs/design.md).
 //   POST /v1/beat      seq rising per host; the answer says whether the job has ended.
-//   POST /v1/end       once, from `mpi-rendezvous end` or the launcher.
+//   POST /v1/end       once, from `mpi-rendezvous end` on loopback, never from the network.
 //   POST /v1/rank      the rank agents' start and exit reports.
 //   POST /v1/rank-beat a running rank's agent, every beat: with or without sidecars, a
 //        host whose running ranks' agents all fall silent for lost_after is lost.
 //   POST /v1/may-start a rank agent, before it starts its rank: "wait" while the start gate
 //        is closed (config.gated: the launcher's preflight runs beside the launch), then
 //        "start", or "stop" with the preflight's reason; "start" when the job has no gate.
+//   POST /v1/hello     a sidecar's challenge: the epoch, which every other request carries
+//        (a request of another epoch is a 409, "register again").
 //   POST /v1/leave     a sidecar's SIGTERM: before the barrier its host waits again (a new
 //        pod may come); after it, the host is lost at once, not after lost_after.
 //   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
@@ -32,12 +34,13 @@
 
 #include "common/backoff.h"
 #include "common/topology.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
 
 struct Call {
   std::string method, target, body;
-  std::string peer;                   // the peer's IP address
+  std::string peer;                   // the peer's IP address; "" from this process itself
   std::vector<std::string> resolved;  // what the claimed host resolves to (register only)
   nlohmann::json parsed = nullptr;    // the body, once host_to_resolve has parsed it
 };
@@ -76,11 +79,14 @@ struct CoordinatorConfig {
   std::vector<std::string> hosts;    // expected host names (FQDN)
   std::map<std::string, int> slots;  // from hosts.json; a sidecar that knows none sends 0
   std::string key;                   // derive_rendezvous_key(job private key)
-  Millis beat_interval{5000};        // told to sidecars
-  Millis lost_after{15000};          // no beat for this long after the barrier: lost
-  Millis deadline{300000};           // the barrier must open by then
-  Millis progress_every{5000};       // at most one progress line this often
-  bool gated = false;                // the start gate is closed until open_gate() or stop_gate()
+  // This launch's random epoch (coordinator_config draws one): every signed request but the
+  // challenge must carry it; "" only in tests that predate it.
+  std::string epoch;
+  Millis beat_interval{5000};   // told to sidecars
+  Millis lost_after{15000};     // no beat for this long after the barrier: lost
+  Millis deadline{300000};      // the barrier must open by then
+  Millis progress_every{5000};  // at most one progress line this often
+  bool gated = false;           // the start gate is closed until open_gate() or stop_gate()
 };
 
 enum class StartGate { kClosed, kOpen, kStopped };
@@ -123,6 +129,10 @@ class Coordinator {
   std::string metrics() const;
 
  private:
+  struct Asker {  // the request an answer is for: its kind and its nonce
+    Kind kind;
+    std::string nonce;
+  };
   Reply register_host(const Call& call, Clock::time_point now);
   bool registration_signed(const nlohmann::json& body, int& status, std::string& why) const;
   Reply beat(const Call& call, Clock::time_point now);
@@ -133,7 +143,12 @@ class Coordinator {
   void check_agents(Clock::time_point now);
   Reply leave(const Call& call);
   Reply may_start(const Call& call);
-  Reply refuse(int status, const std::string& host, const std::string& why);
+  Reply hello(const Call& call);
+  // A signed request of another launch's epoch: the 409 that says to register again.
+  std::optional<Reply> stale(const Asker& asker, const std::string& epoch, const std::string& host);
+  // A refusal, logged; signed for `asker` (the kind and nonce of a request whose proof held).
+  Reply refuse(int status, const std::string& host, const std::string& why,
+               const std::optional<Asker>& asker = std::nullopt);
   void check_barrier();
   void set_state(HostEntry& entry, HostState state);
 

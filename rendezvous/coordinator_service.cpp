@@ -63,6 +63,7 @@ CoordinatorConfig coordinator_config(const Topology& topology, std::string_view 
     config.slots[host.name] = host.slots;
   }
   config.key = derive_rendezvous_key(private_key);
+  config.epoch = random_nonce();  // this launch's: a body of an earlier one is refused
   config.deadline = times.deadline;
   config.beat_interval = times.beat_interval;
   config.lost_after = times.lost_after;

@@ -164,7 +164,9 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
     std::string peer = peer_address(socket);
     auto it = state->per_peer.find(peer);
     std::size_t from_peer = it == state->per_peer.end() ? 0 : it->second;
-    if (state->connections >= state->limits.max_connections ||
+    // A peer with no address (gone before it was read) is served nothing: the engine reads an
+    // empty peer as the launcher's own process.
+    if (peer.empty() || state->connections >= state->limits.max_connections ||
         from_peer >= state->limits.per_peer_connections) {
       beast::error_code ignored;
       socket.close(ignored);  // over a cap: the client retries with backoff; the others are served

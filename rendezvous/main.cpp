@@ -99,19 +99,31 @@ Status end_job(const Params& params) {
   const std::string& key = key_file.text;
   std::string coordinator = params.str(param::kCoordinator);
   if (coordinator.empty()) coordinator = fmt::format("127.0.0.1:{}", params.integer(param::kRendezvousPort));
-  std::string body = signed_body(derive_rendezvous_key(key), EndJob{random_nonce()});
+  const std::string rendezvous_key = derive_rendezvous_key(key);
   HttpClient client{TlsConfig{}};
-  TMPI_ASSIGN(HttpResponse response,
-              client.send(HttpRequest{"POST",
-                                      fmt::format("http://{}{}", coordinator, kEndPath),
-                                      body,
-                                      {"Content-Type: application/json"},
-                                      Millis(5000),
-                                      "",
-                                      std::size_t{1} << 20}));
-  if (response.status != 200) {
-    return make_error(Exit::kUnavailable, "{} refused the end: HTTP {} {}", coordinator, response.status,
-                      response.body);
+  auto post = [&](const char* path, const std::string& body) {
+    return client.send(HttpRequest{"POST",
+                                   fmt::format("http://{}{}", coordinator, path),
+                                   body,
+                                   {"Content-Type: application/json"},
+                                   Millis(5000),
+                                   "",
+                                   std::size_t{1} << 20});
+  };
+  // The end is signed in the coordinator's epoch, which its signed challenge tells.
+  Hello hello{random_nonce()};
+  TMPI_ASSIGN(HttpResponse told, post(kHelloPath, signed_body(rendezvous_key, hello)));
+  auto epoch = read_answer<EpochTold>(rendezvous_key, Kind::kHello, hello.nonce, told.status, told.body);
+  if (!epoch || !std::holds_alternative<EpochTold>(*epoch)) {
+    return make_error(Exit::kUnavailable, "{} gave no epoch that verifies: HTTP {} {}", coordinator,
+                      told.status, truncate_utf8(told.body, 200, "..."));
+  }
+  EndJob end{random_nonce(), std::get<EpochTold>(*epoch).epoch};
+  TMPI_ASSIGN(HttpResponse response, post(kEndPath, signed_body(rendezvous_key, end)));
+  auto ended = read_answer<JobState>(rendezvous_key, Kind::kEnd, end.nonce, response.status, response.body);
+  if (!ended || !std::holds_alternative<JobState>(*ended)) {
+    return make_error(Exit::kUnavailable, "{} did not take the end: HTTP {} {}", coordinator, response.status,
+                      truncate_utf8(response.body, 200, "..."));
   }
   spdlog::info("told {} that the job has ended", coordinator);
   return ok_status();

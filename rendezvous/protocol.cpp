@@ -6,14 +6,18 @@
 
 #include "common/proof.h"
 #include "common/utf8.h"
+#include "rendezvous/json_read.h"
 
 namespace tmpi::rdv {
 
 namespace {
 
 using nlohmann::json;
+using wire::read;
 
 constexpr const char* kProof = "proof";
+
+}  // namespace
 
 // The word each kind of message is signed under: a proof for one kind is no proof for another.
 const char* kind_word(Kind kind) {
@@ -32,36 +36,59 @@ const char* kind_word(Kind kind) {
       return "rank-beat";
     case Kind::kMayStart:
       return "may-start";
+    case Kind::kHello:
+      return "hello";
   }
   return "?";
 }
 
+namespace {
+
+// A field that is empty is left out (protocol.h): the body of a coordinator with no epoch
+// (the unit tests') is as it was before epochs.
+json& with(json& body, const char* name, const std::string& value) {
+  if (!value.empty()) body[name] = value;
+  return body;
+}
+
 nlohmann::json to_json(const Registration& m) {
-  return {{"host", m.host},       {"slots", m.slots},        {"gpus", m.gpus},
-          {"version", m.version}, {"sshReady", m.ssh_ready}, {"sshProblem", m.ssh_problem},
-          {"nonce", m.nonce}};
+  json body = {{"host", m.host},       {"slots", m.slots},        {"gpus", m.gpus},
+               {"version", m.version}, {"sshReady", m.ssh_ready}, {"sshProblem", m.ssh_problem},
+               {"nonce", m.nonce}};
+  return with(body, "epoch", m.epoch);
 }
 nlohmann::json to_json(const Beat& m) {
-  return {{"host", m.host}, {"seq", m.seq}};
+  json body = {{"host", m.host}, {"seq", m.seq}};
+  with(body, "nonce", m.nonce);
+  return with(body, "epoch", m.epoch);
 }
 nlohmann::json to_json(const RankBeat& m) {
-  return {{"rank", m.rank}, {"host", m.host}, {"seq", m.seq}};
+  json body = {{"rank", m.rank}, {"host", m.host}, {"seq", m.seq}};
+  with(body, "nonce", m.nonce);
+  return with(body, "epoch", m.epoch);
 }
 nlohmann::json to_json(const MayStart& m) {
-  return {{"rank", m.rank}, {"host", m.host}};
+  json body = {{"rank", m.rank}, {"host", m.host}};
+  with(body, "nonce", m.nonce);
+  return with(body, "epoch", m.epoch);
 }
 nlohmann::json to_json(const Leave& m) {
-  return {{"host", m.host}, {"nonce", m.nonce}};
+  json body = {{"host", m.host}, {"nonce", m.nonce}};
+  return with(body, "epoch", m.epoch);
 }
 nlohmann::json to_json(const EndJob& m) {
+  json body = {{"nonce", m.nonce}};
+  return with(body, "epoch", m.epoch);
+}
+nlohmann::json to_json(const Hello& m) {
   return {{"nonce", m.nonce}};
 }
 nlohmann::json to_json(const RankReport& m) {
   nlohmann::json body = {{"rank", m.rank}, {"host", m.host},     {"event", m.event},
                          {"code", m.code}, {"signal", m.signal}, {"seconds", m.seconds},
                          {"tail", m.tail}, {"nonce", m.nonce}};
-  if (!m.expected.empty()) body["expected"] = m.expected;
-  return body;
+  with(body, "expected", m.expected);
+  return with(body, "epoch", m.epoch);
 }
 
 // The proof of a body's fields, whatever "proof" it carries.
@@ -73,43 +100,6 @@ std::string proof_of(std::string_view key, Kind kind, json body) {
 std::string sign(std::string_view key, Kind kind, json body) {
   body[kProof] = proof_of(key, kind, body);
   return dump_json(body);
-}
-
-// Field readers for a body known to be an object: false when the field is there with
-// another type, or missing where `required`.
-bool read(const json& body, const char* name, std::string& out, bool required) {
-  auto it = body.find(name);
-  if (it == body.end()) return !required;
-  if (!it->is_string()) return false;
-  out = it->get<std::string>();
-  return true;
-}
-template <typename Int>
-bool read(const json& body, const char* name, Int& out, bool required) {
-  auto it = body.find(name);
-  if (it == body.end()) return !required;
-  if (!it->is_number_integer()) return false;
-  long long value = it->get<long long>();
-  if (value < static_cast<long long>(std::numeric_limits<Int>::min()) ||
-      value > static_cast<long long>(std::numeric_limits<Int>::max())) {
-    return false;
-  }
-  out = static_cast<Int>(value);
-  return true;
-}
-bool read(const json& body, const char* name, bool& out, bool required) {
-  auto it = body.find(name);
-  if (it == body.end()) return !required;
-  if (!it->is_boolean()) return false;
-  out = it->get<bool>();
-  return true;
-}
-bool read(const json& body, const char* name, double& out, bool required) {
-  auto it = body.find(name);
-  if (it == body.end()) return !required;
-  if (!it->is_number()) return false;
-  out = it->get<double>();
-  return true;
 }
 
 }  // namespace
@@ -160,7 +150,8 @@ std::string signed_body(std::string_view key, const RankBeat& message) {
 
 Parsed<RankBeat> parse_rank_beat(const json& body) {
   RankBeat m;
-  if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "host", m.host, true) ||
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "nonce", m.nonce, false) ||
+      !read(body, "rank", m.rank, true) || !read(body, "host", m.host, true) ||
       !read(body, "seq", m.seq, true) || m.rank < 0 || m.host.empty()) {
     return Refusal{400,
                    "a rank's beat needs rank (integer, 0 or more), host (string), seq (integer) and proof"};
@@ -172,10 +163,23 @@ std::string signed_body(std::string_view key, const MayStart& message) {
   return sign(key, Kind::kMayStart, to_json(message));
 }
 
+std::string signed_body(std::string_view key, const Hello& message) {
+  return sign(key, Kind::kHello, to_json(message));
+}
+
+Parsed<Hello> parse_hello(const json& body) {
+  Hello m;
+  if (!body.is_object() || !read(body, "nonce", m.nonce, true) || m.nonce.empty()) {
+    return Refusal{400, "a challenge needs a nonce (string) and a proof"};
+  }
+  return m;
+}
+
 Parsed<MayStart> parse_may_start(const json& body) {
   MayStart m;
-  if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "host", m.host, true) ||
-      m.rank < 0 || m.host.empty()) {
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "nonce", m.nonce, false) ||
+      !read(body, "rank", m.rank, true) || !read(body, "host", m.host, true) || m.rank < 0 ||
+      m.host.empty()) {
     return Refusal{400, "asking to start a rank needs rank (integer, 0 or more), host (string) and proof"};
   }
   return m;
@@ -183,8 +187,8 @@ Parsed<MayStart> parse_may_start(const json& body) {
 
 Parsed<Leave> parse_leave(const json& body) {
   Leave m;
-  if (!body.is_object() || !read(body, "host", m.host, true) || !read(body, "nonce", m.nonce, true) ||
-      m.nonce.empty()) {
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "host", m.host, true) ||
+      !read(body, "nonce", m.nonce, true) || m.nonce.empty()) {
     return Refusal{400, "leaving needs host, nonce (strings) and proof"};
   }
   return m;
@@ -193,10 +197,11 @@ Parsed<Leave> parse_leave(const json& body) {
 Parsed<Registration> parse_registration(const json& body) {
   Registration m;
   m.version.clear();
-  if (!body.is_object() || !read(body, "host", m.host, true) || !read(body, "slots", m.slots, true) ||
-      !read(body, "gpus", m.gpus, true) || !read(body, "sshReady", m.ssh_ready, true) ||
-      !read(body, "nonce", m.nonce, true) || !read(body, "sshProblem", m.ssh_problem, false) ||
-      !read(body, "version", m.version, false) || m.nonce.empty()) {
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "host", m.host, true) ||
+      !read(body, "slots", m.slots, true) || !read(body, "gpus", m.gpus, true) ||
+      !read(body, "sshReady", m.ssh_ready, true) || !read(body, "nonce", m.nonce, true) ||
+      !read(body, "sshProblem", m.ssh_problem, false) || !read(body, "version", m.version, false) ||
+      m.nonce.empty()) {
     return Refusal{400,
                    "a registration needs host, nonce (strings), slots, gpus (integers) and sshReady "
                    "(boolean); sshProblem and version are strings"};
@@ -206,7 +211,8 @@ Parsed<Registration> parse_registration(const json& body) {
 
 Parsed<Beat> parse_beat(const json& body) {
   Beat m;
-  if (!body.is_object() || !read(body, "host", m.host, true) || !read(body, "seq", m.seq, true)) {
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "nonce", m.nonce, false) ||
+      !read(body, "host", m.host, true) || !read(body, "seq", m.seq, true)) {
     return Refusal{400, "a beat needs host (string), seq (integer) and proof"};
   }
   return m;
@@ -214,7 +220,8 @@ Parsed<Beat> parse_beat(const json& body) {
 
 Parsed<EndJob> parse_end(const json& body) {
   EndJob m;
-  if (!body.is_object() || !read(body, "nonce", m.nonce, true) || m.nonce.empty()) {
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "nonce", m.nonce, true) ||
+      m.nonce.empty()) {
     return Refusal{400, "ending the job needs a nonce (string) and a proof"};
   }
   return m;
@@ -222,11 +229,11 @@ Parsed<EndJob> parse_end(const json& body) {
 
 Parsed<RankReport> parse_rank(const json& body) {
   RankReport m;
-  if (!body.is_object() || !read(body, "rank", m.rank, true) || !read(body, "event", m.event, true) ||
-      !read(body, "nonce", m.nonce, true) || !read(body, "host", m.host, false) ||
-      !read(body, "code", m.code, false) || !read(body, "signal", m.signal, false) ||
-      !read(body, "seconds", m.seconds, false) || !read(body, "tail", m.tail, false) ||
-      !read(body, "expected", m.expected, false) || m.nonce.empty() ||
+  if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "rank", m.rank, true) ||
+      !read(body, "event", m.event, true) || !read(body, "nonce", m.nonce, true) ||
+      !read(body, "host", m.host, false) || !read(body, "code", m.code, false) ||
+      !read(body, "signal", m.signal, false) || !read(body, "seconds", m.seconds, false) ||
+      !read(body, "tail", m.tail, false) || !read(body, "expected", m.expected, false) || m.nonce.empty() ||
       (m.event != "start" && m.event != "exit" && m.event != "misplaced")) {
     return Refusal{
         400,

@@ -5,11 +5,9 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/http_client.h"
-#include "common/json_fields.h"
 #include "common/proof.h"
 #include "common/ssh_probe.h"
 #include "common/utf8.h"
@@ -17,36 +15,17 @@
 
 namespace tmpi::rdv {
 
-using nlohmann::json;
-
-// A coordinator's answer. The body is always an object (json_fields.h): a proxy's HTML page
-// or a 200 that is not a JSON object reads as {}, and `text` keeps the start of what came,
-// to say so.
-struct Sidecar::Answer {
-  long status = 0;
-  json body;
-  std::string text;
-
-  // What the coordinator itself sends: 200 with a boolean jobEnded. Anything else (a proxy,
-  // another server on the port) is a problem to retry, and no contact that resets the deadline.
-  bool from_coordinator() const {
-    const json* ended = node_at(body, "/jobEnded");
-    return status == 200 && ended != nullptr && ended->is_boolean();
-  }
-
-  std::string problem() const {
-    std::string error = string_at(body, "/error");
-    return fmt::format("HTTP {}: {}", status,
-                       !error.empty() ? error
-                       : text.empty() ? "(an empty body)"
-                                      : text);
-  }
-};
-
 Sidecar::Sidecar(SidecarOptions options, TimeSource& clock)
     : options_(std::move(options)), clock_(clock), key_(derive_rendezvous_key(options_.private_key)) {}
 
-Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::string& body, Millis timeout) {
+// One request and its answer, verified (rendezvous/protocol.h): the answer, or a refusal
+// that the coordinator signed. Anything else (a proxy's page, another server on the port, a
+// forged body) is no answer: an Error that names the status and the start of what came, to
+// retry, and no contact that resets the deadline.
+template <typename T>
+Expected<std::variant<T, Refusal>> Sidecar::exchange(Kind kind, const std::string& target,
+                                                     const std::string& body, const std::string& nonce,
+                                                     Millis timeout) {
   static thread_local HttpClient client{TlsConfig{}};
   HttpRequest request;
   request.method = "POST";
@@ -56,8 +35,23 @@ Expected<Sidecar::Answer> Sidecar::post(const std::string& target, const std::st
   request.timeout = timeout;
   request.max_body = std::size_t{1} << 20;  // the coordinator answers in a few hundred bytes
   TMPI_ASSIGN(HttpResponse response, client.send(request));
-  return Answer{response.status, parse_object(response.body), truncate_utf8(response.body, 200, "...")};
+  Verified<T> answer = read_answer<T>(key_, kind, nonce, response.status, response.body);
+  if (!answer) {
+    return make_error(Exit::kTempFail, "HTTP {}: not the coordinator's answer (no valid proof): {}",
+                      response.status,
+                      response.body.empty() ? "(an empty body)" : truncate_utf8(response.body, 200, "..."));
+  }
+  return std::move(*answer);
 }
+
+namespace {
+
+// What a refusal says, for the log and the deadline's reason.
+std::string problem_of(const Refusal& refusal) {
+  return fmt::format("HTTP {}: {}", refusal.status, refusal.why);
+}
+
+}  // namespace
 
 Millis Sidecar::probe_interval() const {
   constexpr Millis kUntilReady{500};  // a refused connection costs nothing; the launcher waits
@@ -111,21 +105,18 @@ Status Sidecar::run() {
     }
     Millis request_timeout = std::min(Millis(10000), std::max(Millis(500), options_.deadline / 4));
     if (!registered) {
-      std::string nonce = random_nonce();
       bool ready = ssh_ready_.load();
-      Registration message{options_.host, options_.slots, options_.gpus, ready,
-                           ssh_problem_,  kVersion,       nonce};
-      auto answer = post(kRegisterPath, signed_body(key_, message), request_timeout);
-      if (answer && answer->from_coordinator()) {
+      auto answer = register_now(ready, request_timeout);
+      if (const Registered* taken = answer ? std::get_if<Registered>(&*answer) : nullptr) {
         last_contact = clock_.now();
         registered = true;
         last_reported_ssh = ready;
-        beat_every = Millis(std::clamp<std::int64_t>(int_at(answer->body, "/beatMillis", 5000), 100, 60000));
+        beat_every = Millis(std::clamp<long long>(taken->beat_millis, 100, 60000));
         spdlog::info("registered with {} as {} (sshReady={})", options_.coordinator, options_.host, ready);
-        if (bool_at(answer->body, "/jobEnded", false)) return ok_status();
+        if (taken->job_ended) return ok_status();
         continue;
       }
-      last_problem = answer ? answer->problem() : answer.error().message;
+      last_problem = answer ? problem_of(std::get<Refusal>(*answer)) : answer.error().message;
       spdlog::info("register: {}; retrying", last_problem);  // a refusal too: DNS may lag a new pod
       nap_until(clock_.now() + backoff.next());
       continue;
@@ -151,20 +142,20 @@ Status Sidecar::run() {
       continue;
     }
     if (stop_.load()) break;
-    ++seq;
-    auto answer = post(kBeatPath, signed_body(key_, Beat{options_.host, seq}), request_timeout);
-    if (!answer || (answer->status != 409 && !answer->from_coordinator())) {
-      last_problem = answer ? answer->problem() : answer.error().message;
+    auto answer = beat_now(++seq, request_timeout);
+    const Refusal* refused = answer ? std::get_if<Refusal>(&*answer) : nullptr;
+    if (!answer || (refused != nullptr && refused->status != 409)) {
+      last_problem = answer ? problem_of(*refused) : answer.error().message;
       spdlog::info("beat: {}; retrying", last_problem);
       nap_until(clock_.now() + backoff.next());
       continue;
     }
     last_contact = clock_.now();
     backoff = Backoff(Millis(200), Millis(5000));
-    if (answer->status == 409) {
+    if (refused != nullptr) {
       spdlog::info("the coordinator does not know us (it restarted?); registering again");
       registered = false;
-    } else if (bool_at(answer->body, "/jobEnded", false)) {
+    } else if (std::get<BeatTaken>(*answer).job_ended) {
       spdlog::info("the job has ended; exiting");
       return ok_status();
     }
@@ -173,15 +164,60 @@ Status Sidecar::run() {
   return make_error(Exit::kTempFail, "stopped before the job ended: {}", last_problem);
 }
 
+// The challenge first when this launch's epoch is not known yet (or a 409 said it changed),
+// then the registration, in it.
+Expected<std::variant<Registered, Refusal>> Sidecar::register_now(bool ssh_ready, Millis timeout) {
+  std::optional<std::string> known = epoch();
+  if (!known) {
+    Hello hello{random_nonce()};
+    TMPI_ASSIGN(auto learnt, exchange<EpochTold>(Kind::kHello, kHelloPath, signed_body(key_, hello),
+                                                 hello.nonce, timeout));
+    if (const auto* refused = std::get_if<Refusal>(&learnt))
+      return std::variant<Registered, Refusal>{*refused};
+    known = std::get<EpochTold>(learnt).epoch;
+    set_epoch(known);
+  }
+  Registration message{options_.host, options_.slots, options_.gpus,  ssh_ready,
+                       ssh_problem_,  kVersion,       random_nonce(), *known};
+  TMPI_ASSIGN(auto answer, exchange<Registered>(Kind::kRegister, kRegisterPath, signed_body(key_, message),
+                                                message.nonce, timeout));
+  if (const auto* refused = std::get_if<Refusal>(&answer); refused != nullptr && refused->status == 409)
+    set_epoch(std::nullopt);  // perhaps another launch's: ask again
+  return answer;
+}
+
+// A beat, in the known epoch. A verified 409 (forgotten, or another launch) forgets the epoch:
+// the next registration learns it first.
+Expected<std::variant<BeatTaken, Refusal>> Sidecar::beat_now(long long seq, Millis timeout) {
+  Beat message{options_.host, seq, epoch().value_or(""), random_nonce()};
+  TMPI_ASSIGN(auto answer, exchange<BeatTaken>(Kind::kBeat, kBeatPath, signed_body(key_, message),
+                                               message.nonce, timeout));
+  if (const auto* refused = std::get_if<Refusal>(&answer); refused != nullptr && refused->status == 409)
+    set_epoch(std::nullopt);
+  return answer;
+}
+
+std::optional<std::string> Sidecar::epoch() const {
+  std::lock_guard lock(epoch_mutex_);
+  return epoch_;
+}
+
+void Sidecar::set_epoch(std::optional<std::string> epoch) {
+  std::lock_guard lock(epoch_mutex_);
+  epoch_ = std::move(epoch);
+}
+
 void Sidecar::leave() {
   left_.store(true);
   stop();
-  auto answer = post(kLeavePath, signed_body(key_, Leave{options_.host, random_nonce()}), Millis(1000));
-  if (answer && answer->from_coordinator()) {
+  Leave message{options_.host, random_nonce(), epoch().value_or("")};
+  auto answer =
+      exchange<JobState>(Kind::kLeave, kLeavePath, signed_body(key_, message), message.nonce, Millis(1000));
+  if (answer && std::holds_alternative<JobState>(*answer)) {
     spdlog::info("told {} that this pod is leaving", options_.coordinator);
   } else {
     spdlog::info("leaving; the coordinator did not take it ({}): it will miss the beats instead",
-                 answer ? answer->problem() : answer.error().message);
+                 answer ? problem_of(std::get<Refusal>(*answer)) : answer.error().message);
   }
 }
 

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/backoff.h"
 #include "common/error.h"
+#include "rendezvous/protocol.h"
 
 namespace tmpi::rdv {
 
@@ -41,8 +43,11 @@ class Sidecar {
   void leave();
 
  private:
-  struct Answer;
-  Expected<Answer> post(const std::string& target, const std::string& body, Millis timeout);
+  template <typename T>
+  Expected<std::variant<T, Refusal>> exchange(Kind kind, const std::string& target, const std::string& body,
+                                              const std::string& nonce, Millis timeout);
+  Expected<std::variant<Registered, Refusal>> register_now(bool ssh_ready, Millis timeout);
+  Expected<std::variant<BeatTaken, Refusal>> beat_now(long long seq, Millis timeout);
   void probe_ssh_now();
   Millis probe_interval() const;            // often until sshd accepts the key, then probe_every
   void nap_until(Clock::time_point until);  // wakes early once stopped
@@ -54,6 +59,11 @@ class Sidecar {
   std::string key_;
   std::atomic<bool> ssh_ready_{false}, stop_{false}, left_{false};
   std::string ssh_problem_ = "not probed yet";
+  // The coordinator's epoch, from its signed challenge; leave() reads it from another thread.
+  std::optional<std::string> epoch() const;
+  void set_epoch(std::optional<std::string> epoch);
+  mutable std::mutex epoch_mutex_;
+  std::optional<std::string> epoch_;
 };
 
 }  // namespace tmpi::rdv

@@ -263,11 +263,12 @@ case $case_name in
     # RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from mpi-rank; GLOO_SOCKET_IFNAME
     # reaches the ranks by the default GLOO_ prefix. The script is the one that stands in for
     # DeepSpeed's and Megatron-LM's in cluster.examples (tests/examples/cpu_smoke.py).
-    # /usr/bin/python3: Debian's, with torch.
+    # /usr/bin/python3: Debian's, with torch. Its argument: where each rank saves its shard (each
+    # pod's own /tmp here; the examples' shared volume in cluster.examples).
     with_sidecars
     smoke=$(PYTHONPATH="$(dirname "$0")/../examples" python3 -c 'import cpu_smoke; print(cpu_smoke.SMOKE)')
     rc=0; out=$(in_pod "$launcher" env GLOO_SOCKET_IFNAME=eth0 "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
-      --report "$report" -- /usr/bin/python3 -c "$smoke" 2>&1) || rc=$?
+      --report "$report" -- /usr/bin/python3 -c "$smoke" /tmp/torch-gloo-checkpoint 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "torch.distributed under mpi-launcher exited $rc: $out"
     for r in 0 1 2 3; do
       expect_contains "$out" "torch gloo: rank $r of 4, local rank $((r % 2)), sum 10" "rank $r's all-reduce"

@@ -100,14 +100,23 @@ jq -e '.tail | endswith("crlf last line\n")' "$home/body" >/dev/null ||
 # script's python), though the rank's end leaves it an orphan; its output goes elsewhere, so
 # that one left running fails the check below rather than holding this script's pipe. A
 # stand-in coordinator takes the start report, then is gone.
+# Its answer is signed as the coordinator signs one (rendezvous/protocol.h): over the
+# request's nonce, with the key derived from the job key; the agent takes no other.
 start_taker() {
   rm -f "$home/port"
-  python3 - "$home/port" <<'PY' &
-import http.server, sys
+  python3 - "$home/port" "$home/.ssh/id_ed25519" <<'PY' &
+import hashlib, hmac, http.server, json, sys
+job_key = "".join(open(sys.argv[2]).read().split())
+key = hmac.new(job_key.encode(), b"trainer-mpi rendezvous v1", hashlib.sha256).digest()
 class Take(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        answer = {"jobEnded": False}
+        text = "answer:%s|200|%s|%s" % (self.path[len("/v1/"):], request.get("nonce", ""),
+                                        json.dumps(answer, separators=(",", ":"), sort_keys=True))
+        answer["proof"] = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+        out = json.dumps(answer).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
     def log_message(self, *args): pass
 server = http.server.HTTPServer(("127.0.0.1", 0), Take)
 open(sys.argv[1], "w").write(str(server.server_port))

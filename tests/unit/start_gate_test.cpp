@@ -2,13 +2,15 @@
 // answers as the launcher decides (wait, start, stop with the reason), and the rank agent's
 // side against a real coordinator on 127.0.0.1: it holds while the answer is "wait", starts
 // or stops on the launcher's word, gives up on a launcher that answered and then fell silent,
-// and starts when nothing ever answered, each within --lost-after.
+// starts when nothing ever answered only under the opt-out, and otherwise starts nothing
+// that it cannot verify (a 403, a forged body, silence), each within --lost-after.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -189,7 +191,9 @@ TEST(StartGate, NothingEverAnsweringStartsTheRankAfterLostAfter) {
   std::string address = gone.address();
   gone.stop();  // a port that nothing serves: every question is refused at once
   auto t0 = Clock::now();
-  GateVerdict verdict = wait_for_start(agent(address, 1s), 0, "j-node-0-0");
+  RankAgentOptions fail_open = agent(address, 1s);
+  fail_open.gate_fail_open = true;  // the opt-out: without it, silence starts nothing (below)
+  GateVerdict verdict = wait_for_start(fail_open, 0, "j-node-0-0");
   EXPECT_EQ(verdict.answer, GateAnswer::kStart);
   EXPECT_NE(verdict.reason.find("did not answer for 1 s"), std::string::npos) << verdict.reason;
   EXPECT_NE(verdict.reason.find("starting without its word"), std::string::npos) << verdict.reason;
@@ -197,23 +201,24 @@ TEST(StartGate, NothingEverAnsweringStartsTheRankAfterLostAfter) {
   EXPECT_LT(Clock::now() - t0, 3s) << "it asks again every 250 ms at most";
 }
 
-// A server that answers the first `busy` questions with 503, then "start": what an
-// overloaded proxy or server says is no answer, asked again, not a word to start at once.
-class BusyThenStart {
+// A stand-in for the launcher on 127.0.0.1 that answers each question as `respond` says:
+// given how many came and the question's nonce, the status line and the body.
+class FakeGate {
  public:
-  explicit BusyThenStart(int busy) : busy_(busy) {
+  using Respond = std::function<std::pair<std::string, std::string>(int asked, const std::string& nonce)>;
+  explicit FakeGate(Respond respond) : respond_(std::move(respond)) {
     listener_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t length = sizeof address;
-    bind(listener_, reinterpret_cast<sockaddr*>(&address), length);
-    listen(listener_, 8);
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(listen(listener_, 8), 0);
     getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
     port_ = ntohs(address.sin_port);
     thread_ = std::thread([this] { serve(); });
   }
-  ~BusyThenStart() {
+  ~FakeGate() {
     shutdown(listener_, SHUT_RDWR);
     close(listener_);
     thread_.join();
@@ -225,27 +230,88 @@ class BusyThenStart {
   void serve() {
     for (int client; (client = accept(listener_, nullptr, nullptr)) >= 0; close(client)) {
       char request[4096];
-      if (read(client, request, sizeof request) <= 0) continue;
-      const std::string body = ++asked_ <= busy_ ? "busy" : R"({"decision": "start"})";
+      auto got = read(client, request, sizeof request);
+      if (got <= 0) continue;
+      std::string text(request, static_cast<std::size_t>(got));
+      auto body = text.find("\r\n\r\n");
+      std::string nonce =
+          body == std::string::npos ? "" : string_at(parse_object(text.substr(body + 4)), "/nonce");
+      auto [status, reply] = respond_(++asked_, nonce);
       const std::string answer = fmt::format(
           "HTTP/1.1 {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: "
           "close\r\n\r\n{}",
-          asked_ <= busy_ ? "503 Service Unavailable" : "200 OK", body.size(), body);
+          status, reply.size(), reply);
       if (write(client, answer.data(), answer.size()) < 0) continue;
     }
   }
-  int busy_, listener_ = -1;
+  Respond respond_;
+  int listener_ = -1;
   unsigned short port_ = 0;
   std::atomic<int> asked_{0};
   std::thread thread_;
 };
 
+// The launcher's "start", signed over the question's nonce as the coordinator signs it.
+std::string signed_start(const std::string& key, const std::string& nonce) {
+  return rdv::answer_body(key, rdv::Kind::kMayStart, nonce, rdv::StartAnswer{rdv::Decision::kStart, ""});
+}
+
+// A server that answers the first `busy` questions with 503, then "start": what an
+// overloaded proxy or server says is no answer, asked again, not a word to start at once.
 TEST(StartGate, AServerErrorIsAskedAgainNotTakenForAWordToStart) {
-  BusyThenStart server(3);
+  FakeGate server([](int asked, const std::string& nonce) -> std::pair<std::string, std::string> {
+    if (asked <= 3) return {"503 Service Unavailable", "busy"};
+    return {"200 OK", signed_start(kKey, nonce)};
+  });
   GateVerdict verdict = wait_for_start(agent(server.address(), 10s), 0, "j-node-0-0");
   EXPECT_EQ(verdict.answer, GateAnswer::kStart);
   EXPECT_EQ(verdict.reason, "") << "started on the server's word, not past a 503";
   EXPECT_EQ(server.asked(), 4);
+}
+
+// The gate fails closed: what cannot be verified is no answer, and no answer in --lost-after
+// keeps the rank from starting (kLost: exit 75), whatever the server said instead.
+TEST(StartGate, AnAnswerThatCannotBeVerifiedStartsNothing) {
+  const std::vector<std::pair<const char*, FakeGate::Respond>> impostors = {
+      {"a 403",
+       [](int, const std::string&) {
+         return std::pair<std::string, std::string>{"403 Forbidden", "{}"};
+       }},
+      {"an unsigned start",
+       [](int, const std::string&) {
+         return std::pair<std::string, std::string>{"200 OK", R"({"decision": "start"})"};
+       }},
+      {"a start signed with another key",
+       [](int, const std::string& nonce) {
+         return std::pair<std::string, std::string>{"200 OK",
+                                                    signed_start(derive_rendezvous_key("other"), nonce)};
+       }},
+      {"a start signed for another question",
+       [](int, const std::string&) {
+         return std::pair<std::string, std::string>{"200 OK", signed_start(kKey, "an earlier nonce")};
+       }},
+      {"a forged stop", [](int, const std::string&) {
+         return std::pair<std::string, std::string>{"200 OK", R"({"decision": "stop", "reason": "forged"})"};
+       }}};
+  for (const auto& [what, respond] : impostors) {
+    FakeGate server(respond);
+    auto t0 = Clock::now();
+    GateVerdict verdict = wait_for_start(agent(server.address(), 1s), 0, "j-node-0-0");
+    EXPECT_EQ(verdict.answer, GateAnswer::kLost) << what << ": " << verdict.reason;
+    EXPECT_NE(verdict.reason.find("gave no answer that verifies for 1 s"), std::string::npos)
+        << what << ": " << verdict.reason;
+    EXPECT_GE(Clock::now() - t0, 1s) << what;
+    EXPECT_GE(server.asked(), 2) << what << ": asked again until --lost-after";
+  }
+}
+
+TEST(StartGate, SilenceStartsNothingUnlessTheOptOutSaysSo) {
+  Launcher gone;
+  std::string address = gone.address();
+  gone.stop();
+  GateVerdict verdict = wait_for_start(agent(address, 1s), 0, "j-node-0-0");
+  EXPECT_EQ(verdict.answer, GateAnswer::kLost) << verdict.reason;
+  EXPECT_NE(verdict.reason.find("TMPI_GATE_FAIL_OPEN=true"), std::string::npos) << verdict.reason;
 }
 
 }  // namespace
