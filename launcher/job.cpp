@@ -16,8 +16,8 @@
 #include "common/job_key.h"
 #include "common/params.h"
 #include "common/process.h"
-#include "launcher/mpirun_line.h"
 #include "common/proof.h"
+#include "launcher/mpirun_line.h"
 
 namespace tmpi::launch {
 
