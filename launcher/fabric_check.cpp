@@ -25,11 +25,6 @@ std::string default_program() {
   return beside.empty() ? "nccl-check" : beside;
 }
 
-// The pod's hostname, as nccl-check's ranks report theirs.
-std::string short_host(const std::string& name) {
-  return name.substr(0, name.find('.'));
-}
-
 // The strings of an array field, skipping what is not a string: the report came through
 // mpirun's output, so it is read as input from outside (common/json_fields.h).
 std::vector<std::string> strings_at(const nlohmann::json& doc, std::string_view pointer) {

@@ -11,11 +11,11 @@
 
 namespace tmpi::launch {
 
-namespace {
-
 std::string short_host(const std::string& name) {
   return name.substr(0, name.find('.'));
 }
+
+namespace {
 
 // Who saw whom silent, by host: the views read as input from outside (they came through
 // mpirun's output), each rank placed by the placement check where it can be.

@@ -27,6 +27,9 @@
 
 namespace tmpi::launch {
 
+// The pod's hostname, as nccl-check's ranks report theirs: a name up to its first dot.
+std::string short_host(const std::string& name);
+
 struct TimeoutVerdict {
   std::vector<CheckRow> rows;  // empty: no rank gave its view (the lines of an older check)
   Exit exit = Exit::kUnavailable;

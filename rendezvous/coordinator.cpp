@@ -126,7 +126,9 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
 Reply Coordinator::refuse(int status, const std::string& host, const std::string& why,
                           const std::optional<Asker>& asker) {
   ++counters_["refusals"];
-  if (callbacks_.refused)
+  // A 409 is the session's own turn, not a fault: a sidecar of the launch before this one
+  // (a restarted launcher) is told to register again, and does. It is counted, not logged.
+  if (callbacks_.refused && status != 409)
     callbacks_.refused(fmt::format("refused {}: {}", host.empty() ? "(no host)" : host, why));
   if (asker) return Reply{status, answer_body(config_.key, asker->kind, asker->nonce, Refusal{status, why})};
   return json_reply(status, {{"error", why}});
