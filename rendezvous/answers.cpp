@@ -17,16 +17,15 @@ namespace {
 using nlohmann::json;
 using wire::read;
 
-constexpr const char* kAnswerProof = "proof";
 constexpr std::size_t kMaxAnswerText = 4096;  // a reason or an error is shown, not trusted to be short
 
 std::string answer_proof(std::string_view key, Kind kind, long status, std::string_view nonce, json body) {
-  body.erase(kAnswerProof);
+  body.erase(kProofField);
   return hmac_hex(key, fmt::format("answer:{}|{}|{}|{}", kind_word(kind), status, nonce, dump_json(body)));
 }
 
 std::string sign(std::string_view key, Kind kind, std::string_view nonce, long status, json body) {
-  body[kAnswerProof] = answer_proof(key, kind, status, nonce, body);
+  body[kProofField] = answer_proof(key, kind, status, nonce, body);
   return dump_json(body);
 }
 
@@ -115,7 +114,7 @@ template <typename T>
 Verified<T> read_answer(std::string_view key, Kind kind, std::string_view nonce, long status,
                         std::string_view body) {
   json parsed = parse_body(body);
-  auto proof = parsed.is_object() ? parsed.find(kAnswerProof) : parsed.end();
+  auto proof = parsed.is_object() ? parsed.find(kProofField) : parsed.end();
   if (!parsed.is_object() || proof == parsed.end() || !proof->is_string() ||
       !proof_matches(answer_proof(key, kind, status, nonce, parsed), proof->get<std::string>())) {
     return std::nullopt;

@@ -15,8 +15,6 @@ namespace {
 using nlohmann::json;
 using wire::read;
 
-constexpr const char* kProof = "proof";
-
 }  // namespace
 
 // The word each kind of message is signed under: a proof for one kind is no proof for another.
@@ -93,12 +91,12 @@ nlohmann::json to_json(const RankReport& m) {
 
 // The proof of a body's fields, whatever "proof" it carries.
 std::string proof_of(std::string_view key, Kind kind, json body) {
-  body.erase(kProof);
+  body.erase(kProofField);
   return hmac_hex(key, std::string(kind_word(kind)) + "|" + dump_json(body));
 }
 
 std::string sign(std::string_view key, Kind kind, json body) {
-  body[kProof] = proof_of(key, kind, body);
+  body[kProofField] = proof_of(key, kind, body);
   return dump_json(body);
 }
 
@@ -244,7 +242,7 @@ Parsed<RankReport> parse_rank(const json& body) {
 }
 
 bool signed_by(std::string_view key, Kind kind, const json& body) {
-  auto it = body.find(kProof);
+  auto it = body.find(kProofField);
   if (!body.is_object() || it == body.end() || !it->is_string()) return false;
   return proof_matches(proof_of(key, kind, body), it->get<std::string>());
 }

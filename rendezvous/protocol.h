@@ -37,6 +37,9 @@
 
 namespace tmpi::rdv {
 
+// The field of a signed body, request or answer, that holds its HMAC proof.
+inline constexpr const char* kProofField = "proof";
+
 // This build's version (CMake's project version), sent in every registration.
 inline constexpr const char* kVersion = TMPI_VERSION;
 
