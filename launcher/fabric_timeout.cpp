@@ -1,6 +1,7 @@
 // See fabric_timeout.h.
 #include "launcher/fabric_timeout.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -100,6 +101,20 @@ TimeoutVerdict localise_timeout(const std::vector<nlohmann::json>& views,
                           reason + "; these two hosts do not hear each other's pings, while each answers "
                                    "the others: the link between them drops"});
       fault_found = true;
+    }
+  }
+  // A host whose ranks gave no view, only a line from a blocking MPI call, that every host
+  // which gave one saw silent: its ranks answered no ping, and nothing else is at fault. So
+  // it was stopped or frozen there; its line came when mpirun's abort woke it (SIGCONT).
+  if (out.rows.empty()) {
+    for (const auto& host : seen.alive) {
+      if (seen.spoke.contains(host)) continue;
+      bool silent_to_all = std::all_of(seen.spoke.begin(), seen.spoke.end(), [&](const std::string& other) {
+        return saw_silent(seen, other, host);
+      });
+      if (!silent_to_all) continue;
+      out.rows.push_back({host, backend + " timeout",
+                          reason + "; this host does not answer (its ranks were in a blocking MPI call)"});
     }
   }
   if (out.rows.empty()) {

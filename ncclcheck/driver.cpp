@@ -33,8 +33,12 @@ class CheckRun {
     report_.pair_bytes = options.pair_bytes;
   }
 
+  // After a failed wait, a collective may still be pending on the host's communicator, and
+  // the job is aborted next: it is left as it is. Open MPI's non-blocking collectives go on
+  // progressing their schedule over a freed communicator, and crashed so (a NULL read in
+  // mca_pml_ob1_isend while the timed-out rank answered pings).
   ~CheckRun() {
-    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+    if (node_comm_ != MPI_COMM_NULL && progress_.failed_waits() == 0) MPI_Comm_free(&node_comm_);
   }
   CheckRun(const CheckRun&) = delete;
   CheckRun& operator=(const CheckRun&) = delete;
@@ -79,6 +83,13 @@ class CheckRun {
     // A quarter of the usual deadline (10 s at least): init moves a few KiB, and a link that
     // moves nothing should end the check early (budget.h).
     Deadline deadline = begin("init", std::max(budgets_for(options_.step_timeout).reach, Millis(10'000)));
+    TMPI_ASSIGN(auto given,
+                allgather_text(progress_, MPI_COMM_WORLD, options_text(options_), deadline, step_));
+    if (auto disagreement = options_disagreement(given)) {  // every rank finds the same
+      report_.failure = *disagreement;
+      report_.failure_exit = Exit::kUsage;
+      return Error{Exit::kUsage, *disagreement};
+    }
     TMPI_ASSIGN(auto names, allgather_text(progress_, MPI_COMM_WORLD, host_name_, deadline, step_));
     for (int r = 0; r < size_; ++r) {
       const std::string& name = names[static_cast<std::size_t>(r)];

@@ -7,18 +7,10 @@
 #pragma once
 
 #include "ncclcheck/fabric.h"
+#include "ncclcheck/options.h"
 #include "ncclcheck/report.h"
 
 namespace tmpi::check {
-
-struct Options {
-  std::string backend = "mpi";
-  std::vector<std::uint64_t> sizes;
-  std::uint64_t pair_bytes = 0;
-  Iterations iterations;
-  Threshold threshold;
-  Millis step_timeout{60000};
-};
 
 // Runs on every rank. The report is the same on every rank, except after a timeout or an
 // error that only this rank saw (a CUDA call that failed): then `abort` is set, and the

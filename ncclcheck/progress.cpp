@@ -52,6 +52,7 @@ Status Progress::wait(MPI_Request* requests, int count, std::vector<Held> buffer
       serve();
       if (deadline.expired()) {
         abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
+        ++failed_waits_;
         return make_error(Exit::kTempFail, "{} did not finish within {} s", step,
                           std::chrono::duration<double>(deadline.budget()).count());
       }

@@ -66,6 +66,9 @@ class Progress {
 
   // How many buffers failed waits have left to Progress (they are never freed).
   std::size_t abandoned() const { return abandoned_.size(); }
+  // How many waits reached their deadline with requests still pending, with or without
+  // buffers: their communicators must outlive them too.
+  std::size_t failed_waits() const { return failed_waits_; }
 
   // Answers the pings that have arrived. wait() calls it; so do other polling loops (the
   // NCCL backend's, while a CUDA stream runs).
@@ -82,6 +85,7 @@ class Progress {
   int rank_ = 0, size_ = 1;
   Clock::time_point last_served_;
   std::vector<Held> abandoned_;  // buffers of requests still pending after a failed wait
+  std::size_t failed_waits_ = 0;
 };
 
 // Every rank's `text` (up to 1023 bytes each), in rank order, from a non-blocking

@@ -15,7 +15,8 @@ int Report::exit_code() const {
   if (timeout)
     return static_cast<int>(timeout->silent_ranks.empty() && !timeout->blocking ? Exit::kUnavailable
                                                                                 : Exit::kTempFail);
-  if (!culprits.empty() || !failure.empty()) return static_cast<int>(Exit::kUnavailable);
+  if (!failure.empty()) return static_cast<int>(failure_exit);
+  if (!culprits.empty()) return static_cast<int>(Exit::kUnavailable);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
 #include "ncclcheck/metrics.h"
 
 namespace tmpi::check {
@@ -70,14 +71,16 @@ struct Report {
   double gpu_floor = 0;
   std::vector<Culprit> culprits;
   std::optional<Timeout> timeout;
-  std::string failure;  // a check that could not run (no GPU), else empty
+  std::string failure;                     // a check that could not run (no GPU), else empty
+  Exit failure_exit = Exit::kUnavailable;  // its code: 64 where the ranks' options differed
   double seconds = 0;
 
   // "host GPU 3 (0000:19:00.0)", or "host rank 3" where no device is known.
   std::string gpu_name(int host, int local_rank) const;
 
-  // 0 pass; 75 a deadline passed with a rank silent or missing; 69 a culprit, a failure, or a
-  // deadline passed with every rank answering (not localised) (docs/design.md, exit codes).
+  // 0 pass; 75 a deadline passed with a rank silent or missing; 64 options that differ
+  // between ranks; 69 a culprit, another failure, or a deadline passed with every rank
+  // answering (not localised) (docs/design.md, exit codes).
   int exit_code() const;
   std::string result() const;  // "pass", "timeout", "fail"
 };

@@ -76,9 +76,9 @@ case $case_name in
     pass "a link limited to 20 Mbit/s: ${nodes[2]} named after its retest, exit 69" ;;
   stopped)
     t0=$SECONDS
-    # Sizes up to 16 MiB keep the check busy for many seconds; the stop usually comes after
-    # its init, inside a measured step. Under sanitizers it may land in init, before the
-    # ranks have exchanged host names: the launcher then names the host by the placement
+    # Sizes up to 16 MiB; the stop usually comes after its init, inside a measured step.
+    # Under sanitizers it may land in init, before the ranks have exchanged host names: the
+    # launcher then names the host by the placement
     # that its preflight has just confirmed. Or before MPI_Init has returned (CI's asan run
     # hung here so), where only the watchdog ends the other ranks (ncclcheck/watchdog.h),
     # after its 10 s floor; the hosts of the ranks that never say they gave up are the
@@ -87,11 +87,13 @@ case $case_name in
     check --check mpi --step-timeout 5s > "$CIB_DIR/check.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do [[ $(check_pids "${nodes[2]}" | wc -l) == 2 ]] && break; sleep 0.1; done
-    sleep "${TMPI_STOP_AFTER:-1.5}"  # TMPI_STOP_AFTER=0: a stop before MPI_Init, by hand
+    # Half a second: the sweep's budget (a quarter of --step-timeout) and the pair rounds'
+    # keep the whole check near a second here, and a stop after its end tests nothing.
+    sleep "${TMPI_STOP_AFTER:-0.5}"  # TMPI_STOP_AFTER=0: a stop before MPI_Init, by hand
     victims=$(check_pids "${nodes[2]}")
     [[ $(wc -l <<<"$victims") == 2 ]] || fail "not 2 nccl-check ranks on ${nodes[2]}: $victims: $(cat "$CIB_DIR/check.log")"
     kill -STOP $victims
-    timeout 40 tail --pid="$pid" -f /dev/null || fail "the check hangs 40 s after ${nodes[2]} stopped"
+    timeout 40 tail --pid="$pid" -f /dev/null || fail "the check hangs 40 s after ${nodes[2]} stopped: $(cat "$CIB_DIR/check.log")"
     rc=0; wait "$pid" || rc=$?
     out=$(cat "$CIB_DIR/check.log")
     [[ $rc == 75 ]] || fail "expected exit 75, got $rc: $out"

@@ -19,6 +19,7 @@
 #   verdict       a failing check with --json - (as mpi-launcher runs it): the verdict and the
 #                 report reach stdout in one write and nothing of nccl-check's follows on
 #                 stderr, which mpirun's forwarding was seen to splice into the report's line
+#   options-differ  two ranks with another --step-timeout: exit 64 naming it (ncclcheck/options.h)
 set -euo pipefail
 : "${TMPI_BUILD_DIR:?set by ctest: the build folder}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -96,5 +97,20 @@ SCRIPT
     [[ $(grep -n '^nccl-check: ' "$work/out" | cut -d: -f1) -lt $(grep -n '^nccl-check report: ' "$work/out" | cut -d: -f1) ]] ||
       fail "the verdict must come before the report: $(cat "$work/out")"
     echo "ok: a failing check says why and gives its report on stdout, nothing after it on stderr" ;;
+  options-differ)
+    # Two of the ranks with another --step-timeout (as a TMPI_ variable set where mpirun
+    # runs reaches only the ranks it starts there): their sweep would choose other iteration
+    # counts than their peers', and post collectives that no peer matches. Init compares
+    # the options first: exit 64, the flag and both values named, nothing measured.
+    rc=0
+    out=$(mpirun.openmpi --oversubscribe -np 2 "$nc" --backend mpi --max-bytes 4M --step-timeout 2m \
+            : -np 2 "$nc" --backend mpi --max-bytes 4M 2>&1) || rc=$?
+    echo "$out" | grep -E '^#' || true
+    [[ $rc == 64 ]] || fail "expected exit 64 (options that differ between ranks), got $rc: $out"
+    grep -qF -- '--step-timeout is 2m on rank 0 but 1m on rank 2 (2 of 4 rank(s) differ from rank 0)' <<<"$out" ||
+      fail "the flag and both values are not named: $out"
+    ! grep -q '^# all-reduce' <<<"$out" || fail "ranks that disagree measured something: $out"
+    ! grep -qE 'Segmentation fault|ERROR: AddressSanitizer' <<<"$out" || fail "a crash: $out"
+    echo "ok: ranks given different options: exit 64 naming --step-timeout and both values, nothing run" ;;
   *) fail "unknown case $1" ;;
 esac

@@ -208,6 +208,20 @@ TEST(FabricTimeout, ARankInABlockingCallIsAliveButItsMissesSayNothing) {
   EXPECT_EQ(hosts_named(verdict), std::vector<std::string>{"n1 <-> n2 / mpi link"});
 }
 
+// As recorded with node n2's ranks stopped in init's MPI_Comm_dup: mpirun's abort woke them
+// (SIGCONT), and each said it gave up in that blocking call, but they had answered no ping.
+TEST(FabricTimeout, AHostSeenSilentByAllThatSpokeOnlyFromABlockingCallIsTheSilentOne) {
+  nlohmann::json woken = {{"rank", 4}, {"host", "n2"}, {"step", "init (MPI_Comm_dup)"}};
+  auto verdict =
+      localise_timeout({view(0, {4, 5}), view(2, {4, 5}), woken}, kPlacement, "mpi", "init did not finish");
+  EXPECT_EQ(hosts_named(verdict), std::vector<std::string>{"n2 / mpi timeout"});
+  EXPECT_EQ(verdict.exit, Exit::kTempFail);
+  // One host that spoke heard it: no longer silent to all, and not localised.
+  verdict = localise_timeout({view(0, {4, 5}), view(2, {}), woken}, kPlacement, "mpi", "init did not finish");
+  EXPECT_EQ(verdict.rows.size(), 3u);
+  EXPECT_EQ(verdict.rows.front().check, "mpi not localised");
+}
+
 TEST(FabricTimeout, TheLauncherReadsTheViewsFromNcclChecksOutput) {
   std::string output =
       "nccl-check timeout: {\"rank\":2,\"host\":\"n1\",\"step\":\"init\",\"silent_ranks\":[4,5]}\n"
