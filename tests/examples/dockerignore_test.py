@@ -57,9 +57,11 @@ def excluded(rules, path):
 
 
 def git(*args):
+    # -z: the names as they are. Without it git quotes a name with non-ASCII bytes
+    # ("build/.../F\305\221tan...pem", a CA file of an image root), which no pattern matches.
     try:
-        return subprocess.run(["git", "-C", SRC, *args], check=True, capture_output=True,
-                              text=True).stdout.splitlines()
+        out = subprocess.run(["git", "-C", SRC, *args, "-z"], check=True, capture_output=True).stdout
+        return [name.decode("utf-8", "surrogateescape") for name in out.split(b"\0") if name]
     except (OSError, subprocess.CalledProcessError) as error:
         sys.exit(f"FAIL: `git {' '.join(args)}` in {SRC}: {error}; this test reads the file lists of a git checkout")
 
