@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/backoff.h"
+#include "agent/agent_options.h"
 #include "common/error.h"
 
 namespace tmpi::launch {
@@ -35,28 +35,6 @@ std::string slot_layout(const std::vector<int>& slots);
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT.
 std::map<std::string, std::string> torch_env(const RankIdentity& id, const std::string& master_addr,
                                              const std::string& master_port);
-
-struct RankAgentOptions {
-  std::string coordinator;  // host:port of the launcher's coordinator ("" = do not report)
-  std::string private_key;  // the job key, for the reports' proofs
-  std::string master_addr, master_port;
-  std::size_t tail_lines = 20;
-  Millis beat_interval{5000};  // a running rank's beat: its pod lives (rendezvous/protocol.h)
-  // The coordinator counts a host lost after this long without a beat, and ends the job. An
-  // agent that reached the coordinator once, then hears nothing for this long and one beat
-  // more, is on the far side of a partition (or the launcher is gone): it ends its rank,
-  // which nobody can stop any more, and exits 75 (agent/agent.cpp, orphaned()).
-  Millis lost_after{15000};
-  // Ask the coordinator before the rank starts, and hold it until the answer is "start"
-  // (TMPI_START_GATE, set by the launcher when its ssh check runs beside the launch: agent/gate.h).
-  bool start_gate = false;
-  // The launch's epoch (TMPI_EPOCH, from the launcher), in every request: the coordinator
-  // refuses a request of another launch (docs/design.md, "The session and its threat model").
-  std::string epoch;
-  // A gate that cannot be asked, or gives no answer that verifies, within lost_after: the rank
-  // does not start (exit 75), unless this opt-out (TMPI_GATE_FAIL_OPEN) says to start it.
-  bool gate_fail_open = false;
-};
 
 // Runs command as this rank; returns the exit status to pass on (128+signal for a signal).
 int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,

@@ -36,7 +36,7 @@
 
 #include <string>
 
-#include "agent/agent.h"
+#include "agent/agent_options.h"
 
 namespace tmpi::launch {
 
