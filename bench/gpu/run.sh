@@ -8,17 +8,26 @@
 #   4. print ours, the reference and the ratio per size. The target is >= 0.95 at 256 MiB
 #      and above. On one GPU busbw is 0 by definition (2(n-1)/n), so algbw is compared.
 # Usage: bash bench/gpu/run.sh [MAX_BYTES]   (default 1G)
+# On a machine without Debian's packages, first `bash bench/gpu/bundle.sh` here, carry
+# build/gpu-bundle there, and run with TMPI_GPU_BUNDLE=build/gpu-bundle: no build then.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 max=${1:-1G}
 out=${OUT:-$(mktemp -d)}
-if command -v apt-get >/dev/null && [[ ${TMPI_SKIP_DEPS:-0} != 1 ]]; then bash scripts/install-deps.sh; fi
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target nccl-check >/dev/null
+if [[ -n ${TMPI_GPU_BUNDLE:-} ]]; then
+  # shellcheck disable=SC1091 # written by bundle.sh
+  source "$TMPI_GPU_BUNDLE/env.sh"
+  nccl_check=$TMPI_GPU_BUNDLE/bin/nccl-check
+else
+  if command -v apt-get >/dev/null && [[ ${TMPI_SKIP_DEPS:-0} != 1 ]]; then bash scripts/install-deps.sh; fi
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$(nproc)" --target nccl-check >/dev/null
+  nccl_check=build/release/bin/nccl-check
+fi
 gpus=$(nvidia-smi -L | grep -c '^GPU') || { echo "no GPU visible (nvidia-smi -L)"; exit 4; }
 echo "GPUs: $gpus; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun.openmpi -np "$gpus" --bind-to none build/release/bin/nccl-check --backend nccl \
+mpirun.openmpi -np "$gpus" --bind-to none "$nccl_check" --backend nccl \
   --min-bytes 1M --max-bytes "$max" --step-factor 4 --iters 20 --warmup 5 --pair-bytes 64M --json "$out/ours.json" |
   tee "$out/ours.txt"
 
