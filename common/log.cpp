@@ -163,10 +163,10 @@ std::string printable(std::string_view message) {
   return out;
 }
 
-Status setup(std::string_view program, std::string_view level, std::string_view format) {
+Status setup(std::string_view program, std::string_view level, LogFormat format) {
   auto logger = std::make_shared<spdlog::logger>(std::string(program),
                                                  std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  logger->set_formatter(std::make_unique<Formatter>(format == "json"));
+  logger->set_formatter(std::make_unique<Formatter>(format == LogFormat::kJson));
   logger->set_level(spdlog::level::from_str(std::string(level)));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
@@ -174,7 +174,8 @@ Status setup(std::string_view program, std::string_view level, std::string_view 
 }
 
 Status setup_from(std::string_view program, const Params& params) {
-  TMPI_CHECK(setup(program, params.str(param::kLogLevel), params.str(param::kLogFormat)));
+  TMPI_CHECK(
+      setup(program, params.str(param::kLogLevel), params.choice(param::kLogFormat, kLogFormatSpellings)));
   for (const auto& line : params.env_overrides()) spdlog::debug("setting {}", line);
   return ok_status();
 }

@@ -17,8 +17,13 @@
 
 namespace tmpi::log {
 
+// --log-format: plain lines, or JSON lines for a log pipeline (common/choice.h).
+enum class LogFormat { kText, kJson };
+inline constexpr Spellings<LogFormat, 2> kLogFormatSpellings{
+    {{"text", LogFormat::kText}, {"json", LogFormat::kJson}}};
+
 // Installs the stderr logger for `program` ("mpi-init") at `level` in `format`.
-Status setup(std::string_view program, std::string_view level, std::string_view format);
+Status setup(std::string_view program, std::string_view level, LogFormat format);
 
 // setup() from the registry's log-level and log-format, then one debug line per
 // setting that the environment supplied.

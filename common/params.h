@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/choice.h"
 #include "common/error.h"
 #include "common/param_names.h"
 
@@ -91,6 +92,12 @@ class Params {
   requires(T == ParamType::kString || T == ParamType::kPath ||
            T == ParamType::kChoice) const std::string& str(Param<T> handle) const {
     return values_[handle.index].text;
+  }
+  // A choice as its enum (common/choice.h). parse() took only the row's values, and a unit test
+  // holds each table of spellings against its row, so the first entry is never the fallback.
+  template <typename E, std::size_t N>
+  E choice(Param<ParamType::kChoice> handle, const Spellings<E, N>& spellings) const {
+    return choice_value(values_[handle.index].text, spellings).value_or(spellings.front().value);
   }
   std::int64_t integer(Param<ParamType::kInt> handle) const { return values_[handle.index].integer; }
   double number(Param<ParamType::kNumber> handle) const { return values_[handle.index].number; }

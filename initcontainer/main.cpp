@@ -19,6 +19,7 @@
 #include "common/params.h"
 #include "initcontainer/account.h"
 #include "initcontainer/api_source.h"
+#include "initcontainer/role.h"
 #include "initcontainer/sources.h"
 #include "initcontainer/ssh_identity.h"
 
@@ -155,7 +156,7 @@ Status run(const std::vector<std::string>& args) {
   SshLayout layout{params.str(param::kSshDir), static_cast<int>(params.integer(param::kSshPort)),
                    account.home, account.session_env, std::nullopt};
 
-  if (params.str(param::kRole) == "node") {
+  if (params.choice(param::kRole, kRoleSpellings) == Role::kNode) {
     TMPI_ASSIGN(KeyPair key, load_key(params));
     TMPI_CHECK(install_account(account));
     log_account(account);

@@ -70,17 +70,18 @@ std::vector<std::string> hosts_not_in(const std::set<std::int64_t>& gave_up,
 
 }  // namespace
 
-std::string fabric_backend(const std::string& check, const Topology& topology) {
-  if (check != "auto") return check;
+FabricBackend fabric_backend(FabricBackend check, const Topology& topology) {
+  if (check != FabricBackend::kAuto) return check;
   for (const auto& host : topology.hosts) {
-    if (host.gpus <= 0) return "mpi";
+    if (host.gpus <= 0) return FabricBackend::kMpi;
   }
-  return topology.hosts.empty() ? "mpi" : "nccl";
+  return topology.hosts.empty() ? FabricBackend::kMpi : FabricBackend::kNccl;
 }
 
-std::vector<std::string> fabric_check_command(const FabricOptions& options, const std::string& backend) {
+std::vector<std::string> fabric_check_command(const FabricOptions& options, FabricBackend backend) {
   std::vector<std::string> command = {options.program.empty() ? default_program() : options.program,
-                                      "--backend", backend, "--json", "-"};
+                                      "--backend", std::string(choice_name(backend, kFabricBackendSpellings)),
+                                      "--json", "-"};
   command.insert(command.end(), options.passed_on.begin(), options.passed_on.end());
   return command;
 }
@@ -164,14 +165,14 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   return out;
 }
 
-Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& job,
-                                       const std::string& backend, const std::function<bool()>& stopped) {
+Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& job, FabricBackend backend,
+                                       const std::function<bool()>& stopped) {
   LaunchPlan plan = plan_for(job, fabric_check_command(options, backend), {});
   auto ran = run_capture(build_command(plan), job.env, options.step_timeout * 20, stopped);
   if (!ran && stopped && stopped()) return ran.take_error();
   if (!ran) {
     return make_error(ran.error().exit, "nccl-check ({}): {}; raise TMPI_STEP_TIMEOUT, or use --check none",
-                      backend, ran.error().message);
+                      choice_name(backend, kFabricBackendSpellings), ran.error().message);
   }
   return read_fabric_check(ran->output, ran->status, job.launcher_name,
                            expected_placement(job.topology, job.plan.np));

@@ -15,12 +15,12 @@
 
 namespace tmpi::launch {
 
-// --check auto is nccl when every host has GPUs, else mpi; "none" stays "none".
-std::string fabric_backend(const std::string& check, const Topology& topology);
+// --check auto is nccl when every host has GPUs, else mpi; the others stay as they are.
+FabricBackend fabric_backend(FabricBackend check, const Topology& topology);
 
 // --check, --nccl-check, and nccl-check's own settings that the user gave the launcher.
 struct FabricOptions {
-  std::string check;    // none | mpi | nccl | auto
+  FabricBackend check = FabricBackend::kNone;
   std::string program;  // "" = nccl-check beside mpi-launcher, else on PATH
   // "--name value" pairs of what the user set (a flag or a TMPI_ variable); the rest keeps
   // nccl-check's own defaults, some of which depend on the backend (--max-bytes).
@@ -29,7 +29,7 @@ struct FabricOptions {
 };
 
 // The nccl-check command line, with the launcher's thresholds and sizes passed as flags.
-std::vector<std::string> fabric_check_command(const FabricOptions& options, const std::string& backend);
+std::vector<std::string> fabric_check_command(const FabricOptions& options, FabricBackend backend);
 
 // NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json may allocate in its destructor
 struct FabricCheck {
@@ -46,7 +46,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
                               const std::vector<std::string>& placement = {});
 
 // Runs it (under a backstop of 20 steps' deadlines) and reads the result.
-Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& job,
-                                       const std::string& backend, const std::function<bool()>& stopped = {});
+Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& job, FabricBackend backend,
+                                       const std::function<bool()>& stopped = {});
 
 }  // namespace tmpi::launch

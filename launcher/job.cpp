@@ -34,10 +34,10 @@ std::string beside_self(const std::string& name) {
 
 namespace {
 
-Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program) {
-  if (wanted == "mpich" || wanted == "intel") {
+Expected<Flavour> choose_flavour(MpiWanted wanted, std::string& program) {
+  if (wanted == MpiWanted::kMpich || wanted == MpiWanted::kIntel) {
     if (program.empty()) program = "mpiexec.hydra";
-    return wanted == "mpich" ? Flavour::kMpich : Flavour::kIntel;
+    return wanted == MpiWanted::kMpich ? Flavour::kMpich : Flavour::kIntel;
   }
   const char* path = std::getenv("PATH");
   if (program.empty()) {
@@ -65,7 +65,7 @@ Expected<Flavour> choose_flavour(const std::string& wanted, std::string& program
                       program, version.error().message);
   }
   TMPI_ASSIGN(Flavour flavour, detect_flavour(version->output));
-  if (wanted == "openmpi" && flavour != Flavour::kOpenMpi4 && flavour != Flavour::kOpenMpi5) {
+  if (wanted == MpiWanted::kOpenMpi && flavour != Flavour::kOpenMpi4 && flavour != Flavour::kOpenMpi5) {
     return make_error(Exit::kUsage, "--mpi openmpi, but {} is {}; pass --mpirun PATH", program,
                       flavour_name(flavour));
   }
@@ -161,13 +161,13 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env[std::string(contract::kSlotLayout)] = slot_layout(slots);
   // Each agent checks its own host before it starts its rank (agent/placement.h).
-  job.probe_placement = options.placement == "probe" && user_line.placement.empty();
+  job.probe_placement = options.placement == PlacementCheck::kProbe && user_line.placement.empty();
   if (!user_line.placement.empty()) {
     spdlog::info(
         "placement: the mpirun option {} places ranks other than by slot; the agents' by-slot "
         "placement check is off",
         user_line.placement);
-  } else if (options.placement != "none") {
+  } else if (options.placement != PlacementCheck::kNone) {
     std::vector<std::string> order;
     for (const auto& host : job.topology.hosts) order.push_back(host.name);
     if (std::string joined = join_hosts(order); joined.size() <= kMaxRankHostsBytes) {

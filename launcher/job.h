@@ -10,6 +10,7 @@
 
 #include "common/files.h"
 #include "common/topology.h"
+#include "launcher/choices.h"
 #include "launcher/mpi_command.h"
 
 namespace tmpi::launch {
@@ -56,14 +57,14 @@ struct JobOptions {
   std::string hosts_file;  // --hosts: hosts.json; the hostfiles lie beside it
   std::string ssh_dir;
   bool ssh_dir_given = false;  // then forwarded to the agents (TMPI_SSH_DIR)
-  std::string mpi;             // auto | openmpi | mpich | intel
-  std::string mpirun;          // "" = mpirun, or mpiexec.hydra for hydra
-  int np = 0;                  // 0 = the sum of the slots
+  MpiWanted mpi = MpiWanted::kAuto;
+  std::string mpirun;  // "" = mpirun, or mpiexec.hydra for hydra
+  int np = 0;          // 0 = the sum of the slots
   int ssh_port = 0, rendezvous_port = 0;
   std::string iface, master_addr, master_port, log_level;
   std::chrono::milliseconds beat_interval{0}, lost_after{0};  // forwarded to the agents
   std::vector<std::string> env, env_prefixes;                 // --env, --env-prefix
-  std::string placement = "agents";                           // agents | probe | none
+  PlacementCheck placement = PlacementCheck::kAgents;
   // The preflight's ssh step may run beside the launch (--ssh-check beside, and nothing else
   // in the preflight runs an MPI job: no probe, no fabric check; run.cpp); the ranks' agents
   // then pass the start gate (agent/gate.h). prepare_job keeps it only with no placement probe.

@@ -53,7 +53,7 @@ nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, 
 
 JobEvents::JobEvents(const EventsOptions& options, const std::string& jobset) {
   trainjob_.name = options.trainjob.empty() ? jobset : options.trainjob;
-  if (options.mode == "off" || trainjob_.name.empty()) return;
+  if (options.mode == EventsMode::kOff || trainjob_.name.empty()) return;
   auto config = load_kube_config(current_environment(), options.service_account_dir, options.kube_namespace);
   if (!config) {
     spdlog::debug("events: off ({})", config.error().message);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/kube_client.h"
+#include "launcher/choices.h"
 
 namespace tmpi::launch {
 
@@ -28,7 +29,7 @@ nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, 
 
 // --events, --trainjob, --service-account-dir, --namespace, --api-request-timeout.
 struct EventsOptions {
-  std::string mode;  // auto | off
+  EventsMode mode = EventsMode::kAuto;
   std::string trainjob, service_account_dir, kube_namespace;
   std::chrono::milliseconds api_request_timeout{0};
 };

@@ -55,7 +55,7 @@ class JobRendezvous {
     rdv::CoordinatorCallbacks callbacks;
     // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
     // coordinator only takes the agents' reports and beats.
-    if (options.wait == "sidecar") {
+    if (options.wait == WaitFor::kSidecar) {
       callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
     }
     callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };

@@ -33,7 +33,7 @@ LauncherOptions launcher_options(const Params& params) {
   job.hosts_file = params.str(param::kHosts);
   job.ssh_dir = params.str(param::kSshDir);
   job.ssh_dir_given = params.is_set(param::kSshDir);
-  job.mpi = params.str(param::kMpi);
+  job.mpi = params.choice(param::kMpi, kMpiWantedSpellings);
   job.mpirun = params.str(param::kMpirun);
   job.np = params.is_set(param::kNp) ? static_cast<int>(params.integer(param::kNp)) : 0;
   job.ssh_port = static_cast<int>(params.integer(param::kSshPort));
@@ -46,19 +46,20 @@ LauncherOptions launcher_options(const Params& params) {
   job.lost_after = params.duration(param::kLostAfter);
   job.env = params.list(param::kEnv);
   job.env_prefixes = params.list(param::kEnvPrefix);
-  job.placement = params.str(param::kPlacement);
+  job.placement = params.choice(param::kPlacement, kPlacementCheckSpellings);
   job.mpi_words = split_words(params.str(param::kMpiArg));
   job.mpirun_line = params.flag(param::kMpirunLine);
 
   options.rendezvous = {params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
                         params.duration(param::kLostAfter)};
-  options.status = {params.str(param::kStatus), params.duration(param::kStatusInterval)};
-  options.events = {params.str(param::kEvents), params.str(param::kTrainjob),
+  options.status = {params.choice(param::kStatus, kStatusModeSpellings),
+                    params.duration(param::kStatusInterval)};
+  options.events = {params.choice(param::kEvents, kEventsModeSpellings), params.str(param::kTrainjob),
                     params.str(param::kServiceAccountDir), params.str(param::kNamespace),
                     params.duration(param::kApiRequestTimeout)};
-  options.fabric = {params.str(param::kCheck), params.str(param::kNcclCheck), nccl_check_flags(params),
-                    params.duration(param::kStepTimeout)};
-  options.wait = params.str(param::kWait);
+  options.fabric = {params.choice(param::kCheck, kFabricBackendSpellings), params.str(param::kNcclCheck),
+                    nccl_check_flags(params), params.duration(param::kStepTimeout)};
+  options.wait = params.choice(param::kWait, kWaitForSpellings);
   options.listen_address = params.str(param::kListenAddress);
   options.coordinator = params.str(param::kCoordinator);
   options.report = params.str(param::kReport);
@@ -66,8 +67,9 @@ LauncherOptions launcher_options(const Params& params) {
   // --ssh-check beside: the ssh step runs beside the launch, the ranks held (run_steps.h); only
   // when the ssh step runs at all (--wait ssh has done it) and no other step of the preflight
   // is an MPI job that needs every sshd first (the fabric check).
-  options.job.start_gate = options.preflight && params.str(param::kSshCheck) == "beside" &&
-                           options.wait != "ssh" && options.fabric.check == "none";
+  options.job.start_gate = options.preflight &&
+                           params.choice(param::kSshCheck, kSshCheckWhenSpellings) == SshCheckWhen::kBeside &&
+                           options.wait != WaitFor::kSsh && options.fabric.check == FabricBackend::kNone;
   options.job.gate_fail_open = params.flag(param::kGateFailOpen);
   options.dry_run = params.flag(param::kDryRun);
   options.grace = params.duration(param::kGrace);

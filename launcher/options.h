@@ -23,7 +23,7 @@ struct LauncherOptions {
   StatusOptions status;
   EventsOptions events;
   FabricOptions fabric;
-  std::string wait;            // sidecar | ssh | none
+  WaitFor wait = WaitFor::kSidecar;
   std::string listen_address;  // the embedded coordinator's
   std::string coordinator;     // `hosts`: where to ask; "" = this pod's
   std::string report;          // report.json

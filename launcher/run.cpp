@@ -159,7 +159,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     // After a failure the launcher exits at once: the JobSet's end deletes the node pods
     // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
     // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
-    coordinator.finish(options.wait == "sidecar" && !failure);
+    coordinator.finish(options.wait == WaitFor::kSidecar && !failure);
     feed.wait();  // the final status was posted above, while the sidecars were told
   };
   feed.phase("WaitingForHosts", 0);

@@ -92,14 +92,13 @@ std::vector<CheckRow> SshCheckBeside::wait() {
 }
 
 Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared) {
-  const std::string& mode = options.wait;
-  if (mode == "none") return ok_status();
+  if (options.wait == WaitFor::kNone) return ok_status();
   Deadline deadline(options.rendezvous.deadline);
   const std::vector<std::string> names = job.topology.host_names();
   auto last_progress = Clock::now();
   while (true) {
     if (stop_requested()) return stopped_during("while waiting for the hosts");
-    if (mode == "sidecar") {
+    if (options.wait == WaitFor::kSidecar) {
       std::lock_guard lock(shared.mutex);
       if (shared.barrier) return ok_status();
       if (shared.deadline) {
@@ -139,7 +138,7 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
   addresses = resolve_hosts(names, rows, stop_requested);
   step_done("dns");
   if (stop_requested()) return stopped_during("during the preflight");
-  if (rows.empty() && options.wait != "ssh" && !job.start_gate) {
+  if (rows.empty() && options.wait != WaitFor::kSsh && !job.start_gate) {
     rows = check_ssh(job.topology.host_names(), options.job.ssh_port, job.private_key, 16, Millis(10000), {},
                      stop_requested);  // what was not checked is not passed: the stop is said next
     step_done("ssh");
@@ -166,9 +165,10 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
     step_done("placement");
   }
   Exit exit = Exit::kUnavailable;
-  if (std::string backend = fabric_backend(options.fabric.check, job.topology);
-      rows.empty() && backend != "none") {
-    spdlog::info("fabric check: nccl-check --backend {} over {} ranks", backend, job.plan.np);
+  if (FabricBackend backend = fabric_backend(options.fabric.check, job.topology);
+      rows.empty() && backend != FabricBackend::kNone) {
+    spdlog::info("fabric check: nccl-check --backend {} over {} ranks",
+                 choice_name(backend, kFabricBackendSpellings), job.plan.np);
     auto checked_or = run_fabric_check(options.fabric, job, backend, stop_requested);
     if (stop_requested()) return stopped_during("during the fabric check");
     TMPI_ASSIGN(FabricCheck checked, std::move(checked_or));

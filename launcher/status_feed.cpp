@@ -16,14 +16,14 @@ constexpr Millis kFinalWait{10000};
 StatusFeed::StatusFeed(const StatusOptions& options, int hosts_total, int ranks_total) {
   health_.hosts_total = hosts_total;
   health_.ranks_total = ranks_total;
-  const std::string& mode = options.mode;
   auto config = status::config_from_environment();
-  if (mode == "off" || !config) {
-    spdlog::debug("status: not reported ({})",
-                  mode == "off" ? "--status off" : "KUBEFLOW_TRAINER_SERVER_URL is not set");
+  if (options.mode == StatusMode::kOff || !config) {
+    spdlog::debug("status: not reported ({})", options.mode == StatusMode::kOff
+                                                   ? "--status off"
+                                                   : "KUBEFLOW_TRAINER_SERVER_URL is not set");
     return;
   }
-  failures_only_ = mode == "failures";
+  failures_only_ = options.mode == StatusMode::kFailures;
   config->interval = options.interval;
   spdlog::info("status: reporting {} to {}", failures_only_ ? "failures" : "the job's phases", config->url);
   reporter_ = std::make_unique<status::StatusReporter>(std::move(*config));

@@ -12,13 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/choices.h"
 #include "status/reporter.h"
 
 namespace tmpi::launch {
 
 // --status and --status-interval.
 struct StatusOptions {
-  std::string mode;  // auto | failures | off
+  StatusMode mode = StatusMode::kAuto;
   Millis interval{0};
 };
 

@@ -22,11 +22,11 @@ Topology hosts_with_gpus(std::vector<int> gpus) {
 }
 
 TEST(FabricCheck, AutoPicksNcclOnlyWhenEveryHostHasGpus) {
-  EXPECT_EQ(fabric_backend("auto", hosts_with_gpus({8, 8})), "nccl");
-  EXPECT_EQ(fabric_backend("auto", hosts_with_gpus({8, 0})), "mpi");
-  EXPECT_EQ(fabric_backend("auto", hosts_with_gpus({})), "mpi");
-  EXPECT_EQ(fabric_backend("mpi", hosts_with_gpus({8})), "mpi");
-  EXPECT_EQ(fabric_backend("none", hosts_with_gpus({8})), "none");
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({8, 8})), FabricBackend::kNccl);
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({8, 0})), FabricBackend::kMpi);
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({})), FabricBackend::kMpi);
+  EXPECT_EQ(fabric_backend(FabricBackend::kMpi, hosts_with_gpus({8})), FabricBackend::kMpi);
+  EXPECT_EQ(fabric_backend(FabricBackend::kNone, hosts_with_gpus({8})), FabricBackend::kNone);
 }
 
 TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
@@ -36,7 +36,7 @@ TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
   ASSERT_TRUE(params);
   FabricOptions options = launcher_options(*params).fabric;
   options.program = "/opt/nccl-check";
-  auto command = fabric_check_command(options, "nccl");
+  auto command = fabric_check_command(options, FabricBackend::kNccl);
   std::string joined;
   for (const auto& word : command) joined += word + " ";
   EXPECT_EQ(joined.rfind("/opt/nccl-check --backend nccl --json - ", 0), 0U) << joined;
@@ -51,7 +51,7 @@ TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
   ASSERT_TRUE(from_env);
   options = launcher_options(*from_env).fabric;
   options.program = "/opt/nccl-check";
-  auto second = fabric_check_command(options, "mpi");
+  auto second = fabric_check_command(options, FabricBackend::kMpi);
   joined.clear();
   for (const auto& word : second) joined += word + " ";
   EXPECT_NE(joined.find("--pair-bytes 2M "), std::string::npos)
@@ -203,7 +203,7 @@ TEST(FabricCheck, NoReportIsAFailureThatShowsTheOutput) {
 // The report comes from mpirun's output: fields of other shapes read as absent, never as an
 // exception (which ended the launcher with 70 and no report.json).
 TEST(FabricCheck, TheStatusReadsAReportOfAnyShapeWithoutThrowing) {
-  StatusFeed feed({"off", Millis(0)}, 2, 4);
+  StatusFeed feed({StatusMode::kOff, Millis(0)}, 2, 4);
   auto report = nlohmann::json::parse(
       R"({"allreduce": [1, {"busbw_gbps": "x"}, {"busbw_gbps": 3.5}, null],
           "culprits": [{"kind": 3}, "x", {"kind": "host", "name": "node-2"}]})");
@@ -213,7 +213,7 @@ TEST(FabricCheck, TheStatusReadsAReportOfAnyShapeWithoutThrowing) {
   EXPECT_EQ(feed.health().slowest_host, "node-2");
   for (const char* odd :
        {R"({"allreduce": {"a": 1}, "culprits": 7})", R"({"allreduce": "x", "culprits": [[1]]})"}) {
-    StatusFeed other({"off", Millis(0)}, 2, 4);
+    StatusFeed other({StatusMode::kOff, Millis(0)}, 2, 4);
     EXPECT_NO_THROW(other.fabric(nlohmann::json::parse(odd))) << odd;
     EXPECT_FALSE(other.health().busbw_gbps.has_value()) << odd;
     EXPECT_EQ(other.health().slowest_host, "") << odd;

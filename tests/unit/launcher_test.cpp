@@ -352,7 +352,7 @@ TEST(LauncherOptions, EveryPieceGetsItsPartOfTheParameters) {
   auto defaults = Params::parse(kScopeLauncher, {}, {});
   ASSERT_TRUE(defaults);
   LauncherOptions options = launcher_options(*defaults);
-  EXPECT_EQ(options.wait, "sidecar");
+  EXPECT_EQ(options.wait, WaitFor::kSidecar);
   EXPECT_TRUE(options.preflight);
   EXPECT_EQ(options.report, "/etc/mpi/report.json");
   EXPECT_EQ(options.job.np, 0);  // the sum of the slots
@@ -373,9 +373,9 @@ TEST(LauncherOptions, EveryPieceGetsItsPartOfTheParameters) {
   EXPECT_EQ(options.job.ssh_dir, "/keys");
   EXPECT_TRUE(options.job.ssh_dir_given);  // forwarded to the agents as TMPI_SSH_DIR
   EXPECT_EQ(options.job.np, 3);
-  EXPECT_EQ(options.wait, "ssh");
-  EXPECT_EQ(options.events.mode, "off");
-  EXPECT_EQ(options.status.mode, "failures");
+  EXPECT_EQ(options.wait, WaitFor::kSsh);
+  EXPECT_EQ(options.events.mode, EventsMode::kOff);
+  EXPECT_EQ(options.status.mode, StatusMode::kFailures);
   EXPECT_EQ(options.timeout, std::chrono::hours(1));
 }
 

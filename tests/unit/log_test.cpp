@@ -79,7 +79,7 @@ std::string capture_stderr(const std::function<void()>& body) {
 
 TEST(Log, JsonLinesAreValidAndRedacted) {
   std::string out = capture_stderr([] {
-    ASSERT_TRUE(log::setup("test-prog", "info", "json"));
+    ASSERT_TRUE(log::setup("test-prog", "info", log::LogFormat::kJson));
     spdlog::info("token Bearer abc.def \"quoted\"");
     spdlog::debug("not shown at info");
   });
@@ -99,7 +99,7 @@ TEST(Log, EnvironmentOverridesAreLoggedAtDebug) {
 
 TEST(Log, TextLinesCannotBeForgedOrFlooded) {
   std::string out = capture_stderr([] {
-    ASSERT_TRUE(log::setup("test-prog", "info", "text"));
+    ASSERT_TRUE(log::setup("test-prog", "info", log::LogFormat::kText));
     spdlog::warn("registration from {}", "evil\n2026-01-01T00:00:00.000Z mpi-launcher info: ok\r");
     spdlog::info("{}", std::string(100000, 'y'));
   });
