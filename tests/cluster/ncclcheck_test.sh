@@ -86,7 +86,9 @@ case $case_name in
     sizes=(--min-bytes 1M --max-bytes 16M --pair-bytes 1M --min-fraction 0.05)
     check --check mpi --step-timeout 5s > "$CIB_DIR/check.log" 2>&1 &
     pid=$!
-    for _ in $(seq 100); do [[ $(check_pids "${nodes[2]}" | wc -l) == 2 ]] && break; sleep 0.1; done
+    # Up to 60 s for the ranks to start: under a loaded machine's -j2 (helpers building beside
+    # it) they were seen to take over 10 s, and a stop of nothing tests nothing.
+    for _ in $(seq 600); do [[ $(check_pids "${nodes[2]}" | wc -l) == 2 ]] && break; sleep 0.1; done
     # Half a second: the sweep's budget (a quarter of --step-timeout) and the pair rounds'
     # keep the whole check near a second here, and a stop after its end tests nothing.
     sleep "${TMPI_STOP_AFTER:-0.5}"  # TMPI_STOP_AFTER=0: a stop before MPI_Init, by hand
