@@ -77,6 +77,8 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kMasterAddr, "master-addr", kString)                  \
   X(kMasterPort, "master-port", kInt)                     \
   X(kNcclCheck, "nccl-check", kPath)                      \
+  X(kRuntime, "runtime", kString)                         \
+  X(kOutput, "output", kPath)                             \
   X(kBackend, "backend", kChoice)                         \
   X(kMinBytes, "min-bytes", kBytes)                       \
   X(kMaxBytes, "max-bytes", kBytes)                       \

@@ -167,6 +167,12 @@ constexpr std::array kTable = {
     row(param::kNcclCheck, "PATH", "",
         "the nccl-check program for --check; default: nccl-check beside mpi-launcher, else on PATH",
         kScopeLauncher),
+    row(param::kRuntime, "NAME", "",
+        "convert: the TrainJob's runtimeRef; default: the package's runtime for the MPIJob's "
+        "mpiImplementation",
+        kScopeLauncher),
+    row(param::kOutput, "FILE", "", "convert: write the TrainJob there (atomically); default: stdout",
+        kScopeLauncher),
 
     // nccl-check (the launcher passes the shared ones on to it for --check).
     row(param::kBackend, "KIND", "mpi", "all-reduce with NCCL on GPUs, or with MPI on CPUs", kScopeCheck,

@@ -3,6 +3,7 @@
 //   check                       the preflight alone, as a table
 //   hosts                       the health table, from the coordinator or (no job) hosts.json
 //   shell                       an interactive shell ready for mpirun (kubectl exec -it)
+//   convert FILE|-              an MPIJob (v2beta1) as a TrainJob on our runtimes (convert.h)
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "common/params.h"
 #include "common/plain_http.h"
 #include "common/topology.h"
+#include "launcher/convert.h"
 #include "launcher/job.h"
 #include "launcher/mpirun_line.h"
 #include "launcher/options.h"
@@ -36,6 +38,7 @@ constexpr const char* kSynopsis =
     "mpi-launcher run [options] [MPI OPTIONS] -- CMD ARGS...\n"
     "       mpi-launcher run [options] --mpirun-line -- MPIRUN-OPTIONS CMD ARGS...\n"
     "       mpi-launcher check | hosts | shell [options]\n"
+    "       mpi-launcher convert [--runtime NAME] [--output FILE] MPIJOB.yaml|-\n"
     "       mpi-launcher --version\n"
     "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
 
@@ -98,6 +101,33 @@ Status shell(const LauncherOptions& options) {
   return make_error(Exit::kUsage, "cannot start {}", program);
 }
 
+// The converter's edge: the MPIJob from a file or stdin (bounded), the TrainJob to stdout or
+// --output (atomically), and each field without a home on stderr, with its advice.
+Status convert(const Params& params) {
+  if (params.positional().size() != 1)
+    return make_error(Exit::kUsage, "convert takes one MPIJob: a file, or - for stdin (see --help)");
+  std::string source = params.positional()[0];
+  TMPI_ASSIGN(std::string text, read_file(source == "-" ? "/dev/stdin" : source, kMaxManifestBytes));
+  TMPI_ASSIGN(Doc mpijob, parse_manifest(text, source));
+  auto converted = convert_mpijob(mpijob, ConvertOptions{params.str(param::kRuntime)});
+  if (!converted) return make_error(converted.error().exit, "{}: {}", source, converted.error().message);
+  std::string yaml = emit_yaml(converted->trainjob);
+  const std::string& output = params.str(param::kOutput);
+  if (output.empty())
+    std::cout << yaml << std::flush;
+  else
+    TMPI_CHECK(write_atomic(output, yaml));
+  for (const auto& field : converted->unmapped)
+    std::cerr << fmt::format("mpi-launcher convert: {}: {}\n", field.field, field.advice);
+  if (!converted->unmapped.empty())
+    std::cerr << fmt::format(
+        "mpi-launcher convert: {} field(s) of {} have no home in the TrainJob (docs/migrating.md, \"MPIJob "
+        "v2beta1 "
+        "fields\")\n",
+        converted->unmapped.size(), source);
+  return ok_status();
+}
+
 Status run(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << help_text(kSynopsis, kScopeLauncher);
@@ -114,6 +144,7 @@ Status run(const std::vector<std::string>& args) {
   }
   TMPI_CHECK(log::setup_from("mpi-launcher", params));
   if (command == "rank") return rank_command(rank_options(params), params.rest());
+  if (command == "convert") return convert(params);
   LauncherOptions options = launcher_options(params);
   options.job.mpi_words.insert(options.job.mpi_words.end(), split.mpi_words.begin(), split.mpi_words.end());
   // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)
@@ -126,7 +157,8 @@ Status run(const std::vector<std::string>& args) {
   if (command == "check") return check_job(options);
   if (command == "hosts") return hosts(options);
   if (command == "shell") return shell(options);
-  return make_error(Exit::kUsage, "unknown subcommand '{}'; one of run, check, hosts, shell, rank", command);
+  return make_error(Exit::kUsage, "unknown subcommand '{}'; one of run, check, hosts, shell, convert, rank",
+                    command);
 }
 
 }  // namespace
