@@ -18,7 +18,8 @@
 #
 # Under `cib run --image VARIANT` (the images tests, tests/images), every pod runs from that
 # image's root filesystem (cib says how), with the image's PATH (images/Dockerfile's ENV
-# PATH), so the image's own programs and MPI run it, and the launcher's --check mpi is added.
+# PATH) and nothing of the host's on it, so the image's own programs, MPI and python run it;
+# the hello gets the launcher's --check mpi added.
 #
 # Usage (under cib run): examples_test.sh [KIND] [WHO]
 # WHO, the uid that runs every pod (default runtime):
@@ -35,9 +36,18 @@
 #                  `mpirun --hostfile /etc/mpi/hostfile bash -c ...`, and the image's mpirun
 #                  hand-off (launcher/mpirun_handoff.sh, first on the image's PATH as in
 #                  images/Dockerfile) must give it to mpi-launcher: the preflight, the ranks
-#                  under mpi-rank (the function reads RANK, which only the agent sets),
-#                  report.json. Each pod's MPI user home is a folder of its own (a tmpfs in
-#                  the pod's mount namespace), as /home/mpiuser is in a real pod.
+#                  under mpi-rank (the function reads RANK, which only the agent sets, and
+#                  prints which python ran it: in an image, the image's), report.json. In an
+#                  image the CustomTrainer also has packages_to_install (a wheel from a file
+#                  index in this run's folder): every rank pip-installs it into HOME, and the
+#                  function imports it from there. The
+#                  function's file goes to the SDK's MPI user home: in an image the SDK's
+#                  default, /home/mpiuser, with the pod's home emptyDir bound there as the
+#                  kubelet mounts it; without one a tmpfs of each pod's own (this build's
+#                  hand-off, and the host's python3 as `python`).
+#   sdk-container  the TrainJob that the SDK makes from a CustomTrainerContainer: numNodes and
+#                  an image, no command, so the runtime's own demo runs (its guard finds
+#                  mpi-launcher in the image, then nccl-check under it).
 #   deepspeed, megatron  examples/trainjob-{deepspeed,megatron}.yaml on
 #                  manifests/base/runtime-pytorch.yaml (rendered likewise), cut down by tests/examples/cpu_smoke.py to 2 hosts
 #                  of 2 CPU ranks with a torch.distributed (gloo) all-reduce as the script
@@ -60,27 +70,39 @@ here=$(cd "$(dirname "$0")" && pwd)
 # TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh: short deadlines; kueue: runtimePatches).
 trainjob=${TMPI_EXAMPLES_TRAINJOB:-$here/../../examples/trainjob-mpi-hello.yaml} rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+image_root=$(cat "$CIB_DIR/image-root" 2>/dev/null || true)  # cib run --image: the pods' root
 case $kind in
   hello) ;;
-  sdk)
-    # The SDK's TrainJob, and the image's first PATH folder: the hand-off as mpirun and the
-    # launcher beside it.
-    user_home="$CIB_DIR/mpiuser-home" trainjob="$CIB_DIR/sdk-trainjob.yaml"
-    python3 "$here/../examples/sdk_trainjob.py" "$(subdomain)" 2 "$user_home" > "$trainjob" || fail "sdk_trainjob.py"
-    mkdir -p "$CIB_DIR/image-bin" "$user_home"
-    install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
-    ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher" ;;
+  sdk | sdk-container)
+    # The SDK's TrainJob: a CustomTrainer's, or a CustomTrainerContainer's with an image built
+    # FROM the runtime's (the box runs every pod from --image's root: that image stands for it).
+    # The function's file goes to the SDK's DEFAULT_MPI_USER_HOME: in an image its default,
+    # /home/mpiuser, where the runtime mounts the pod's home emptyDir (bound there below).
+    # In an image, the CustomTrainer has packages_to_install, from a file index in this run's
+    # folder (the pods see it at the same path; the box has no PyPI).
+    user_home=/home/mpiuser trainjob="$CIB_DIR/sdk-trainjob.yaml" sdk_options=()
+    [[ -n $image_root ]] || user_home="$CIB_DIR/mpiuser-home"
+    if [[ $kind == sdk-container ]]; then sdk_options=(--image registry.example/team-a/my-trainer:1)
+    elif [[ -n $image_root ]]; then sdk_options=(--packages-from "$CIB_DIR/pypi"); fi
+    python3 "$here/../examples/sdk_trainjob.py" "$(subdomain)" 2 "$user_home" "${sdk_options[@]}" > "$trainjob" ||
+      fail "sdk_trainjob.py"
+    if [[ -z $image_root ]]; then  # this build's hand-off as mpirun, the launcher beside it
+      mkdir -p "$CIB_DIR/image-bin" "$user_home"
+      install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
+      ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
+    fi ;;
   deepspeed | megatron)
     trainjob="$CIB_DIR/smoke-trainjob.yaml"
     python3 "$here/../examples/cpu_smoke.py" "$here/../../examples/trainjob-$kind.yaml" > "$trainjob" || fail "cpu_smoke.py"
     mkdir -p "$CIB_DIR/image-bin" ;;
-  *) fail "unknown kind '$kind' (hello, sdk, deepspeed or megatron)" ;;
+  *) fail "unknown kind '$kind' (hello, sdk, sdk-container, deepspeed or megatron)" ;;
 esac
-image_root=$(cat "$CIB_DIR/image-root" 2>/dev/null || true)  # cib run --image: the pods' root
 if [[ -n $image_root ]]; then
-  [[ $kind == hello ]] || fail "an image runs the hello TrainJob only (the PyTorch image cannot be built here)"
+  [[ $kind == hello || $kind == sdk* ]] || fail "an image runs the hello and the SDK's TrainJobs only (the PyTorch image cannot be built here)"
   image_path="/opt/trainer-mpi/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   mode+=" in the image $(basename "$image_root")"
+fi
+if [[ -n $image_root && $kind == hello ]]; then
   # The launcher's own MPI fabric check too (`mpi-launcher run --check mpi`), before the job.
   python3 -c 'import sys, yaml
 job = yaml.safe_load(open(sys.argv[1]))
@@ -131,9 +153,6 @@ case $who in
   *) fail "unknown uid choice '$who' (runtime, root or arbitrary-uid)" ;;
 esac
 [[ $who != runtime || $uid != 0 ]] || fail "the runtime runs its pods as root"
-if [[ $kind == sdk ]]; then
-  for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done
-fi
 as_pod_user=()
 [[ $uid == 0 ]] || as_pod_user=(setpriv --reuid "$uid" --regid "$gid" --groups "$fs_group" --no-new-privs --bounding-set -all --inh-caps -all)
 for pod in "${all[@]}"; do  # the image's /etc/passwd, in place: ip netns exec bound the inode
@@ -210,6 +229,15 @@ ended() {
 sidecars() { rq --arg h "$1" '.pods[] | select(.spec.hostname == $h) | .spec.initContainers[]? |
                                select(.restartPolicy == "Always") | .name'; }
 
+if [[ $kind == sdk* && -z $image_root ]]; then
+  for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done
+elif [[ $kind == sdk* ]]; then  # the pod's home emptyDir at its mountPath, as the kubelet mounts it
+  for pod in "${all[@]}"; do
+    home_dir=$(spec "$pod" | jq -r '.volumes[] | select(.name == "home") | .dir')
+    [[ -n $home_dir ]] || fail "$pod has no volume 'home' for /home/mpiuser"
+    mkdir -p "$home_dir" && in_pod "$pod" mount --bind "$home_dir" "$user_home" || fail "$pod: could not mount its home at $user_home"
+  done
+fi
 mkdir -p /run/sshd && chmod 755 /run/sshd  # the image's sshd privilege-separation folder
 for pod in "${all[@]}"; do start_pod "$pod"; done
 main=$(rq --arg h "$launcher" '.pods[] | select(.spec.hostname == $h) | .spec.containers[0].name')
@@ -238,9 +266,36 @@ fi
 ranks=$((hosts * slots))
 if [[ $kind == sdk ]]; then
   expect_contains "$out" "launching $ranks ranks" "mpi-launcher took the SDK's mpirun"
+  # `python` as the pods' PATH finds it, links followed: in an image, a file of the image's
+  # root, and that PATH names no folder of the host's (this build's, this run's).
+  python=$(in_pod "$launcher" env -i PATH="$image_path" sh -c 'readlink -f "$(command -v python)"') || fail "$mode: no python on the pods' PATH"
+  if [[ -n $image_root ]]; then
+    [[ -x $image_root$python && $image_path != *"$CIB_DIR"* && $image_path != *"$TMPI_BUILD_DIR"* ]] ||
+      fail "$mode: python ($python on $image_path) is not the image's own"
+  fi
+  # With packages_to_install, every rank installed the package with pip --user, into the
+  # pod's home (its emptyDir), and the function imported it from there.
+  installed=""
+  if [[ -n $image_root ]]; then
+    installed=", tmpi_probe 1\.0 from [^ ]+/\.local/lib/python3\.[0-9]+/site-packages/tmpi_probe/__init__\.py"
+    expect_eq "$(grep -c '^Successfully installed Python packages (user): tmpi-probe$' <<<"$out")" "$ranks" "$mode: the SDK's pip install --user, by every rank"
+    for pod in "${all[@]}"; do
+      home_dir=$(spec "$pod" | jq -r '.volumes[] | select(.name == "home") | .dir')
+      compgen -G "$home_dir/.local/lib/python3.*/site-packages/tmpi_probe/__init__.py" >/dev/null ||
+        fail "$mode: the package is not in $pod's home emptyDir: $(find "$home_dir" -maxdepth 4 | head -n 20)"
+    done
+  fi
   for ((r = 0; r < ranks; r++)); do
-    grep -qE "^sdk hello from rank $r of $ranks on " <<<"$out" || fail "sdk: rank $r did not run the function under mpi-rank: $out"
+    grep -qxE "sdk hello from rank $r of $ranks on [^ ]+ with $python$installed" <<<"$out" ||
+      fail "$mode: rank $r did not run the function under mpi-rank with $python${installed:+ and the package}: $out"
   done
+elif [[ $kind == sdk-container ]]; then
+  # No command: the TrainJob's image (the launcher's node container) ran the runtime's demo.
+  expect_eq "$(spec "$launcher" "$main" | jq -r '"\(.argv[0]) \(.argv[-1])"')" "/bin/sh trainer-mpi" "$mode: the runtime's own command"
+  expect_eq "$(rq --arg h "$launcher" '.pods[] | select(.spec.hostname == $h) | .spec.containers[0].image')" \
+    registry.example/team-a/my-trainer:1 "$mode: the launcher's node container's image"
+  expect_contains "$out" "result: pass" "$mode: the demo's nccl-check"
+  expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "$mode: every slot of every host"
 elif [[ $kind == deepspeed || $kind == megatron ]]; then
   expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: the example's --check mpi"
   for ((r = 0; r < ranks; r++)); do
@@ -303,7 +358,8 @@ expect_contains "$(cat "$home/.ssh/sshd_config")" "StrictModes no" "$mode: sshd_
 name=$(awk -F: -v u="$uid" '$3 == u { print $1; exit }' "$home/.nss_wrapper/passwd")
 expect_eq "$name" "${login:-user$uid}" "$mode: nss_wrapper's name for uid $uid"
 grep -qh "Accepted publickey for $name " "$CIB_DIR"/pods/*/*.log || fail "$mode: no sshd logged $name in: $(logs)"
-for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || "$CIB" delete "$pod" 10; done  # JobSet deletes the Jobs left
+# JobSet deletes the Jobs left (TMPI_EXAMPLES_KEEP_NODES: not yet; netpol_test.sh reads their counters).
+[[ -n ${TMPI_EXAMPLES_KEEP_NODES:-} ]] || for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || "$CIB" delete "$pod" 10; done
 
 grep -E "mpi-launcher|result" <<<"$out"
 echo "phases: $(jq -r '[.phases[] | "\(.name) \(.seconds * 10 | round / 10) s"] | join(", ")' "$report")"

@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# The package's NetworkPolicy (manifests/kubeflow/profile, as `kubectl kustomize` renders it)
-# enforced in the cluster in a box, and the MPI hello TrainJob run under it: the policy must
-# admit what the job needs, and the job must fail when one port is missing from it.
+# The package's NetworkPolicies (manifests/kubeflow/profile, and manifests/kubeflow/profile-
+# egress for a namespace that denies egress too, as `kubectl kustomize` renders them) enforced
+# in the cluster in a box, and the MPI hello TrainJob run under them: the policies must admit
+# what the job needs, and the job must fail when one port is missing from the ingress policy.
 #
-# How: each pod's network namespace gets the policy as nftables rules (netpol_nft.py: the
-# rules a CNI would enforce for that pod, with the rendered pods' labels and the box's
-# addresses), before any of the pod's containers starts; then examples_test.sh runs the hello
-# TrainJob as the kubelet would. The TrainJob is the example with short deadlines in
-# trainer.env (TMPI_RENDEZVOUS_TIMEOUT, TMPI_TIMEOUT), so that a blocked port ends the job in
-# a minute, not at the defaults' 5 minutes.
+# How: each pod's network namespace gets the policies as nftables rules (netpol_nft.py: the
+# rules a CNI would enforce for that pod, with the rendered pods' labels and every address of
+# the box's pods, IPv4 and IPv6), before any of the pod's containers starts; then
+# examples_test.sh runs the hello TrainJob as the kubelet would. The TrainJob is the example
+# with short deadlines in trainer.env (TMPI_RENDEZVOUS_TIMEOUT, TMPI_TIMEOUT), so that a
+# blocked port ends the job in a minute, not at the defaults' 5 minutes. Under cib's
+# --ip-family ipv6 or dual the job's traffic is IPv6 (dual: IPv6 first), so the ip6 rules do
+# the admitting.
 # First, that the rules are really enforced: a connection from the node pod to a port no rule
-# admits is dropped (it times out, and the drop counter counts it), where without the rules
-# it would be refused at once.
-# Usage (under cib run --jobset mpi-hello --nodes 1): netpol_test.sh [DROP_PORT]
-#   no DROP_PORT: the job passes, and the rules dropped nothing of it after the probe;
-#   DROP_PORT: the policy without that port (a range: its whole entry); the job must fail,
-#              and the drops are counted.
+# admits is dropped (it times out, and a drop counter counts it), where without the rules it
+# would be refused at once.
+# Usage (under cib run --jobset mpi-hello --nodes 1 [--ip-family F]): netpol_test.sh [DROP_PORT]
+#   no DROP_PORT: ingress and egress both denied by default, both policies applied: the job
+#              passes, and the rules dropped nothing of it after the probe (the node pod's
+#              egress chain drops the probe);
+#   DROP_PORT: the ingress policy alone, without that port (a range: its whole entry); the
+#              job must fail, and the launcher's or the node's ingress chain counts the drops.
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 drop=${1:-}
 policy="$CIB_DIR/netpol.yaml" trainjob="$CIB_DIR/netpol-trainjob.yaml" rendered="$CIB_DIR/netpol-rendered.json"
 kubectl kustomize "$here/../../manifests/kubeflow/profile" > "$policy" || fail "kubectl kustomize manifests/kubeflow/profile"
+if [[ -z $drop ]]; then
+  { echo ---; kubectl kustomize "$here/../../manifests/kubeflow/profile-egress"; } >> "$policy" ||
+    fail "kubectl kustomize manifests/kubeflow/profile-egress"
+fi
 python3 -c 'import sys, yaml
 job = yaml.safe_load(open(sys.argv[1]))
 env = job["spec"]["trainer"].setdefault("env", [])
@@ -28,7 +37,7 @@ env += [{"name": "TMPI_RENDEZVOUS_TIMEOUT", "value": "30s"}, {"name": "TMPI_TIME
 yaml.safe_dump(job, open(sys.argv[2], "w"))' "$here/../../examples/trainjob-mpi-hello.yaml" "$trainjob" ||
   fail "could not write $trainjob"
 python3 "$here/../examples/render.py" "$trainjob" --json > "$rendered" || fail "render.py $trainjob"
-"$CIB" pods > "$CIB_DIR/netpol-pods.txt"
+for pod in $(pods); do echo "$pod $("$CIB" ips "$pod" | paste -sd,)"; done > "$CIB_DIR/netpol-pods.txt"
 
 launcher=$(launcher_pod) node=$(node_pods | head -n 1)
 for pod in $(pods); do
@@ -36,30 +45,42 @@ for pod in $(pods); do
   python3 "$here/netpol_nft.py" "$policy" "$rendered" "$CIB_DIR/netpol-pods.txt" "$pod" ${drop:+--drop "$drop"} > "$rules" ||
     fail "netpol_nft.py for $pod"
   [[ -s $rules ]] || fail "the NetworkPolicy selects no rule for pod $pod: a default-deny namespace would isolate it"
-  sed -i 's/^  }$/    counter name dropped drop\n  }/; s/^table inet tmpi_netpol {$/&\n  counter dropped {}/' "$rules"
+  # The probe's port (29999, below) counted apart, at the end of each chain: its SYNs go on
+  # after the probe gives up, and must not count as the job's.
+  sed -i 's/^    counter name dropped_[a-z]* drop$/    tcp dport 29999 counter name dropped_probe drop\n&/
+          s/^table inet tmpi_netpol {$/&\n  counter dropped_probe {}/' "$rules"
   ip netns exec "$("$CIB" ns "$pod")" nft -f "$rules" || fail "nft refused the rules for $pod: $(cat "$rules")"
 done
-dropped() { ip netns exec "$("$CIB" ns "$1")" nft list counter inet tmpi_netpol dropped | awk '/packets/ { print $2 }'; }
+# dropped WHAT POD...: the packets that those pods' chains dropped (WHAT: probe, or job: both
+# directions, the probe's port aside).
+dropped() {
+  local what=$1 pod sum=0 n; shift
+  for pod in "$@"; do
+    for n in $(ip netns exec "$("$CIB" ns "$pod")" nft list counters table inet tmpi_netpol |
+               awk -v w="$what" '/counter dropped_/ { c = $2 } /packets/ && (w == "probe") == (c == "dropped_probe") { print $2 }'); do
+      sum=$((sum + n))
+    done
+  done
+  echo "$sum"
+}
 
 # The rules bite: a port that no rule admits (29999, no listener) times out from the node pod.
-launcher_ip=$(awk -v p="$launcher" '$1 == p { print $2 }' "$CIB_DIR/netpol-pods.txt")
-before=$(dropped "$launcher")
+launcher_ip=$("$CIB" ip "$launcher")
+before=$(dropped probe "$launcher" "$node")
 if in_pod "$node" timeout 3 bash -c "exec 3<>/dev/tcp/$launcher_ip/29999" 2>/dev/null; then
-  fail "port 29999 of the launcher accepted a connection"
+  fail "port 29999 of the launcher ($launcher_ip) accepted a connection"
 fi
-(($(dropped "$launcher") > before)) || fail "a connection to port 29999 was not dropped by the rules (refused instead?)"
-pass "the rules drop what the policy does not admit (port 29999 from $node)"
+(($(dropped probe "$launcher" "$node") > before)) || fail "a connection to port 29999 of $launcher_ip was not dropped by the rules (refused instead?)"
+pass "the rules drop what the policy does not admit (port 29999 of $launcher_ip from $node)"
 
 log="$CIB_DIR/netpol-examples.log" rc=0
-base=$(dropped "$launcher")
-TMPI_EXAMPLES_TRAINJOB=$trainjob "$here/examples_test.sh" hello runtime > "$log" 2>&1 || rc=$?
-drops=0
-for pod in $(pods); do drops=$((drops + $(dropped "$pod"))); done
-drops=$((drops - base))
+base=$(dropped job $(pods))
+TMPI_EXAMPLES_TRAINJOB=$trainjob TMPI_EXAMPLES_KEEP_NODES=1 "$here/examples_test.sh" hello runtime > "$log" 2>&1 || rc=$?
+drops=$(($(dropped job $(pods)) - base))
 if [[ -z $drop ]]; then
   ((rc == 0)) || { tail -n 40 "$log" >&2; fail "the hello TrainJob failed under the NetworkPolicy (exit $rc)"; }
   ((drops == 0)) || fail "the job passed, but the rules dropped $drops packets of it"
-  pass "the hello TrainJob ran under the package's NetworkPolicy, nothing of it dropped"
+  pass "the hello TrainJob ran under the package's NetworkPolicies, ingress and egress, over $launcher_ip, nothing of it dropped"
 else
   ((rc != 0)) || fail "the hello TrainJob passed with port $drop missing from the NetworkPolicy"
   ((drops > 0)) || { tail -n 20 "$log" >&2; fail "the job failed with port $drop dropped, but no packet was dropped"; }

@@ -23,8 +23,9 @@ that it must refuse.
   the ports the programs use by default (sshd, the rendezvous, torch's MASTER_PORT) and the
   kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999), from the job's pods,
   and the probe's port from anywhere; the runtimes keep Open MPI's TCP transport in that
-  range (it binds the first free port from btl_tcp_port_min_v4, 1024 by default).
-  tests/cluster/netpol_test.sh enforces the same policy on a running job.
+  range (it binds the first free port from btl_tcp_port_min_v4, 1024 by default). The egress
+  policy (manifests/kubeflow/profile-egress) sends to the same ports of the job's pods, and
+  DNS anywhere. tests/cluster/netpol_test.sh enforces both on a running job.
 usage: policies_test.py
 """
 import copy
@@ -185,6 +186,21 @@ class NetworkPolicy(unittest.TestCase):
         self.assertEqual(sorted(from_job), sorted([(port("--ssh-port"),) * 2, (port("--rendezvous-port"),) * 2,
                                                    (port("--master-port"),) * 2, EPHEMERAL]))
         self.assertEqual(from_anyone, [(port("--probe-port"),) * 2])
+        # The egress policy (for a namespace that denies egress too): the same ports, to the
+        # job's pods, and DNS anywhere; nothing else.
+        [egress] = [d for d in package("kubeflow/profile-egress") if d["kind"] == "NetworkPolicy"]
+        self.assertEqual((egress["spec"]["podSelector"], egress["spec"]["policyTypes"]),
+                         (policy["spec"]["podSelector"], ["Egress"]))
+        to_job, to_anyone = [], []
+        for rule in egress["spec"]["egress"]:
+            ports = [(p["protocol"], p["port"], p.get("endPort", p["port"])) for p in rule["ports"]]
+            if "to" in rule:
+                self.assertEqual(rule["to"], [{"podSelector": {"matchLabels": selector}}])
+                to_job += ports
+            else:
+                to_anyone += ports
+        self.assertEqual(sorted(to_job), sorted(("TCP",) + p for p in from_job))
+        self.assertEqual(sorted(to_anyone), [("TCP", 53, 53), ("UDP", 53, 53)])
         for where, pod in rendered_pods():
             self.assertLessEqual(selector.items(), pod["metadata"]["labels"].items(), where)
             for c in pod["spec"]["containers"]:

@@ -10,8 +10,8 @@
 # - nothing of the build stage came along: no sources, compiler, CMake, ccache, headers or
 #   static archives;
 # - the image's user and layout: mpiuser is uid 1000, /run/sshd and /etc/trainer-mpi exist;
-# - Python, for Kubeflow SDK's `python <file>`: `python` runs as uid 1000 (openmpi, mpich) and
-#   openmpi's mpi4py loads its Open MPI; openmpi-slim has no Python at all.
+# - Python, for Kubeflow SDK's `python <file>`: `python` and `python -m pip` run as uid 1000
+#   (openmpi, mpich) and openmpi's mpi4py loads its Open MPI; openmpi-slim has no Python at all.
 # Then the image's size beside the goal (the bench table's reference: mpi-operator's Open MPI
 # image, 184 MB after mpi-operator#390 moved its compiler to a build stage), which
 # openmpi-slim, the image without Python, must meet.
@@ -76,12 +76,14 @@ if [[ $variant == openmpi-slim ]]; then
 else
   out=$(in_image python -c 'import sys; print(sys.version_info[0])' 2>&1) || fail "python does not run as uid 1000: $out"
   [[ $out == 3 ]] || fail "python is not Python 3: $out"
+  # The SDK's packages_to_install runs `python -m pip install --user` (images.sdk.* installs).
+  out=$(in_image python -m pip --version 2>&1) || fail "python -m pip does not run as uid 1000: $out"
   if [[ $variant == openmpi ]]; then  # loads Open MPI without MPI_Init
     out=$(in_image python -c 'import mpi4py; mpi4py.rc.initialize = False
 from mpi4py import MPI; print(MPI.Get_library_version())' 2>&1) || fail "mpi4py does not load: $out"
     grep -q "Open MPI" <<<"$out" || fail "mpi4py is not built on Open MPI: $out"
   fi
-  echo "ok: python is Python 3 as uid 1000$([[ $variant == openmpi ]] && echo ", mpi4py on Open MPI")"
+  echo "ok: python is Python 3 as uid 1000, with pip$([[ $variant == openmpi ]] && echo ", mpi4py on Open MPI")"
 fi
 size=$(du -sb --exclude=./.tmpi-sum "$root" | cut -f1) mb=$(( (size + 500000) / 1000000 ))
 echo "ok: $variant image: mpiuser 1000, /run/sshd, /etc/trainer-mpi; root filesystem $mb MB (goal without Python: 184 MB at most)"
