@@ -5,11 +5,15 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <libssh/libssh.h>
+
+#include "common/utf8.h"
 
 namespace tmpi {
 
@@ -39,6 +43,49 @@ const std::string& running_user() {
     return std::string(name != nullptr && *name != '\0' ? name : "root");
   }();
   return user;
+}
+
+// A shell's message, for a reason on one line: newlines become spaces, the ends trimmed, cut.
+std::string one_line(std::string text) {
+  std::replace_if(
+      text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r' || c == '\t'; }, ' ');
+  auto first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
+  return first == std::string::npos ? "" : truncate_utf8(text.substr(first, last - first + 1), 120, "...");
+}
+
+struct ChannelClose {
+  void operator()(ssh_channel channel) const {
+    ssh_channel_close(channel);
+    ssh_channel_free(channel);
+  }
+};
+using ChannelPtr = std::unique_ptr<std::remove_pointer_t<ssh_channel>, ChannelClose>;
+
+// Authenticating is not running: sshd runs every command through the account's shell, and
+// an image's nologin (uid 65534's) prints "This account is currently not available" and
+// exits 1, so MPI's daemons never start. So the check runs `exec true` on a channel, as
+// MPI's ssh would run its daemon, and wants exit status 0 within the timeout.
+std::optional<std::string> command_problem(ssh_session session, const std::string& user, Millis timeout) {
+  ChannelPtr channel(ssh_channel_new(session));
+  if (channel == nullptr || ssh_channel_open_session(channel.get()) != SSH_OK)
+    return fmt::format("sshd opened no session channel for user {} ({})", user, ssh_get_error(session));
+  if (ssh_channel_request_exec(channel.get(), "exec true") != SSH_OK)
+    return fmt::format("sshd ran no command for user {} ({})", user, ssh_get_error(session));
+  std::string said;  // what the account's shell printed instead (nologin's message)
+  char buffer[256];
+  auto deadline = Clock::now() + timeout;
+  while (ssh_channel_is_eof(channel.get()) == 0 && Clock::now() < deadline) {
+    for (int is_stderr : {0, 1}) {
+      int n = ssh_channel_read_timeout(channel.get(), buffer, sizeof buffer, is_stderr, 100);
+      if (n == SSH_ERROR) return fmt::format("sshd dropped the command's channel for user {}", user);
+      if (n > 0 && said.size() < 200) said.append(buffer, static_cast<std::size_t>(std::min(n, 200)));
+    }
+  }
+  ssh_channel_send_eof(channel.get());
+  int status = ssh_channel_get_exit_status(channel.get());  // waits for the status, or -1
+  if (status == 0) return std::nullopt;
+  return fmt::format("sshd accepts the job key but runs no command as user {}: `exec true` exited {}{}", user,
+                     status, said.empty() ? "" : fmt::format(" ({})", one_line(said)));
 }
 
 }  // namespace
@@ -94,6 +141,7 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, Ss
   if (ssh_userauth_publickey(session.get(), user.c_str(), key.get()) != SSH_AUTH_SUCCESS) {
     return {false, fmt::format("sshd refused the job key for user {}", user)};
   }
+  if (auto problem = command_problem(session.get(), user, target.timeout)) return {false, *problem};
   if (keep != nullptr) *keep = std::move(session);
   return {true, ""};
 }

@@ -61,6 +61,13 @@ std::string parent_of(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
+// Whether a login shell runs commands: not nologin or false, wherever they live (an empty
+// one is /bin/sh to sshd: OpenSSH's session.c, "shell = ... _PATH_BSHELL").
+bool runs_commands(const std::string& shell) {
+  std::string name = std::filesystem::path(shell).filename().string();
+  return name != "nologin" && name != "false";
+}
+
 }  // namespace
 
 std::string render_nss_passwd(std::string_view etc_passwd, uid_t uid, gid_t gid, const std::string& home,
@@ -74,8 +81,17 @@ std::string render_nss_passwd(std::string_view etc_passwd, uid_t uid, gid_t gid,
       found = true;
       if (fields[5] != home && notes != nullptr)
         notes->push_back(fmt::format("uid {} ({}): home {} -> {}", uid, fields[0], fields[5], home));
+      // sshd runs every command through the entry's shell: an image's nobody (65534) has
+      // /usr/sbin/nologin, which prints "This account is currently not available" and runs
+      // nothing, so MPI's daemons could never start. Such a shell becomes /bin/sh.
+      std::string shell(fields[6]);
+      if (!runs_commands(shell)) {
+        if (notes != nullptr)
+          notes->push_back(fmt::format("uid {} ({}): shell {} -> /bin/sh", uid, fields[0], shell));
+        shell = "/bin/sh";
+      }
       out += fmt::format("{}:{}:{}:{}:{}:{}:{}\n", fields[0], fields[1], fields[2], fields[3], fields[4],
-                         home, fields[6]);
+                         home, shell);
       return;
     }
     out += line;

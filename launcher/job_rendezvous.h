@@ -51,6 +51,7 @@ class JobRendezvous {
         rdv::coordinator_config(job.topology, job.private_key, options.rendezvous);
     config.epoch = job.epoch;       // the agents have it from their environment
     config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
+    config.np = job.plan.np;        // a report of a rank outside [0, np) is refused
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
     // Without sidecars nothing registers: the wait says what it waits for (sshd), and the

@@ -74,16 +74,18 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
   return error;
 }
 
-// mpirun and all it starts here inherit this process's soft nofile (mpi_command.h).
+// The coordinator takes its connection cap from the soft nofile, and mpirun and all it starts
+// here inherit it (mpi_command.h): raised to the hard limit, capped at kNofileCap.
 void cap_descriptor_limit() {
   struct rlimit limit {};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  auto soft = capped_nofile(limit.rlim_cur);
+  auto soft = capped_nofile(limit.rlim_cur, limit.rlim_max);
   if (!soft) return;
   std::uint64_t was = limit.rlim_cur;
   limit.rlim_cur = *soft;
   if (setrlimit(RLIMIT_NOFILE, &limit) == 0)
-    spdlog::debug("descriptor limit: soft nofile {} lowered to {} for mpirun's daemons", was, *soft);
+    spdlog::debug("descriptor limit: soft nofile {} set to {} (the hard limit, at most {})", was, *soft,
+                  kNofileCap);
 }
 
 }  // namespace

@@ -15,9 +15,6 @@ namespace tmpi::rdv {
 
 namespace {
 
-// Running ranks followed at most: a bound on what signed reports can make the coordinator keep.
-constexpr std::size_t kMaxAgents = 1 << 16;
-
 using nlohmann::json;
 
 // Targets and hosts come off the wire and may hold invalid UTF-8: replace it, never throw.
@@ -60,8 +57,10 @@ Coordinator::Coordinator(CoordinatorConfig config, CoordinatorCallbacks callback
     hosts_[name].name = name;
     if (auto it = config_.slots.find(name); it != config_.slots.end()) hosts_[name].slots = it->second;
   }
-  for (const char* counter : {"registrations", "reregistrations", "departures", "refusals", "beats",
-                              "rank_starts", "rank_exits", "rank_misplaced", "rank_beats", "start_questions"})
+  for (const char* counter :
+       {"registrations", "reregistrations", "departures", "refusals", "beats", "rank_starts", "rank_exits",
+        "rank_misplaced", "rank_beats", "start_questions", "rank_refused_out_of_range",
+        "rank_refused_unknown_host", "rank_refused_wrong_address"})
     counters_[counter] = 0;
 }
 
@@ -87,21 +86,27 @@ bool Coordinator::registration_signed(const json& body, int& status, std::string
   return true;
 }
 
-// Only a registration signed with the job's key is worth a DNS lookup: anyone can reach
-// the port, and no unauthenticated request may make the coordinator resolve names.
+// Only a signed request of this epoch, with an unused nonce, is worth a DNS lookup: anyone
+// can reach the port, no unauthenticated request may make the coordinator resolve names, and
+// a replayed one must not either.
 std::optional<std::string> Coordinator::host_to_resolve(Call& call) const {
-  if (call.method != "POST" || call.target != kRegisterPath) return std::nullopt;
+  if (call.method != "POST" || (call.target != kRegisterPath && call.target != kRankPath))
+    return std::nullopt;
   call.parsed = parse_body(call.body);
+  if (call.target == kRankPath) return rank_host_to_resolve(call);
   const json& body = call.parsed;
   std::string host = body.is_object() ? text_field(body, "host") : "";
   if (host.empty() || !hosts_.contains(host)) return std::nullopt;
   int status = 0;
   std::string why;
-  if (!registration_signed(body, status, why)) return std::nullopt;
+  if (!registration_signed(body, status, why) || nonces_.contains(text_field(body, "nonce")))
+    return std::nullopt;
   return host;
 }
 
 Reply Coordinator::handle(const Call& call, Clock::time_point now) {
+  now_ = now;
+  route_ = call.target;  // read by refuse(), which only the routes below call
   if (call.method == "GET") {
     if (call.target == "/healthz") return Reply{200, "ok\n", "text/plain"};
     if (call.target == "/readyz") {
@@ -128,9 +133,15 @@ Reply Coordinator::refuse(int status, const std::string& host, const std::string
   ++counters_["refusals"];
   // A 409 is the session's own turn, not a fault: a sidecar of the launch before this one
   // (a restarted launcher) is told to register again, and does. It is counted, not logged.
-  if (callbacks_.refused && status != 409)
-    callbacks_.refused(fmt::format("refused {}: {}", host.empty() ? "(no host)" : host, why));
-  if (asker) return Reply{status, answer_body(config_.key, asker->kind, asker->nonce, Refusal{status, why})};
+  // Anyone can make refusals at line rate: one line per reason (the status, the route and
+  // the start of why) per interval, the rest counted (refusal_log.h); names are excerpts.
+  if (callbacks_.refused && status != 409) {
+    std::string reason = fmt::format("{} {}: {}", status, route_, truncate_utf8(why, 48));
+    std::string line = fmt::format("refused {}: {}", host.empty() ? "(no host)" : excerpt(host), why);
+    if (auto told = refusal_log_.note(reason, line, now_)) callbacks_.refused(*told);
+  }
+  if (asker)
+    return signed_reply(status, answer_body(config_.key, asker->kind, asker->nonce, Refusal{status, why}));
   return json_reply(status, {{"error", why}});
 }
 
@@ -195,8 +206,8 @@ Reply Coordinator::register_host(const Call& call, Clock::time_point now) {
   entry.reason = ssh_ready ? "" : (problem.empty() ? "sshd is not ready" : problem);
   ++counters_["registrations"];
   check_barrier();
-  return Reply{200, answer_body(config_.key, Kind::kRegister, nonce,
-                                Registered{barrier_open_, config_.beat_interval.count(), job_ended_})};
+  return signed_reply(200, answer_body(config_.key, Kind::kRegister, nonce,
+                                       Registered{barrier_open_, config_.beat_interval.count(), job_ended_}));
 }
 
 Reply Coordinator::beat(const Call& call, Clock::time_point now) {
@@ -214,78 +225,15 @@ Reply Coordinator::beat(const Call& call, Clock::time_point now) {
   HostEntry& entry = it->second;
   // 409 tells the sidecar to register again (the coordinator restarted, or lost it).
   if (entry.address != call.peer || entry.state == HostState::kWaiting || entry.state == HostState::kLost) {
-    return Reply{409, answer_body(config_.key, Kind::kBeat, message.nonce,
-                                  Refusal{409, "not registered; register again"})};
+    return signed_reply(409, answer_body(config_.key, Kind::kBeat, message.nonce,
+                                         Refusal{409, "not registered; register again"}));
   }
   if (seq <= entry.last_seq) return refuse(403, host, "replayed beat", asker);
   entry.last_seq = seq;
   entry.last_beat = now;
   ++counters_["beats"];
-  return Reply{200,
-               answer_body(config_.key, Kind::kBeat, message.nonce, BeatTaken{barrier_open_, job_ended_})};
-}
-
-Reply Coordinator::rank(const Call& call, Clock::time_point now) {
-  json body = parse_body(call.body);
-  Parsed<RankReport> parsed = parse_rank(body);
-  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
-  const RankReport& report = std::get<RankReport>(parsed);
-  if (!signed_by(config_.key, Kind::kRank, body))
-    return refuse(403, report.host, "bad proof on a rank report");
-  const Asker asker{Kind::kRank, report.nonce};
-  if (auto other = stale(asker, report.epoch, report.host)) return *other;
-  if (!nonces_.insert(report.nonce).second) {
-    return refuse(403, report.host, "a rank report needs a fresh nonce and a proof", asker);
-  }
-  // Names are DNS names (253 bytes at most); a longer one is cut, not trusted to be short.
-  RankEvent event{report.rank,   truncate_utf8(report.host, 253),
-                  report.event,  report.code,
-                  report.signal, report.seconds,
-                  report.tail,   truncate_utf8(report.expected, 253)};
-  ++counters_[event.event == "start"  ? "rank_starts"
-              : event.event == "exit" ? "rank_exits"
-                                      : "rank_misplaced"];
-  ranks_[event.rank] = event;
-  if (event.event != "start") {
-    agents_.erase(event.rank);
-  } else if (agents_.size() < kMaxAgents) {
-    agents_[event.rank] = AgentBeat{canonical_host(event.host), 0, now};
-  }
-  if (callbacks_.rank_event) callbacks_.rank_event(event);
-  return Reply{200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_})};
-}
-
-Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
-  json body = parse_body(call.body);
-  Parsed<RankBeat> parsed = parse_rank_beat(body);
-  if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
-  const RankBeat& message = std::get<RankBeat>(parsed);
-  if (!signed_by(config_.key, Kind::kRankBeat, body))
-    return refuse(403, message.host, "bad proof on a rank's beat");
-  const Asker asker{Kind::kRankBeat, message.nonce};
-  if (auto other = stale(asker, message.epoch, message.host)) return *other;
-  auto it = agents_.find(message.rank);
-  if (it == agents_.end()) {
-    return Reply{409, answer_body(config_.key, Kind::kRankBeat, message.nonce,
-                                  Refusal{409, "no running rank of that number"})};
-  }
-  AgentBeat& agent = it->second;
-  if (canonical_host(message.host) != agent.host)
-    return refuse(403, message.host, "a rank's beat from another host", asker);
-  if (message.seq <= agent.seq) return refuse(403, message.host, "replayed rank beat", asker);
-  agent.seq = message.seq;
-  agent.last = now;
-  ++counters_["rank_beats"];
-  return Reply{200, answer_body(config_.key, Kind::kRankBeat, message.nonce, JobState{job_ended_})};
-}
-
-// An agent names its host by gethostname(), the pod's short name; hosts.json has the FQDN
-// (<pod>.<subdomain>). The name of hosts.json that the short one begins, else as given.
-std::string Coordinator::canonical_host(const std::string& host) const {
-  if (hosts_.contains(host)) return host;
-  auto it = hosts_.lower_bound(host + ".");
-  if (it != hosts_.end() && it->first.compare(0, host.size() + 1, host + ".") == 0) return it->first;
-  return host;
+  return signed_reply(
+      200, answer_body(config_.key, Kind::kBeat, message.nonce, BeatTaken{barrier_open_, job_ended_}));
 }
 
 Reply Coordinator::leave(const Call& call) {
@@ -304,8 +252,8 @@ Reply Coordinator::leave(const Call& call) {
   HostEntry& entry = it->second;
   // Only the pod that holds the name may give it up (a recreated pod has taken it already).
   if (entry.address != call.peer) {
-    return Reply{409, answer_body(config_.key, Kind::kLeave, message.nonce,
-                                  Refusal{409, "not registered from this address"})};
+    return signed_reply(409, answer_body(config_.key, Kind::kLeave, message.nonce,
+                                         Refusal{409, "not registered from this address"}));
   }
   Reply taken{200, answer_body(config_.key, Kind::kLeave, message.nonce, JobState{job_ended_})};
   ++counters_["departures"];
@@ -345,38 +293,18 @@ void Coordinator::tick(Clock::time_point now) {
       if (callbacks_.progress) callbacks_.progress(summary());
     }
   }
+  if (callbacks_.refused) {
+    for (const std::string& line : refusal_log_.flush(now)) callbacks_.refused(line);
+  }
   if (job_ended_) return;
   check_agents(now);
   if (!barrier_open_) return;
   for (auto& [name, entry] : hosts_) {
-    if (entry.state == HostState::kReady && now - entry.last_beat >= config_.lost_after) {
+    if (entry.state == HostState::kReady && silent_too_long(entry.last_beat, now)) {
       set_state(entry, HostState::kLost);
       entry.reason = fmt::format("no beat for {} s", ms_between(entry.last_beat, now) / 1000);
       if (callbacks_.host_lost) callbacks_.host_lost(name, entry.reason);
     }
-  }
-}
-
-// A host is alive while any of its running ranks' agents beats. Without sidecars (--wait
-// ssh or none) this is the only liveness signal; with them, a second one.
-void Coordinator::check_agents(Clock::time_point now) {
-  std::map<std::string, std::pair<Clock::time_point, int>> latest;  // host -> last beat, agents
-  for (const auto& [rank, agent] : agents_) {
-    auto [it, fresh] = latest.try_emplace(agent.host, agent.last, 0);
-    if (!fresh) it->second.first = std::max(it->second.first, agent.last);
-    ++it->second.second;
-  }
-  for (const auto& [host, seen] : latest) {
-    if (now - seen.first < config_.lost_after || !agents_lost_.insert(host).second) continue;
-    std::string why = fmt::format("no beat from its {} running rank agent(s) for {} s", seen.second,
-                                  ms_between(seen.first, now) / 1000);
-    auto entry = hosts_.find(host);
-    if (entry != hosts_.end()) {
-      if (entry->second.state == HostState::kLost) continue;  // named already, by its sidecar
-      set_state(entry->second, HostState::kLost);
-      entry->second.reason = why;
-    }
-    if (callbacks_.host_lost) callbacks_.host_lost(host, why);
   }
 }
 

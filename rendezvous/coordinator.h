@@ -35,6 +35,7 @@
 #include "common/backoff.h"
 #include "common/topology.h"
 #include "rendezvous/protocol.h"
+#include "rendezvous/refusal_log.h"
 
 namespace tmpi::rdv {
 
@@ -49,6 +50,21 @@ struct Reply {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  // The request carried a valid proof (the answer is signed): the server keeps the connection
+  // as a key holder's, never evicted for a stranger's (http_server.h).
+  bool proven = false;
+};
+// An answer signed over its request's nonce (protocol.h): only a request whose proof held gets one.
+inline Reply signed_reply(int status, std::string body) {
+  return Reply{status, std::move(body), "application/json", true};
+}
+
+// What the server turned away, since it started (the HTTP server's, http_server.h).
+struct ServerCounts {
+  long long evicted = 0;           // idle unproven connections closed to admit a new one
+  long long refused = 0;           // new connections closed at the global cap: nothing to evict
+  long long refused_per_peer = 0;  // new connections of an address at its unproven cap
+  long long accept_failures = 0;   // runs of failed accepts (no descriptor left)
 };
 
 enum class HostState { kWaiting, kSshFailed, kReady, kLost };
@@ -82,6 +98,9 @@ struct CoordinatorConfig {
   // This launch's random epoch (coordinator_config draws one): every signed request but the
   // challenge must carry it; "" only in tests that predate it.
   std::string epoch;
+  // The job's ranks: a rank report is taken only for a rank in [0, np). 0: the sum of the
+  // slots (hosts.json's, or a registration's), else at most 65536.
+  int np = 0;
   Millis beat_interval{5000};   // told to sidecars
   Millis lost_after{15000};     // no beat for this long after the barrier: lost
   Millis deadline{300000};      // the barrier must open by then
@@ -96,7 +115,8 @@ struct CoordinatorCallbacks {
   std::function<void()> barrier_open;
   std::function<void(const std::string& summary)> deadline;  // the barrier did not open in time
   std::function<void(const std::string& host, const std::string& why)> host_lost;
-  std::function<void(const std::string& what)> refused;    // a refused registration, for the log
+  // A refused request, for the log: one line per reason per 10 s, the rest counted (refusal_log.h).
+  std::function<void(const std::string& what)> refused;
   std::function<void()> job_ended;                         // sidecars are told on their next beat
   std::function<void(const RankEvent& event)> rank_event;  // a rank started or exited
 };
@@ -105,14 +125,20 @@ class Coordinator {
  public:
   Coordinator(CoordinatorConfig config, CoordinatorCallbacks callbacks, Clock::time_point now);
 
-  // The host name a register call claims, when it needs resolving before handle(); keeps
-  // the parsed body in call.parsed, so that handle() does not parse it again.
-  // Only a signed registration of a known host is resolved (none at all for a bad proof).
+  // The host name a register call claims, or a rank report names, when it needs resolving
+  // before handle(); keeps the parsed body in call.parsed, so that handle() does not parse it
+  // again. Only a signed request of this epoch with an unused nonce, for a known host, is
+  // resolved (none at all for a bad proof or a replay); a rank report from the address its
+  // host registered from, or was last found at, needs none.
   std::optional<std::string> host_to_resolve(Call& call) const;
   Reply handle(const Call& call, Clock::time_point now);
   // Timers: progress, the deadline, lost hosts. Call it about once a second.
   void tick(Clock::time_point now);
   void end_job();
+  // The server's counts, each tick: in the metrics. A connection refused for want of room
+  // (our overload, not the host's fault) since a host's last beat gives it one more
+  // lost_after before it is named lost: a beat may be what was refused.
+  void server_counts(const ServerCounts& counts, Clock::time_point now);
   // The start gate's decision (once: a stopped gate stays stopped; opening a stopped one does nothing).
   void open_gate();
   void stop_gate(const std::string& reason);
@@ -138,9 +164,15 @@ class Coordinator {
   Reply beat(const Call& call, Clock::time_point now);
   Reply end(const Call& call);
   Reply rank(const Call& call, Clock::time_point now);
+  std::optional<std::string> rank_host_to_resolve(const Call& call) const;
+  // Why a signed rank report is not taken from this sender (coordinator_bounds.cpp), if it is not.
+  std::optional<Refusal> unbound_report(const Call& call, const RankReport& report);
+  bool sender_known(const std::string& host, const std::string& peer) const;
+  long long max_ranks() const;
   Reply rank_beat(const Call& call, Clock::time_point now);
   std::string canonical_host(const std::string& host) const;
   void check_agents(Clock::time_point now);
+  bool silent_too_long(Clock::time_point last_beat, Clock::time_point now) const;
   Reply leave(const Call& call);
   Reply may_start(const Call& call);
   Reply hello(const Call& call);
@@ -163,12 +195,22 @@ class Coordinator {
   std::map<int, RankEvent> ranks_;             // the last report of each rank
   // The running ranks (a start report, no exit yet), by rank: their host and last beat.
   struct AgentBeat {
-    std::string host;  // as hosts.json names it, where it can be matched
+    std::string host;     // as hosts.json names it
+    std::string address;  // the start report's sender: its beats come from there
     long long seq = 0;
     Clock::time_point last{};
   };
   std::map<int, AgentBeat> agents_;
-  std::set<std::string> agents_lost_;  // hosts named lost by their agents' silence (once each)
+  // The address each host's rank reports were last found to come from (by DNS): the next
+  // report from there needs no lookup. One per host of hosts.json.
+  std::map<std::string, std::string> report_address_;
+  std::set<std::string> agents_lost_;
+  ServerCounts server_counts_;
+  RefusalLog refusal_log_;
+  Clock::time_point now_{};           // the time of the request being handled, for refuse()'s log
+  std::string route_;                 // its target
+  Clock::time_point last_refusal_{};  // the last tick that saw the server refuse a connection  // hosts named
+                                      // lost by their agents' silence (once each)
   StartGate gate_;
   std::string gate_reason_;  // why it was stopped
 };

@@ -50,6 +50,7 @@ void CoordinatorService::schedule_tick() {
   timer_.expires_after(Millis(250));
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
+    engine_.server_counts(server_.counts(), Clock::now());
     engine_.tick(Clock::now());
     schedule_tick();
   });

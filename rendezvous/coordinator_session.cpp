@@ -25,8 +25,8 @@ Reply Coordinator::hello(const Call& call) {
   Parsed<Hello> parsed = parse_hello(body);
   if (const auto* refusal = std::get_if<Refusal>(&parsed)) return refuse(refusal->status, "", refusal->why);
   if (!signed_by(config_.key, Kind::kHello, body)) return refuse(403, "", "bad proof on a challenge");
-  return Reply{
-      200, answer_body(config_.key, Kind::kHello, std::get<Hello>(parsed).nonce, EpochTold{config_.epoch})};
+  return signed_reply(
+      200, answer_body(config_.key, Kind::kHello, std::get<Hello>(parsed).nonce, EpochTold{config_.epoch}));
 }
 
 // The end stops loss detection for the rest of the job, so it is taken only from this
@@ -47,7 +47,7 @@ Reply Coordinator::end(const Call& call) {
   const EndJob& message = std::get<EndJob>(parsed);
   if (auto other = stale(Asker{Kind::kEnd, message.nonce}, message.epoch, "")) return *other;
   end_job();
-  return Reply{200, answer_body(config_.key, Kind::kEnd, message.nonce, JobState{true})};
+  return signed_reply(200, answer_body(config_.key, Kind::kEnd, message.nonce, JobState{true}));
 }
 
 // The start gate (config.gated): closed while the launcher's preflight runs beside the
@@ -76,7 +76,7 @@ Reply Coordinator::may_start(const Call& call) {
         break;
     }
   }
-  return Reply{200, answer_body(config_.key, Kind::kMayStart, question.nonce, answer)};
+  return signed_reply(200, answer_body(config_.key, Kind::kMayStart, question.nonce, answer));
 }
 
 void Coordinator::open_gate() {

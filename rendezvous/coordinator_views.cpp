@@ -57,7 +57,12 @@ std::string Coordinator::metrics() const {
       "# HELP tmpi_rendezvous_barrier_open 1 once every host is ready.\n# TYPE tmpi_rendezvous_barrier_open "
       "gauge\n";
   out += fmt::format("tmpi_rendezvous_barrier_open {}\n", barrier_open_ ? 1 : 0);
-  for (const auto& [name, value] : counters_) {
+  std::map<std::string, long long> counters = counters_;
+  counters["connections_evicted"] = server_counts_.evicted;
+  counters["connections_refused"] = server_counts_.refused;
+  counters["connections_refused_per_address"] = server_counts_.refused_per_peer;
+  counters["accept_failures"] = server_counts_.accept_failures;
+  for (const auto& [name, value] : counters) {
     out += fmt::format(
         "# HELP tmpi_rendezvous_{0}_total Rendezvous {0} since start.\n# TYPE tmpi_rendezvous_{0}_total "
         "counter\n",

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <list>
 #include <map>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -22,6 +23,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+class Session;
+
 struct HttpServer::State {
   State(asio::io_context& context, Handler h, ServerLimits l)
       : io(context), acceptor(context), retry(context), handler(std::move(h)), limits(std::move(l)) {}
@@ -30,8 +33,12 @@ struct HttpServer::State {
   asio::steady_timer retry;  // the pause after a failed accept (descriptors ran out)
   Handler handler;
   ServerLimits limits;
-  std::size_t connections = 0;
-  std::map<std::string, std::size_t> per_peer;  // open connections of each client address
+  std::size_t connections = 0;                  // open sockets, proven or not
+  std::map<std::string, std::size_t> unproven;  // open unproven connections of each client address
+  // Idle unproven connections (waiting for a request), least recently active first: the
+  // ones to evict when a new connection finds the cap reached.
+  std::list<Session*> idle_unproven;
+  ServerCounts counts;
   bool stopped = false;
   bool warned = false;
 };
@@ -49,22 +56,29 @@ std::string peer_address(const tcp::socket& socket) {
   return address.to_string();
 }
 
+}  // namespace
+
+// A connection's life: read a request (with a deadline), hand it over, write the reply, and
+// read the next. Its slot (the counts above) is given back when its socket closes, which an
+// eviction does at once, not when the last handler holding it lets go.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<HttpServer::State> state, std::string peer)
       : stream_(std::move(socket)), state_(std::move(state)), peer_(std::move(peer)) {
     ++state_->connections;
-    ++state_->per_peer[peer_];
+    ++state_->unproven[peer_];
   }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
-  ~Session() {
-    --state_->connections;
-    if (auto it = state_->per_peer.find(peer_); it != state_->per_peer.end() && --it->second == 0)
-      state_->per_peer.erase(it);
-  }
+  ~Session() { release(); }
 
   void read(Millis timeout) {
+    if (!open_) return;
+    if (!proven_) {
+      timeout = std::min(timeout, state_->limits.unproven_timeout);
+      idle_at_ = state_->idle_unproven.insert(state_->idle_unproven.end(), this);
+      idle_ = true;
+    }
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(state_->limits.header_bytes));
     parser_->body_limit(state_->limits.body_bytes);
@@ -73,10 +87,39 @@ class Session : public std::enable_shared_from_this<Session> {
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
+  // Closes the socket now (its descriptor is free at once); the pending read ends aborted.
+  void close() {
+    if (!open_) return;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+    release();
+  }
+
  private:
+  void leave_idle_line() {
+    if (!idle_) return;
+    state_->idle_unproven.erase(idle_at_);
+    idle_ = false;
+  }
+
+  void release() {
+    leave_idle_line();
+    if (!open_) return;
+    open_ = false;
+    --state_->connections;
+    if (!proven_) forget_unproven();
+  }
+
+  void forget_unproven() {
+    if (auto it = state_->unproven.find(peer_); it != state_->unproven.end() && --it->second == 0)
+      state_->unproven.erase(it);
+  }
+
   void on_read(beast::error_code ec) {
+    leave_idle_line();
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted || state_->stopped) {
+        ec == asio::error::operation_aborted || state_->stopped || !open_) {
       return close();
     }
     if (ec) return write(Reply{400, fmt::format(R"({{"error":"bad request: {}"}})", ec.message())}, false);
@@ -99,6 +142,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(Reply reply, bool keep_alive) {
+    if (!open_) return;  // evicted or stopped while the handler ran
+    if (reply.proven && !proven_) {
+      proven_ = true;  // a key holder's: out of the strangers' share, never evicted
+      forget_unproven();
+    }
     auto response =
         std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status), 11);
     response->set(http::field::server, "trainer-mpi");
@@ -114,18 +162,16 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  void close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
-  }
-
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<HttpServer::State> state_;
   std::string peer_;
+  bool open_ = true, proven_ = false, idle_ = false;
+  std::list<Session*>::iterator idle_at_;
 };
+
+namespace {
 
 // The connection cap: what was asked, within the process's descriptor limit less a reserve
 // for everything else the process opens (files, the DNS resolver, libssh, curl).
@@ -137,6 +183,37 @@ std::size_t connection_cap(std::size_t asked) {
   return std::min<std::size_t>(asked, static_cast<std::size_t>(usable));
 }
 
+void drop(tcp::socket& socket, long long& counter) {
+  beast::error_code ignored;
+  socket.close(ignored);  // the client retries with backoff; the others are served
+  ++counter;
+}
+
+// A new connection: within its address's share of unproven connections, and within the
+// cap, making room by closing the least recently active idle unproven connection.
+void admit(const std::shared_ptr<HttpServer::State>& state, tcp::socket socket) {
+  std::string peer = peer_address(socket);
+  // A peer with no address (gone before it was read) is served nothing: the engine reads an
+  // empty peer as the launcher's own process.
+  if (peer.empty()) {
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  auto it = state->unproven.find(peer);
+  if (it != state->unproven.end() && it->second >= state->limits.per_peer_connections)
+    return drop(socket, state->counts.refused_per_peer);
+  if (state->connections >= state->limits.max_connections) {
+    if (state->idle_unproven.empty()) return drop(socket, state->counts.refused);
+    state->idle_unproven.front()->close();  // leaves the line, frees its descriptor
+    ++state->counts.evicted;
+  }
+  beast::error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);
+  auto session = std::make_shared<Session>(std::move(socket), state, std::move(peer));
+  session->read(state->limits.header_timeout);
+}
+
 void accept(const std::shared_ptr<HttpServer::State>& state) {
   state->acceptor.async_accept([state](beast::error_code ec, tcp::socket socket) {
     if (state->stopped) return;
@@ -144,6 +221,7 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
       // Out of descriptors (EMFILE, ENFILE) or memory: accepting again at once fails again
       // at once, a busy loop at 100% CPU. Pause, and let the open connections finish.
       if (!state->warned) {
+        ++state->counts.accept_failures;
         std::string warning =
             fmt::format("rendezvous: cannot accept connections ({}); pausing {} ms between tries",
                         ec.message(), state->limits.accept_pause.count());
@@ -161,20 +239,7 @@ void accept(const std::shared_ptr<HttpServer::State>& state) {
       return;
     }
     state->warned = false;
-    std::string peer = peer_address(socket);
-    auto it = state->per_peer.find(peer);
-    std::size_t from_peer = it == state->per_peer.end() ? 0 : it->second;
-    // A peer with no address (gone before it was read) is served nothing: the engine reads an
-    // empty peer as the launcher's own process.
-    if (peer.empty() || state->connections >= state->limits.max_connections ||
-        from_peer >= state->limits.per_peer_connections) {
-      beast::error_code ignored;
-      socket.close(ignored);  // over a cap: the client retries with backoff; the others are served
-    } else {
-      socket.set_option(tcp::no_delay(true), ec);
-      auto session = std::make_shared<Session>(std::move(socket), state, std::move(peer));
-      session->read(state->limits.header_timeout);
-    }
+    admit(state, std::move(socket));
     accept(state);
   });
 }
@@ -258,6 +323,10 @@ void HttpServer::stop() {
 
 std::size_t HttpServer::max_connections() const {
   return state_->limits.max_connections;
+}
+
+ServerCounts HttpServer::counts() const {
+  return state_->counts;
 }
 
 }  // namespace tmpi::rdv

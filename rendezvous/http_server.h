@@ -3,6 +3,13 @@
 // server facing every pod of a job needs: a connection cap, header and body size limits,
 // a header deadline and an idle timeout. A malformed request gets 400 and the connection
 // is closed; nothing a client sends can stall the loop.
+//
+// Admission is by proof, not by address count: a connection is "unproven" until the handler
+// answers one of its requests with Reply::proven (the request carried the job key's proof).
+// Unproven connections get a short idle deadline and a per-address cap; at the global cap a
+// new connection evicts the least recently active idle unproven one instead of being
+// refused. So a flood from anyone without the key can hold at most the slots that no key
+// holder needs, and only until a key holder connects: a proven connection is never evicted.
 #pragma once
 
 #include <functional>
@@ -19,7 +26,7 @@ namespace tmpi::rdv {
 
 struct ServerLimits {
   std::size_t max_connections = 20000;     // lowered to what RLIMIT_NOFILE allows, less a reserve
-  std::size_t per_peer_connections = 256;  // one client address cannot take every slot
+  std::size_t per_peer_connections = 256;  // unproven ones of one address: it cannot take every slot
   Millis accept_pause{100};                // after a failed accept (no descriptor left)
   // Told once per run of failed accepts; default: a warning in the log. (A test takes it:
   // a sanitizer's check of a logger call needs a descriptor, which is what ran out.)
@@ -28,6 +35,9 @@ struct ServerLimits {
   std::size_t body_bytes = 64 * 1024;
   Millis header_timeout{10000};  // a request must arrive whole within this
   Millis idle_timeout{120000};   // a keep-alive connection with no request is closed
+  // An unproven connection's deadline for its next request, first or not: what a stranger's
+  // idle socket costs. A sidecar's or agent's first request is signed and comes at once.
+  Millis unproven_timeout{5000};
 };
 
 // The handler answers through `respond`, now or later (after a DNS lookup, say).
@@ -49,6 +59,7 @@ class HttpServer {
   // The address bound ("::", "0.0.0.0" after the fallback, "10.0.0.5"); "" before listen.
   std::string listening_on() const;
   std::size_t max_connections() const;  // the cap in force
+  ServerCounts counts() const;
   void stop();
 
   struct State;

@@ -31,6 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        request.body(),
                        "10.0.0.1",
                        {"10.0.0.1"}};
+  (void)coordinator.host_to_resolve(call);  // the lookup decision reads the body first (register, rank)
   auto reply = coordinator.handle(call, start + std::chrono::seconds(1));
   if (reply.status < 200 || reply.status > 599) std::abort();
   coordinator.tick(start + std::chrono::seconds(400));

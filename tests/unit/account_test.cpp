@@ -49,6 +49,21 @@ TEST(Account, AnImageUidKeepsItsEntryWithTheHomeOfThePod) {
   EXPECT_EQ(render_nss_passwd(kPasswd, 0, 0, "/root"), kPasswd);
 }
 
+// nobody (65534), as Debian's and most images' passwd has it: ssh could run no command as it.
+TEST(Account, AShellThatRunsNoCommandBecomesBinSh) {
+  const std::string etc =
+      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+      "daemon:x:1:1:daemon:/usr/sbin:/bin/false\n"
+      "blank:x:2:2::/home/blank:\n";
+  std::vector<std::string> notes;
+  std::string passwd = render_nss_passwd(etc, 65534, 65534, "/home/mpiuser", &notes);
+  EXPECT_NE(passwd.find("nobody:x:65534:65534:nobody:/home/mpiuser:/bin/sh\n"), std::string::npos) << passwd;
+  EXPECT_NE(notes.back().find("shell /usr/sbin/nologin -> /bin/sh"), std::string::npos);
+  EXPECT_NE(render_nss_passwd(etc, 1, 1, "/d").find("daemon:x:1:1:daemon:/d:/bin/sh\n"), std::string::npos);
+  // An empty shell is /bin/sh to sshd already: kept as it is.
+  EXPECT_NE(render_nss_passwd(etc, 2, 2, "/b").find("blank:x:2:2::/b:\n"), std::string::npos);
+}
+
 TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
   std::string etc = temp_dir();
   ASSERT_TRUE(write_atomic(etc + "/passwd", kPasswd));

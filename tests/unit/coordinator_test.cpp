@@ -223,11 +223,19 @@ TEST_F(CoordinatorTest, JobEndIsToldToSidecars) {
   EXPECT_TRUE(events_.lost.empty()) << "after the end, silence is not a loss";
 }
 
-// A body signed as the rank agent signs it, then changed by `edit` on the way.
+// A host's pod address, by its hosts.json name or the short name that an agent sends.
+std::string address_of(const std::string& host) {
+  auto it = kAddress.find(host);
+  if (it == kAddress.end()) it = kAddress.find(host + ".j");
+  return it == kAddress.end() ? "10.9.9.9" : it->second;
+}
+
+// A body signed as the rank agent signs it, then changed by `edit` on the way; sent from its
+// host's address, which the host's name resolves to (the service's lookup).
 Call rank_call(const RankReport& report, const std::function<void(json&)>& edit = {}) {
   json body = json::parse(signed_body(kKey, report));
   if (edit) edit(body);
-  return Call{"POST", "/v1/rank", body.dump(), "10.0.0.1", {}};
+  return Call{"POST", "/v1/rank", body.dump(), address_of(report.host), {address_of(report.host)}};
 }
 
 TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
@@ -275,7 +283,7 @@ TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
 }
 
 Call rank_beat_call(int rank, const std::string& host, long long seq, const std::string& key = kKey) {
-  return Call{"POST", "/v1/rank-beat", signed_body(key, RankBeat{rank, host, seq}), "10.0.0.1", {}};
+  return Call{"POST", "/v1/rank-beat", signed_body(key, RankBeat{rank, host, seq}), address_of(host), {}};
 }
 
 // Without sidecars (no registration, no barrier), the running ranks' agents are the

@@ -218,12 +218,15 @@ TEST(RunArgs, SplitsTheLaunchersParametersFromMpirunsOptions) {
   EXPECT_EQ(flags.mpi_words, Words{"--report-bindings"});
 }
 
-TEST(DescriptorLimit, CapsAHugeOrUnlimitedSoftLimitAndNeverRaisesOne) {
-  EXPECT_EQ(capped_nofile(1048576), kNofileCap);
-  EXPECT_EQ(capped_nofile(RLIM_INFINITY), kNofileCap);
-  EXPECT_EQ(capped_nofile(kNofileCap), std::nullopt);
-  EXPECT_EQ(capped_nofile(1024), std::nullopt);  // a low limit stays as it is
-  EXPECT_EQ(capped_nofile(4096, 2048), 2048U);
+TEST(DescriptorLimit, CapsAHugeOrUnlimitedSoftLimitAndRaisesALowOneToTheHardLimit) {
+  EXPECT_EQ(capped_nofile(1048576, 1048576), kNofileCap);
+  EXPECT_EQ(capped_nofile(RLIM_INFINITY, RLIM_INFINITY), kNofileCap);
+  EXPECT_EQ(capped_nofile(kNofileCap, RLIM_INFINITY), std::nullopt);
+  EXPECT_EQ(capped_nofile(1024, 1024), std::nullopt);  // nothing to raise it to
+  // containerd 2's soft 1024 under a hard 512 Ki: raised, so that the coordinator has room.
+  EXPECT_EQ(capped_nofile(1024, 524288), kNofileCap);
+  EXPECT_EQ(capped_nofile(1024, 4096), 4096U);
+  EXPECT_EQ(capped_nofile(4096, 8192, 2048), 2048U);
 }
 
 }  // namespace

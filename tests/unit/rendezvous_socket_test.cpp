@@ -1,7 +1,8 @@
 // The coordinator over real sockets on 127.0.0.1, port 0: many client threads register
 // and beat, each from its own loopback address (its host name is that address, so the
 // "name resolves to the peer" check runs for real); malformed, oversized and silent
-// clients get 400 or are cut off without stalling anyone else; the connection cap holds.
+// clients get 400 or are cut off without stalling anyone else; at the connection cap a
+// stranger's idle connection makes room, a key holder's never does.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -171,29 +172,73 @@ TEST(RendezvousSockets, MalformedOversizedAndSilentClientsDoNotStallTheLoop) {
   EXPECT_LT(Clock::now() - start, 3s) << "the silent client was not cut off at the header deadline";
 }
 
-TEST(RendezvousSockets, ConnectionCapClosesTheExtraConnection) {
+// A connection to 127.0.0.1 that has sent `request`, read its answer's first bytes, and is
+// kept open (keep-alive): -1 if it could not connect.
+int held_connection(unsigned short port, const std::string& request) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (!request.empty()) {
+    (void)!write(fd, request.data(), request.size());
+    timeval timeout{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    char buffer[1024];
+    (void)!read(fd, buffer, sizeof buffer);
+  }
+  return fd;
+}
+
+// Whether the server has closed fd (a read sees the end, not our 300 ms timeout).
+bool closed_by_server(int fd) {
+  timeval timeout{0, 300000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  char byte = 0;
+  ssize_t n = read(fd, &byte, 1);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+TEST(RendezvousSockets, AtTheCapTheOldestIdleStrangerMakesRoomAndAKeyHolderNeverDoes) {
   ServerLimits limits;
   limits.max_connections = 2;
   Running coordinator(1, limits);
-  int held[2];
-  for (int& fd : held) {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(coordinator.port());
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  int oldest = held_connection(coordinator.port(), health);
+  std::this_thread::sleep_for(50ms);
+  int younger = held_connection(coordinator.port(), health);
+  ASSERT_GE(oldest, 0);
+  ASSERT_GE(younger, 0);
+  std::this_thread::sleep_for(100ms);
+  // A third keyless connection is served; the least recently active one made room for it.
+  EXPECT_NE(raw_exchange(coordinator.port(), health, 1s).bytes.find("200 OK"), std::string::npos);
+  EXPECT_TRUE(closed_by_server(oldest)) << "the oldest idle connection was not the one evicted";
+  EXPECT_FALSE(closed_by_server(younger));
+  close(oldest);
+  close(younger);
+  // Two key holders' connections (a signed challenge each, kept alive) fill the cap: a
+  // stranger's new connection is refused, and neither of theirs is evicted for it.
+  std::this_thread::sleep_for(100ms);
+  int proven[2];
+  for (int& fd : proven) {
+    std::string body = signed_body(kKey, Hello{random_nonce()});
+    fd = held_connection(
+        coordinator.port(),
+        fmt::format("POST /v1/hello HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", body.size(), body));
+    ASSERT_GE(fd, 0);
   }
   std::this_thread::sleep_for(100ms);
-  Exchange extra = raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 1s);
-  EXPECT_TRUE(extra.closed) << "the connection over the cap was left open, not closed";
+  Exchange extra = raw_exchange(coordinator.port(), health, 1s);
+  EXPECT_TRUE(extra.closed) << "the connection over a cap of key holders was left open";
   EXPECT_EQ(extra.bytes, "");
-  for (int fd : held) close(fd);
-  std::this_thread::sleep_for(100ms);
-  EXPECT_NE(
-      raw_exchange(coordinator.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2s)
-          .bytes.find("200 OK"),
-      std::string::npos);
+  for (int fd : proven) {
+    EXPECT_FALSE(closed_by_server(fd)) << "a key holder's connection was evicted";
+    close(fd);
+  }
 }
 
 }  // namespace

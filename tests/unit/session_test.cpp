@@ -41,8 +41,8 @@ Call post(const char* path, const std::string& body) {
   return Call{"POST", path, body, kPeer, {kPeer}};
 }
 
-RankReport exit_report(const std::string& epoch) {
-  RankReport report{0, "j-node-0-0", "exit", 1, 0, 3.5, "Traceback", random_nonce(), ""};
+RankReport exit_report(const std::string& epoch, const std::string& host = "j-node-0-0") {
+  RankReport report{0, host, "exit", 1, 0, 3.5, "Traceback", random_nonce(), ""};
   report.epoch = epoch;
   return report;
 }
@@ -189,7 +189,8 @@ class Served {
 };
 
 TEST(Session, AReportCapturedOnTheWireIsRefusedByARestartedCoordinator) {
-  const std::string captured = signed_body(kKey, exit_report("launch-1"));
+  // From 127.0.0.1, the host of this job whose name is that address.
+  const std::string captured = signed_body(kKey, exit_report("launch-1", "127.0.0.1"));
   {
     Served first("launch-1");
     auto sent = plain_http("POST", first.address(), kRankPath, captured, 2000ms);

@@ -1,0 +1,165 @@
+// The engine's bounds, driven with its time given (no sockets, no clock): our own server's
+// overload does not get a healthy host named lost (for one lost_after more, never longer);
+// a rank report is taken only for a rank in [0, np), a host of hosts.json, and from that
+// host's address; the rank table holds np entries at most; refusals are counted, and their
+// log lines are few and short.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/proof.h"
+#include "rendezvous/coordinator.h"
+#include "rendezvous/protocol.h"
+
+namespace tmpi::rdv {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kKey = derive_rendezvous_key("bounds test key");
+const std::string kHost = "j-node-0-0.j";
+const std::string kPeer = "10.0.0.1";
+const Clock::time_point kT0 = Clock::time_point{} + 1000h;
+
+struct Engine {
+  explicit Engine(int np = 0) : coordinator(config(np), callbacks(), kT0) {}
+  static CoordinatorConfig config(int np) {
+    CoordinatorConfig c;
+    c.hosts = {kHost};
+    c.key = kKey;
+    c.lost_after = 15s;
+    c.np = np;
+    return c;
+  }
+  CoordinatorCallbacks callbacks() {
+    CoordinatorCallbacks c;
+    c.host_lost = [this](const std::string& host, const std::string&) { lost.push_back(host); };
+    c.refused = [this](const std::string& line) { logged.push_back(line); };
+    return c;
+  }
+  Reply post(const char* path, const std::string& body, Clock::time_point at = kT0,
+             const std::string& from = kPeer) {
+    return coordinator.handle(Call{"POST", path, body, from, {kPeer}}, at);
+  }
+  // A rank's start report from `from`; the service resolves the host first when the engine asks.
+  Reply start(int rank, const std::string& host, const std::string& from, bool* looked_up = nullptr) {
+    Call call{"POST",
+              kRankPath,
+              signed_body(kKey, RankReport{rank, host, "start", 0, 0, 0, "", random_nonce(), ""}),
+              from,
+              {}};
+    auto lookup = coordinator.host_to_resolve(call);
+    if (lookup && *lookup == kHost) call.resolved = {kPeer};  // kHost's name resolves to kPeer
+    if (looked_up != nullptr) *looked_up = lookup.has_value();
+    return coordinator.handle(call, kT0);
+  }
+  std::string metric(const std::string& name) const {
+    std::string metrics = coordinator.metrics(), line = "\ntmpi_rendezvous_" + name + "_total ";
+    auto at = metrics.find(line);
+    if (at == std::string::npos) return "";
+    std::size_t value = at + line.size();
+    return metrics.substr(value, metrics.find('\n', value) - value);
+  }
+  std::vector<std::string> lost, logged;
+  Coordinator coordinator;
+};
+
+TEST(CoordinatorBounds, OurOwnRefusalsHoldBackLossDetectionForOneLostAfterAtMost) {
+  Engine engine;
+  auto registration = Registration{kHost, 1, 0, true, "", kVersion, random_nonce()};
+  ASSERT_EQ(engine.post(kRegisterPath, signed_body(kKey, registration)).status, 200);
+  ASSERT_TRUE(engine.coordinator.barrier_open());
+  engine.coordinator.server_counts(ServerCounts{}, kT0);
+  // 10 s after the last beat the server refused a connection at its cap: that may have
+  // been the next beat, so the host is not named at 15 s of silence...
+  engine.coordinator.server_counts(ServerCounts{0, 3, 0, 0}, kT0 + 10s);
+  engine.coordinator.tick(kT0 + 16s);
+  engine.coordinator.tick(kT0 + 29s);
+  EXPECT_TRUE(engine.lost.empty()) << "a host named lost while our own server refused connections";
+  // ...but an overload cannot hide a dead host for long: at twice lost_after it is named.
+  engine.coordinator.tick(kT0 + 30s);
+  EXPECT_EQ(engine.lost, std::vector<std::string>{kHost});
+  EXPECT_NE(engine.coordinator.metrics().find("tmpi_rendezvous_connections_refused_total 3\n"),
+            std::string::npos);
+}
+
+TEST(CoordinatorBounds, EvictionsAloneAreNoOverload) {
+  Engine engine;
+  auto registration = Registration{kHost, 1, 0, true, "", kVersion, random_nonce()};
+  ASSERT_EQ(engine.post(kRegisterPath, signed_body(kKey, registration)).status, 200);
+  // Strangers' connections evicted to make room: every new connection was taken, so a
+  // silent host is silent on its own.
+  engine.coordinator.server_counts(ServerCounts{500, 0, 40, 0}, kT0 + 10s);
+  engine.coordinator.tick(kT0 + 15s);
+  EXPECT_EQ(engine.lost, std::vector<std::string>{kHost});
+}
+
+TEST(CoordinatorBounds, ARankReportIsTakenOnlyForAJobsRankOnItsHostFromThatHostsAddress) {
+  Engine engine(8);
+  // A key holder's fake start for rank 123456 "on node 0": not a rank of this job.
+  Reply out_of_range = engine.start(123456, "j-node-0-0", kPeer);
+  EXPECT_EQ(out_of_range.status, 403);
+  EXPECT_NE(out_of_range.body.find("rank 123456 is not a rank of this job (0 to 7)"), std::string::npos);
+  EXPECT_EQ(engine.start(1, "node-9", kPeer).status, 404) << "a host that is not in hosts.json";
+  // Node 0's name resolves to 10.0.0.1: a report for it from 10.0.0.66 is another pod's.
+  bool looked_up = false;
+  Reply elsewhere = engine.start(1, "j-node-0-0", "10.0.0.66", &looked_up);
+  EXPECT_TRUE(looked_up);
+  EXPECT_EQ(elsewhere.status, 403);
+  EXPECT_NE(elsewhere.body.find("does not resolve to the sender's address 10.0.0.66"), std::string::npos);
+  EXPECT_TRUE(engine.coordinator.ranks().empty());
+  engine.coordinator.tick(kT0 + 100s);
+  EXPECT_TRUE(engine.lost.empty()) << "a refused fake start got its host named lost";
+  EXPECT_EQ(engine.metric("rank_refused_out_of_range"), "1");
+  EXPECT_EQ(engine.metric("rank_refused_unknown_host"), "1");
+  EXPECT_EQ(engine.metric("rank_refused_wrong_address"), "1");
+  // From the host's own address: taken, and the next report from there needs no lookup.
+  EXPECT_EQ(engine.start(1, "j-node-0-0", kPeer, &looked_up).status, 200);
+  EXPECT_TRUE(looked_up);
+  EXPECT_EQ(engine.start(2, "j-node-0-0", kPeer, &looked_up).status, 200);
+  EXPECT_FALSE(looked_up) << "a known sender's report cost a DNS lookup";
+  // Its beats come from where its start report came from, and nowhere else.
+  auto beat = [&](const std::string& from, long long seq) {
+    return engine.post(kRankBeatPath, signed_body(kKey, RankBeat{1, "j-node-0-0", seq}), kT0, from).status;
+  };
+  EXPECT_EQ(beat("10.0.0.66", 1), 403);
+  EXPECT_EQ(beat(kPeer, 1), 200);
+}
+
+TEST(CoordinatorBounds, TheRankTableHoldsNpEntriesAndTailsAreCut) {
+  Engine engine(4);
+  for (int rank = 0; rank < 12; ++rank) {
+    RankReport report{rank, kHost, "exit", 1, 0, 1, std::string(30 * 1024, 'x'), random_nonce(), ""};
+    engine.post(kRankPath, signed_body(kKey, report));
+  }
+  EXPECT_EQ(engine.coordinator.ranks().size(), 4U);
+  for (const auto& [rank, event] : engine.coordinator.ranks()) EXPECT_LE(event.tail.size(), 24U * 1024);
+  // No np given: the sum of hosts.json's slots bounds it.
+  Engine slots;
+  EXPECT_EQ(slots.start(65536, kHost, kPeer).status, 403);
+}
+
+TEST(CoordinatorBounds, ARefusalFloodLogsAFewShortLinesWithACount) {
+  Engine engine;
+  // 200 refused registrations with a name of 16 KiB (made of control bytes and quotes) each.
+  const std::string name = std::string(16 * 1024 - 3, 'n') + "\n\"\x1b";
+  for (int i = 0; i < 200; ++i) {
+    auto registration = Registration{name, 1, 0, true, "", kVersion, random_nonce()};
+    engine.post(kRegisterPath, signed_body(kKey, registration), kT0 + std::chrono::milliseconds(i));
+  }
+  ASSERT_EQ(engine.logged.size(), 1U) << "one line per reason per interval";
+  EXPECT_LT(engine.logged[0].size(), 200U) << engine.logged[0];
+  EXPECT_EQ(engine.logged[0].find('\n'), std::string::npos) << "a raw newline of the request reached the log";
+  EXPECT_EQ(engine.metric("refusals"), "200") << "every refusal is counted, logged or not";
+  engine.coordinator.tick(kT0 + 5s);
+  EXPECT_EQ(engine.logged.size(), 1U);
+  engine.coordinator.tick(kT0 + 11s);  // the interval has passed: the untold ones, counted
+  ASSERT_EQ(engine.logged.size(), 2U);
+  EXPECT_NE(engine.logged[1].find("199 more refusals (404 /v1/register"), std::string::npos)
+      << engine.logged[1];
+  std::size_t bytes = engine.logged[0].size() + engine.logged[1].size();
+  EXPECT_LT(bytes, 400U) << "200 refusals made " << bytes << " bytes of log";
+}
+
+}  // namespace
+}  // namespace tmpi::rdv
