@@ -18,12 +18,22 @@ out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 check=$TMPI_GPU_BUNDLE/bin/nccl-check
 gpus=$(nvidia-smi -L | grep -c '^GPU')
-passed=0 failed=0
-verdict() {  # verdict CASE OK DETAIL
+passed=0 failed=0 code=0 took=0
+# run_case CASE SECONDS CMD...: runs CMD under a timeout into $out/CASE.txt, shows it, and
+# leaves its exit status in `code` and its time in `took`.
+run_case() {
+  local name=$1 limit=$2 start=$EPOCHREALTIME
+  shift 2
+  timeout "$limit" "$@" >"$out/$name.txt" 2>&1
+  code=$?
+  took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  cat "$out/$name.txt"
+}
+verdict() {  # verdict CASE OK: counts it, and says it with the exit and the time of run_case
   if [[ $2 == 1 ]]; then
-    passed=$((passed + 1)) && echo "device-check $1: pass ($3)"
+    passed=$((passed + 1)) && echo "device-check $1: pass (exit $code in ${took}s)"
   else
-    failed=$((failed + 1)) && echo "device-check $1: FAIL ($3)"
+    failed=$((failed + 1)) && echo "device-check $1: FAIL (exit $code in ${took}s)"
   fi
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -31,12 +41,7 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$check" | grep -E 'nccl|cudart|mpi|not found'
 
 # defaults: no option but the backend and the report.
-start=$EPOCHREALTIME
-timeout 300 mpirun.openmpi -np "$gpus" --bind-to none "$check" --backend nccl --json "$out/defaults.json" \
-  >"$out/defaults.txt" 2>&1
-code=$?
-took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-cat "$out/defaults.txt"
+run_case defaults 300 mpirun.openmpi -np "$gpus" --bind-to none "$check" --backend nccl --json "$out/defaults.json"
 ok=0
 if [[ $code == 0 ]] && python3 - "$out/defaults.json" <<'PY'; then ok=1; fi
 import json, sys
@@ -49,39 +54,27 @@ assert rows, "no all-reduce row"
 assert all(row.get("wrong", 0) == 0 for row in rows), "an all-reduce's data was wrong"
 print("rows:", [(row["bytes"], round(row.get("algbw_gbps", 0), 1)) for row in rows])
 PY
-verdict defaults "$ok" "exit $code in ${took}s"
+verdict defaults "$ok"
 
 # two-per-gpu: one more rank than GPUs, all on this host.
-start=$EPOCHREALTIME
-timeout 120 mpirun.openmpi -np $((gpus + 1)) --oversubscribe --bind-to none "$check" --backend nccl \
-  --max-bytes 1M >"$out/two-per-gpu.txt" 2>&1
-code=$?
-took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-cat "$out/two-per-gpu.txt"
+run_case two-per-gpu 120 mpirun.openmpi -np $((gpus + 1)) --oversubscribe --bind-to none "$check" --backend nccl \
+  --max-bytes 1M
 ok=0
 [[ $code == 69 ]] && grep -q "sees only $gpus GPU" "$out/two-per-gpu.txt" && ok=1
-verdict two-per-gpu "$ok" "exit $code in ${took}s"
+verdict two-per-gpu "$ok"
 
 # no-device: the pod's GPUs hidden.
-start=$EPOCHREALTIME
-CUDA_VISIBLE_DEVICES="" timeout 120 mpirun.openmpi -x CUDA_VISIBLE_DEVICES -np 1 "$check" --backend nccl \
-  --max-bytes 1M >"$out/no-device.txt" 2>&1
-code=$?
-took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-cat "$out/no-device.txt"
+CUDA_VISIBLE_DEVICES="" run_case no-device 120 mpirun.openmpi -x CUDA_VISIBLE_DEVICES -np 1 "$check" --backend nccl \
+  --max-bytes 1M
 ok=0
 [[ $code == 69 ]] && grep -q "no CUDA device is visible" "$out/no-device.txt" && ok=1
-verdict no-device "$ok" "exit $code in ${took}s"
+verdict no-device "$ok"
 
 # bench: ours beside PyTorch's all-reduce, 1 MiB to 1 GiB.
-start=$EPOCHREALTIME
-OUT=$out timeout 400 bash bench/gpu/run.sh 1G >"$out/bench.txt" 2>&1
-code=$?
-took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-cat "$out/bench.txt"
+OUT=$out run_case bench 400 bash bench/gpu/run.sh 1G
 ok=0
 [[ $code == 0 ]] && grep -q '^| 1024 MiB' "$out/bench.txt" && ok=1
-verdict bench "$ok" "exit $code in ${took}s"
+verdict bench "$ok"
 
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]
