@@ -84,17 +84,32 @@ case $case_name in
     # after its 10 s floor; the hosts of the ranks that never say they gave up are the
     # silent ones. The row is the same every way.
     sizes=(--min-bytes 1M --max-bytes 16M --pair-bytes 1M --min-fraction 0.05)
-    check --check mpi --step-timeout 5s > "$CIB_DIR/check.log" 2>&1 &
-    pid=$!
-    # Up to 60 s for the ranks to start: under a loaded machine's -j2 (helpers building beside
-    # it) they were seen to take over 10 s, and a stop of nothing tests nothing.
-    for _ in $(seq 600); do [[ $(check_pids "${nodes[2]}" | wc -l) == 2 ]] && break; sleep 0.1; done
-    # Half a second: the sweep's budget (a quarter of --step-timeout) and the pair rounds'
-    # keep the whole check near a second here, and a stop after its end tests nothing.
-    sleep "${TMPI_STOP_AFTER:-0.5}"  # TMPI_STOP_AFTER=0: a stop before MPI_Init, by hand
-    victims=$(check_pids "${nodes[2]}")
-    [[ $(wc -l <<<"$victims") == 2 ]] || fail "not 2 nccl-check ranks on ${nodes[2]}: $victims: $(cat "$CIB_DIR/check.log")"
-    kill -STOP $victims
+    # The stop must land while the check runs, which here lasts about a second: the sweep's
+    # budget (a quarter of --step-timeout) and the pair rounds' keep it short. Node 2's ranks
+    # are looked for every 50 ms (up to 60 s: on a loaded machine they took over 10 s to
+    # start), stopped half a second after they were seen, by the pids seen; where the check
+    # ended first (it passed: nothing was stopped), it is run again, three times at most.
+    stopped=""
+    for attempt in 1 2 3; do
+      check --check mpi --step-timeout 5s > "$CIB_DIR/check.log" 2>&1 &
+      pid=$!
+      victims=""
+      for _ in $(seq 1200); do
+        victims=$(check_pids "${nodes[2]}")
+        [[ $(grep -c . <<<"$victims") == 2 ]] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+      done
+      sleep "${TMPI_STOP_AFTER:-0.5}"  # TMPI_STOP_AFTER=0: a stop before MPI_Init, by hand
+      if [[ $(grep -c . <<<"$victims") == 2 ]] && kill -STOP $victims 2>/dev/null; then
+        stopped=yes
+        break
+      fi
+      kill -CONT $victims 2>/dev/null  # one of the two had ended: none stays stopped
+      wait "$pid"
+      echo "attempt $attempt: the check ended before node 2's ranks were stopped; again"
+    done
+    [[ -n $stopped ]] || fail "node 2's ranks were not stopped mid-check in 3 attempts: $(cat "$CIB_DIR/check.log")"
     timeout 40 tail --pid="$pid" -f /dev/null || fail "the check hangs 40 s after ${nodes[2]} stopped: $(cat "$CIB_DIR/check.log")"
     rc=0; wait "$pid" || rc=$?
     out=$(cat "$CIB_DIR/check.log")
