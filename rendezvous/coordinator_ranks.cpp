@@ -4,6 +4,9 @@
 // [0, np), a host of hosts.json, and the address that host registered from or that its name
 // resolves to (the DNS lookup is the service's, before handle(), and only for a signed,
 // fresh report of this epoch). A rank's beats then come from its start report's address.
+// A misplaced rank runs where hosts.json does not put it, maybe on no host of the job at all
+// (the launcher's pod, where Open MPI 5 once ran every rank): its report names the host it
+// runs on, and is bound to the sender by that name's addresses alone.
 // The table of ranks therefore holds np entries at most, each tail cut to kTailBytes.
 #include <algorithm>
 
@@ -52,7 +55,8 @@ std::optional<std::string> Coordinator::rank_host_to_resolve(const Call& call) c
   const auto* report = std::get_if<RankReport>(&parsed);
   if (report == nullptr || report->rank >= max_ranks()) return std::nullopt;
   std::string host = canonical_host(report->host);
-  if (!hosts_.contains(host) || sender_known(host, call.peer)) return std::nullopt;
+  if ((!hosts_.contains(host) && report->event != "misplaced") || sender_known(host, call.peer))
+    return std::nullopt;
   if (!signed_by(config_.key, Kind::kRank, call.parsed) || report->epoch != config_.epoch ||
       nonces_.contains(report->nonce))
     return std::nullopt;
@@ -66,12 +70,16 @@ std::optional<Refusal> Coordinator::unbound_report(const Call& call, const RankR
                    fmt::format("rank {} is not a rank of this job (0 to {})", report.rank, max_ranks() - 1)};
   }
   std::string host = canonical_host(report.host);
+  bool resolves_to_sender =
+      std::find(call.resolved.begin(), call.resolved.end(), call.peer) != call.resolved.end();
+  if (!hosts_.contains(host) && report.event == "misplaced" && (call.peer.empty() || resolves_to_sender))
+    return std::nullopt;
   if (!hosts_.contains(host)) {
     ++counters_["rank_refused_unknown_host"];
     return Refusal{404, "a rank report's host is not a host of this job (not in hosts.json)"};
   }
   if (sender_known(host, call.peer)) return std::nullopt;
-  if (std::find(call.resolved.begin(), call.resolved.end(), call.peer) != call.resolved.end()) {
+  if (resolves_to_sender) {
     report_address_[host] = call.peer;
     return std::nullopt;
   }

@@ -94,6 +94,30 @@ TEST(CoordinatorBounds, EvictionsAloneAreNoOverload) {
   EXPECT_EQ(engine.lost, std::vector<std::string>{kHost});
 }
 
+// A misplaced rank runs on a host that hosts.json does not give it, maybe on none of the job's
+// (the launcher's pod, where Open MPI 5 ran every rank): its report is taken from the address
+// that host's name resolves to, and from nowhere else.
+TEST(CoordinatorBounds, AMisplacedRankIsHeardFromAHostOutsideTheJobOnlyFromThatHostsAddress) {
+  Engine engine(8);
+  auto misplaced = [&](const std::string& from) {
+    Call call{"POST",
+              kRankPath,
+              signed_body(
+                  kKey, RankReport{1, "j-launcher-0-0.j", "misplaced", 69, 0, 0, "", random_nonce(), kHost}),
+              from,
+              {}};
+    auto lookup = engine.coordinator.host_to_resolve(call);
+    EXPECT_TRUE(lookup.has_value()) << "a misplaced report's host was not looked up";
+    call.resolved = {"10.0.0.9"};  // the launcher pod's name resolves to 10.0.0.9
+    return engine.coordinator.handle(call, kT0);
+  };
+  EXPECT_EQ(misplaced("10.0.0.66").status, 404) << "taken from an address its host's name does not have";
+  EXPECT_TRUE(engine.coordinator.ranks().empty());
+  EXPECT_EQ(misplaced("10.0.0.9").status, 200);
+  ASSERT_EQ(engine.coordinator.ranks().size(), 1U);
+  EXPECT_EQ(engine.coordinator.ranks().begin()->second.event, "misplaced");
+}
+
 TEST(CoordinatorBounds, ARankReportIsTakenOnlyForAJobsRankOnItsHostFromThatHostsAddress) {
   Engine engine(8);
   // A key holder's fake start for rank 123456 "on node 0": not a rank of this job.
