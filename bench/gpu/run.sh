@@ -63,5 +63,14 @@ for size in sorted(set(ours) & set(ref)):
     theirs = ref[size][1 if key == "busbw" else 0]
     ratio = mine / theirs if theirs > 0 else float("nan")
     target = ">= 0.95" if size >= 256 << 20 else ""
-    print(f"| {size >> 20} MiB | {mine:.1f} | {theirs:.1f} | {ratio:.3f} | {target} |")
+    if int(sys.argv[4]) == 1:
+        # One rank: NCCL's in-place all-reduce (PyTorch's only kind) copies nothing, while
+        # nccl-check's out-of-place one is a device-to-device copy, so no ratio means anything.
+        ratio_text, target = "n/a", "n/a (one GPU)"
+    else:
+        ratio_text = f"{ratio:.3f}"
+    print(f"| {size >> 20} MiB | {mine:.1f} | {theirs:.1f} | {ratio_text} | {target} |")
+if int(sys.argv[4]) == 1:
+    print("\none GPU: no fabric to measure; nccl-check's algbw is a device copy (2 bytes of memory")
+    print("traffic a byte), the reference's an in-place all-reduce of one rank, which NCCL skips")
 PY
