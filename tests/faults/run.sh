@@ -56,31 +56,39 @@ cases=(
 
 # What a row can leave: its cluster (cib's run prefix names its namespaces, its entry in
 # /run/tmpi-cib and its folder), and live processes started from this build (a zombie that
-# its parent has yet to reap is not counted). Taken before and after each row; what is new
-# after it was left behind.
-snapshot() {  # snapshot [PREFIX]
-  { if [[ -n ${1:-} ]]; then
-      ip netns list 2>/dev/null | awk -v p="$1" 'index($1, p) == 1 { print "netns " $1 }'
-      [[ -e /run/tmpi-cib/$1 ]] && echo "cib-run $1"
-      [[ -e $CIB_ROOT/$1 ]] && echo "folder $CIB_ROOT/$1"
+# its parent has yet to reap is not counted) that belong to the row. Other tests may run
+# beside the matrix (ctest -j), so a process is the row's by its environment, which every
+# process of a row inherits or is given: TMPI_FAULT_ROW, set for the row here, or the row's
+# cluster folder (CIB_DIR, and HOME under it, which even the pods' `env -i` and sshd's
+# sessions keep). Taken after the row; what is there was left behind.
+leftovers() {  # leftovers ROW_MARKER [PREFIX]
+  local marker=$1 prefix=${2:-} pid args environ
+  if [[ -n $prefix ]]; then
+    ip netns list 2>/dev/null | awk -v p="$prefix" 'index($1, p) == 1 { print "netns " $1 }'
+    [[ -e /run/tmpi-cib/$prefix ]] && echo "cib-run $prefix"
+    [[ -e $CIB_ROOT/$prefix ]] && echo "folder $CIB_ROOT/$prefix"
+  fi
+  while read -r pid args; do
+    environ=$(tr '\0' '\n' 2>/dev/null </proc/"$pid"/environ) || continue
+    if grep -qxF "TMPI_FAULT_ROW=$marker" <<<"$environ" ||
+       { [[ -n $prefix ]] && grep -qF "/$prefix" <<<"$environ"; }; then
+      echo "process $args"
     fi
-    ps -e -o stat=,args= | awk -v b="$build/" '$1 !~ /^Z/ && index($0, b) { $1 = ""; print "process" $0 }' |
-      grep -v -e "$here/run.sh" -e ' ps -e' -e ' awk '
-  } | sort -u
+  done < <(ps -e -o pid=,stat=,args= | awk -v b="$build/" '$2 !~ /^Z/ && index($0, b) { $2 = ""; print }')
 }
 
 rows=() failed=0
 for entry in "${cases[@]}"; do
   IFS='|' read -r kind nodes script case_name <<<"$entry"
-  before=$(snapshot)
+  marker="$$-${#rows[@]}"
   if [[ $kind == agent ]]; then
-    out=$("$script" 2>&1); rc=$?
+    out=$(TMPI_FAULT_ROW=$marker "$script" 2>&1); rc=$?
   else
-    out=$("$cib" run --jobset train --nodes "$nodes" -- "$script" "$case_name" 2>&1); rc=$?
+    out=$(TMPI_FAULT_ROW=$marker "$cib" run --jobset train --nodes "$nodes" -- "$script" "$case_name" 2>&1); rc=$?
   fi
   prefix=$(sed -nE 's|^cib: up: .*CIB_DIR=.*/([^/]+)$|\1|p' <<<"$out" | head -n 1)
   sleep 1
-  left=$(comm -13 <(echo "$before") <(snapshot "$prefix") | cut -c1-200 | paste -sd ';' -)
+  left=$(leftovers "$marker" "$prefix" | sort -u | cut -c1-200 | paste -sd ';' -)
   row=$(grep -m 1 $'^fault-row\t' <<<"$out")
   if [[ $rc != 0 || -z $row ]]; then
     echo "faults: ${case_name:-$script} FAILED (exit $rc):" >&2; tail -n 20 <<<"$out" >&2; failed=1
