@@ -153,7 +153,10 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
       "PermitRootLogin prohibit-password\n"
       "UsePAM no\n"
       "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256\n"
-      "AcceptEnv *\n",
+      // Only the locale, as Debian's own sshd_config: MPI's launchers carry the job's
+      // environment on the command line, and a session's LD_PRELOAD or PATH is not a
+      // client's to choose.
+      "AcceptEnv LANG LC_*\n",
       layout.ssh_dir, layout.port, key.file_name);
   if (layout.strict_modes_problem) {
     out += fmt::format(

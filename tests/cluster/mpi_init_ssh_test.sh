@@ -38,6 +38,13 @@ for node in "${nodes[@]}"; do
 done
 pass "$mode: the launcher reaches ${#nodes[@]} nodes with strict host key checking"
 
+# A session's environment is not a client's to choose, but its locale: sshd_config accepts
+# LANG and LC_* only, so an LD_PRELOAD sent with the session never reaches it.
+got=$(in_pod "$launcher" ssh -o SetEnv="LD_PRELOAD=/tmp/x.so LC_TIME=C.UTF-8" "${nodes[0]}" \
+  'echo "${LD_PRELOAD:-none} ${LC_TIME:-none}"') || fail "ssh with SetEnv was refused"
+expect_eq "$got" "none C.UTF-8" "the variables a session was sent (LD_PRELOAD refused, LC_TIME taken)"
+pass "$mode: sshd takes a session's locale and nothing else of its environment"
+
 # A node whose sshd presents another host key must be refused, not trusted.
 impostor=${nodes[0]}
 ip netns pids "$("$CIB" ns "$impostor")" | xargs -r ps -o pid=,comm= -p | awk '$2 == "sshd" { print $1 }' | xargs -r kill
