@@ -20,9 +20,9 @@ annotation so a reader of a failure knows what ran:
   - GLOO_SOCKET_IFNAME=eth0 in trainer.env (gloo's interface, as NCCL_SOCKET_IFNAME would be).
 With --small-check, trainer.env also cuts the fabric check down to 4 MiB messages
 (TMPI_MAX_BYTES, TMPI_PAIR_BYTES, which mpi-launcher reads and hands every rank on nccl-check's
-command line), as a user would for a smoke run: the runs as root and as an arbitrary uid prove
-the uid, not the check, which the runtime's uid runs at its default sizes (35 s of 4 ranks on
-2 cores, against 3 s cut down).
+command line), as a user would for a smoke run: every run but DeepSpeed's as the runtime's uid
+proves the uid and the TrainJob, not the check, which that one runs at its default sizes (35 s
+of 4 ranks on 2 cores, against 3 s cut down).
 usage: cpu_smoke.py [--small-check] EXAMPLE_TRAINJOB.yaml > trainjob.yaml
 """
 import sys
