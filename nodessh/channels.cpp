@@ -297,7 +297,7 @@ void Watch::want(short events) {
 }
 
 int Watch::on_ready(socket_t /*fd*/, int revents, void* self) {
-  static_cast<Watch*>(self)->ready_ |= static_cast<short>(revents);
+  static_cast<Watch*>(self)->ready_ |= revents;
   return 0;
 }
 

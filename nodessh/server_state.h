@@ -31,14 +31,14 @@ class Watch {
   Watch& operator=(const Watch&) = delete;
   ~Watch() { want(0); }
   void want(short events);
-  short take_ready() { return std::exchange(ready_, 0); }
+  int take_ready() { return std::exchange(ready_, 0); }
 
  private:
   static int on_ready(socket_t fd, int revents, void* self);
   ssh_event event_;
   int fd_;
   short registered_ = 0;
-  short ready_ = 0;
+  int ready_ = 0;
 };
 
 struct Connection;
@@ -99,7 +99,7 @@ Expected<int> listen_on(SshdOptions options);
 void accept_ready(Server::State& server, Clock::time_point now);
 
 // channels.cpp: a connection's session channel, from its open to its end.
-ssh_channel open_session_channel(ssh_session session, void* connection);
+ssh_channel open_session_channel(ssh_session session, void* userdata);  // userdata: the Connection
 // One pass over a channel after a poll: its pipes, its child's end, its rules' timer.
 void pump_channel(Channel& channel, Clock::time_point now);
 // The command of `pid` ended with wait() status `status`.

@@ -75,7 +75,7 @@ TEST(NodeSshRules, PtySetsTermAndAllowsWindowChanges) {
 
 TEST(NodeSshRules, ForwardingAgentX11AndSubsystemsAreRefusedByName) {
   ChannelRules rules = make_rules();
-  auto refusal = [&](Request request) {
+  auto refusal = [&](const Request& request) {
     Verdict verdict = rules.on_request(request);
     EXPECT_FALSE(verdict.accepted);
     return verdict.refusal;
