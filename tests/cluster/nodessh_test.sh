@@ -19,8 +19,10 @@ for pod in "${nodes[@]}"; do
   home="$CIB_DIR/pods/$pod/home"
   chown "$uid:$uid" "$home"; chown -R "$uid:$uid" "$home/.ssh"  # HOME is the pod uid's
   [[ -z $(in_pod "$pod" getent passwd "$uid") ]] || fail "uid $uid has a passwd entry in $pod"
+  grace=()  # the second node's, short: a connection that never logs in is closed
+  [[ $pod == "${nodes[1]}" ]] && grace=(--sshd-login-grace 2s)
   "$CIB" exec "$pod" -- "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-sshd" --ssh-dir "$home/.ssh" \
-    --sshd-hangup-grace 1s >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+    --sshd-hangup-grace 1s "${grace[@]}" >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
 done
 for pod in "${nodes[@]}"; do
   for _ in $(seq 100); do
@@ -98,6 +100,15 @@ out=$(in_pod "$launcher" mpirun.openmpi --hostfile "$hostfile" -np 4 --mca plm_r
 expect_contains "$out" "rank 3/4 on ${nodes[1]}" "placement"
 expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
 pass "Open MPI 4: 4 ranks over ${#nodes[@]} nodes served by mpi-sshd"
+
+# A connection that never logs in is closed at the login grace (2 s on the second node).
+t0=$(date +%s%N)
+ip netns exec "$("$CIB" ns "$launcher")" timeout 10 bash -c \
+  "exec 3<>/dev/tcp/$("$CIB" ip "${nodes[1]}")/2222; cat <&3 >/dev/null" || fail "an idle connection was not closed"
+took=$(ms_since "$t0")
+expect_contains "$(cat "$CIB_DIR/pods/${nodes[1]}/mpi-sshd.log")" "closed: not logged in within 2 s" "the grace in the log"
+(( took >= 1900 && took < 5000 )) || fail "the idle connection was closed after $took ms, not about 2 s"
+pass "a connection that never logs in is closed after $took ms"
 
 # ssh-audit: no algorithm it fails.
 audit=$(in_pod "$launcher" ssh-audit -n -p 2222 "$node" 2>&1) || true
