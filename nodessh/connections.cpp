@@ -144,6 +144,10 @@ Expected<int> listen_on(SshdOptions options) {
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 || listen(fd, 128) != 0) {
     int error = errno;
     close(fd);
+    if (options.listen_address == "::" && error == EADDRNOTAVAIL) {  // IPv6 off in this pod
+      options.listen_address = "0.0.0.0";
+      return listen_on(options);
+    }
     return make_error(Exit::kUnavailable, "cannot listen on port {} ({}): {}; is another sshd there?",
                       options.port, options.listen_address, std::strerror(error));
   }
