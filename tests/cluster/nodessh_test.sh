@@ -91,6 +91,23 @@ expect_contains "$(cat "$log")" "SIGHUP to process group $group" "the hangup"
 expect_contains "$(cat "$log")" "process group $group outlived the hangup's grace; SIGKILL" "the kill"
 pass "the client killed: process group $group hung up, then killed, gone in $(ms_since "$t0") ms"
 
+# The launcher's libssh side: the preflight's ssh check (`exec true` on the job key), then
+# mpi-ssh through its relay (tests/cluster/ssh_relay_probe.cpp), as the runtimes launch.
+key=$(ls "$CIB_DIR/pods/$launcher/home/.ssh" | grep -E '^id_[a-z0-9]+$' | head -n 1)
+coproc PROBE { in_pod "$launcher" "$TMPI_BUILD_DIR/tests/cluster/ssh_relay_probe" \
+  "$CIB_DIR/pods/$launcher/home/.ssh/$key" 2222 "${nodes[0]}.$sub" 2>&1; }
+read -r -t 30 relay_socket <&"${PROBE[0]}" || fail "the relay probe did not start"
+[[ $relay_socket == /* ]] || fail "the ssh check against mpi-sshd failed: $relay_socket"
+seq 1 200000 >"$CIB_DIR/in"
+rc=0; in_pod "$launcher" env TMPI_SSH_RELAY="$relay_socket" "$TMPI_BUILD_DIR/bin/mpi-ssh" -p 2222 "${nodes[0]}.$sub" \
+  'cat; echo "to stderr" >&2; exit 5' <"$CIB_DIR/in" >"$CIB_DIR/out" 2>"$CIB_DIR/err" || rc=$?
+expect_eq "$rc" 5 "mpi-ssh's exit status through the relay"
+cmp -s "$CIB_DIR/in" "$CIB_DIR/out" || fail "stdin through cat and back differs: $(wc -c <"$CIB_DIR/out") bytes"
+expect_eq "$(cat "$CIB_DIR/err")" "to stderr" "stderr through the relay"
+exec {PROBE[1]}>&-
+wait "$PROBE_PID" 2>/dev/null || true
+pass "the launcher's ssh check and relay: 1.3 MB through cat, stderr apart, status 5"
+
 # Open MPI 4's mpirun, its daemons started through mpi-sshd with the plain OpenSSH client.
 hostfile="$CIB_DIR/hostfile"
 for pod in "${nodes[@]}"; do echo "$pod.$sub slots=2"; done >"$hostfile"
