@@ -85,8 +85,10 @@ group=$(head -n 1 "$CIB_DIR/group")
 [[ $group =~ ^[0-9]+$ ]] && pgrep -g "$group" >/dev/null || fail "the remote command's group did not start"
 t0=$(date +%s%N)
 kill -9 "$client"; wait "$client" 2>/dev/null || true
-for _ in $(seq 100); do pgrep -g "$group" >/dev/null || break; sleep 0.05; done
-pgrep -g "$group" >/dev/null && fail "process group $group outlived its client: $(pgrep -a -g "$group")"
+# Alive: not a zombie (the orphan `sleep 300` waits there for this machine's init to reap it).
+alive() { ps -o stat= -g "$1" 2>/dev/null | grep -qv '^Z'; }
+for _ in $(seq 100); do alive "$group" || break; sleep 0.05; done
+alive "$group" && fail "process group $group outlived its client: $(ps -o pid=,stat=,args= -g "$group")"
 expect_contains "$(cat "$log")" "SIGHUP to process group $group" "the hangup"
 expect_contains "$(cat "$log")" "process group $group outlived the hangup's grace; SIGKILL" "the kill"
 pass "the client killed: process group $group hung up, then killed, gone in $(ms_since "$t0") ms"
