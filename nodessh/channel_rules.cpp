@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/refusal_log.h"  // excerpt(): a name off the wire, short and escaped
+
 namespace tmpi::nodessh {
 
 namespace {
@@ -39,6 +41,8 @@ constexpr std::array<std::pair<std::string_view, int>, 13> kSignals{{
     {"USR1", SIGUSR1},
     {"USR2", SIGUSR2},
 }};
+
+constexpr std::size_t kMaxTermBytes = 256;
 
 bool plain_env_name(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
@@ -102,20 +106,22 @@ std::string signal_name(int number) {
 Verdict ChannelRules::on_request(const Request& request) {
   switch (request.kind) {
     case RequestKind::kSubsystem:
-      return refuse("subsystem '{}' refused: mpi-sshd serves no subsystem (no sftp)", request.name);
+      return refuse("subsystem {} refused: mpi-sshd serves no subsystem (no sftp)",
+                    rdv::excerpt(request.name));
     case RequestKind::kX11:
       return refuse("x11-req refused: mpi-sshd forwards no X11");
     case RequestKind::kAuthAgent:
       return refuse("auth-agent-req refused: mpi-sshd forwards no agent");
     case RequestKind::kOther:
-      return refuse("channel request '{}' refused: mpi-sshd does not know it", request.name);
+      return refuse("channel request {} refused: mpi-sshd does not know it", rdv::excerpt(request.name));
     case RequestKind::kWindowChange:
       if (!pty_term_) return refuse("window-change refused: the channel has no pty");
       return accept();
     case RequestKind::kSignal:
-      if (!command_ || exited_) return refuse("signal {} refused: no command runs", request.name);
+      if (!command_ || exited_)
+        return refuse("signal {} refused: no command runs", rdv::excerpt(request.name));
       if (!signal_number(request.name))
-        return refuse("signal '{}' refused: not a signal of RFC 4254", request.name);
+        return refuse("signal {} refused: not a signal of RFC 4254", rdv::excerpt(request.name));
       return accept();
     default:
       break;
@@ -128,22 +134,25 @@ Verdict ChannelRules::on_request(const Request& request) {
 Verdict ChannelRules::before_start(const Request& request) {
   if (request.kind == RequestKind::kPty) {
     if (pty_term_) return refuse("pty-req refused: the channel has a pty already");
+    if (request.name.size() > kMaxTermBytes)
+      return refuse("pty-req refused: TERM longer than {} bytes", kMaxTermBytes);
     pty_term_ = request.name;
     return accept();
   }
   if (request.kind == RequestKind::kEnv) {
     if (!plain_env_name(request.name))
-      return refuse("env refused: '{}' is not a variable's name", request.name);
+      return refuse("env {} refused: not a variable's name", rdv::excerpt(request.name));
     if (request.name.size() + request.value.size() > limits_.max_env_bytes)
-      return refuse("env {} refused: longer than {} bytes", request.name, limits_.max_env_bytes);
+      return refuse("env {} refused: longer than {} bytes", rdv::excerpt(request.name),
+                    limits_.max_env_bytes);
     bool listed =
         std::any_of(limits_.accept_env.begin(), limits_.accept_env.end(),
                     [&](const std::string& pattern) { return matches_pattern(pattern, request.name); });
-    if (!listed) return refuse("env {} refused: not in --sshd-accept-env", request.name);
+    if (!listed) return refuse("env {} refused: not in --sshd-accept-env", rdv::excerpt(request.name));
     auto same = [&](const auto& entry) { return entry.first == request.name; };
     std::erase_if(env_, same);
     if (env_.size() >= limits_.max_env)
-      return refuse("env {} refused: {} variables already", request.name, env_.size());
+      return refuse("env {} refused: {} variables already", rdv::excerpt(request.name), env_.size());
     env_.emplace_back(request.name, request.value);
     return accept();
   }

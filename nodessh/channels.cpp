@@ -29,7 +29,11 @@ Channel& self(void* userdata) {
 
 int decide(Channel& channel, const Request& request) {
   Verdict verdict = channel.rules.on_request(request);
-  if (!verdict.accepted && channel.connection != nullptr) log_refusal(*channel.connection, verdict.refusal);
+  if (!verdict.accepted && channel.connection != nullptr) {
+    // The reason is the refusal's first word, the request's type as the rules spell it.
+    log_refusal(channel.connection->server, verdict.refusal.substr(0, verdict.refusal.find(' ')),
+                fmt::format("{}: {}", channel.peer, verdict.refusal));
+  }
   return verdict.accepted ? 0 : -1;
 }
 
@@ -204,8 +208,9 @@ ssh_channel open_session_channel(ssh_session session, void* userdata) {
   auto& connection = *static_cast<Connection*>(userdata);
   if (!connection.gate.authenticated()) return nullptr;
   if (connection.channels.size() >= kMaxChannelsPerConnection) {
-    log_refusal(connection,
-                fmt::format("a session channel refused: {} are open", connection.channels.size()));
+    log_refusal(connection.server, "session channel",
+                fmt::format("{}: a session channel refused: {} are open", connection.peer,
+                            connection.channels.size()));
     return nullptr;
   }
   ssh_channel handle = ssh_channel_new(session);
@@ -285,8 +290,8 @@ bool retire_channel(Channel& channel) {
   return over;
 }
 
-void log_refusal(const Connection& connection, const std::string& what) {
-  spdlog::warn("{}: {}", connection.peer, what);
+void log_refusal(Server::State& server, const std::string& reason, const std::string& line) {
+  if (auto told = server.refusals.note(reason, line, Clock::now())) spdlog::warn("{}", *told);
 }
 
 void Watch::want(short events) {

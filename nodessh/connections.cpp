@@ -64,12 +64,14 @@ int on_publickey(ssh_session /*session*/, const char* user, ssh_key key, char st
   if (state == SSH_PUBLICKEY_STATE_WRONG || state == SSH_PUBLICKEY_STATE_ERROR) is_job_key = false;
   switch (connection.gate.on_publickey(is_job_key, state == SSH_PUBLICKEY_STATE_VALID)) {
     case AuthVerdict::kAccepted:
-      spdlog::info("{}: logged in as '{}' with the job key", connection.peer, user);
+      spdlog::info("{}: logged in as {} with the job key", connection.peer, rdv::excerpt(user));
       return SSH_AUTH_SUCCESS;
     case AuthVerdict::kProbeAccepted:
       return SSH_AUTH_SUCCESS;  // libssh answers "this key would do" (SSH_MSG_USERAUTH_PK_OK)
     case AuthVerdict::kDenied:
-      log_refusal(connection, fmt::format("a public key for '{}' refused: not the job key", user));
+      log_refusal(connection.server, "key",
+                  fmt::format("{}: a public key for {} refused: not the job key", connection.peer,
+                              rdv::excerpt(user)));
       return SSH_AUTH_DENIED;
     case AuthVerdict::kDeniedLast:
       connection.drop =
@@ -90,13 +92,15 @@ int on_unhandled(ssh_session /*session*/, ssh_message message, void* userdata) {
   Refused refused{type, subtype, ""};
   if (type == SSH_REQUEST_CHANNEL_OPEN && subtype == SSH_CHANNEL_DIRECT_TCPIP) {
     const char* to = ssh_message_channel_request_open_destination(message);
-    refused.target = fmt::format("{}:{}", to == nullptr ? "?" : to,
-                                 ssh_message_channel_request_open_destination_port(message));
+    refused.target = rdv::excerpt(fmt::format("{}:{}", to == nullptr ? "?" : to,
+                                              ssh_message_channel_request_open_destination_port(message)));
   } else if (type == SSH_REQUEST_GLOBAL && subtype == SSH_GLOBAL_REQUEST_TCPIP_FORWARD) {
     const char* at = ssh_message_global_request_address(message);
-    refused.target = fmt::format("{}:{}", at == nullptr ? "?" : at, ssh_message_global_request_port(message));
+    refused.target = rdv::excerpt(
+        fmt::format("{}:{}", at == nullptr ? "?" : at, ssh_message_global_request_port(message)));
   }
-  log_refusal(connection, describe_refusal(refused));
+  log_refusal(connection.server, fmt::format("message {}.{}", type, subtype),
+              fmt::format("{}: {}", connection.peer, describe_refusal(refused)));
   if (type == SSH_REQUEST_AUTH && connection.gate.on_other_method() == AuthVerdict::kDeniedLast) {
     connection.drop =
         fmt::format("{} authentication attempts refused", connection.server.options.max_auth_tries);
@@ -178,7 +182,8 @@ void accept_one(Server::State& server, int fd, const std::string& peer, Clock::t
   ssh_set_server_callbacks(session, &callbacks);
   ssh_set_message_callback(session, on_unhandled, connection.get());
   if (ssh_handle_key_exchange(session) == SSH_ERROR) {
-    spdlog::warn("{}: the key exchange failed: {}", peer, ssh_get_error(session));
+    log_refusal(server, "key exchange",
+                fmt::format("{}: the key exchange failed: {}", peer, ssh_get_error(session)));
     ssh_free(session);
     return;
   }
@@ -203,7 +208,9 @@ void accept_ready(Server::State& server, Clock::time_point now) {
     std::string peer = describe_peer(address);
     auto open = static_cast<int>(server.connections.size());
     if (server.stopping || !admits_connection(open, server.options.max_connections)) {
-      spdlog::warn("{}: connection refused: {} are open, the most --sshd-max-connections allows", peer, open);
+      log_refusal(server, "max connections",
+                  fmt::format("{}: connection refused: {} are open, the most --sshd-max-connections allows",
+                              peer, open));
       close(fd);
       continue;
     }

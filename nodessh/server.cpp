@@ -141,7 +141,14 @@ bool serve_connection(Server::State& state, Connection& connection, Clock::time_
     it = channels.erase(it);
   }
   if (!closed && connection.drop.empty()) return true;
-  if (!connection.drop.empty()) spdlog::info("{}: closed: {}", connection.peer, connection.drop);
+  if (!connection.drop.empty()) {
+    std::string line = fmt::format("{}: closed: {}", connection.peer, connection.drop);
+    if (connection.gate.authenticated()) {
+      spdlog::info("{}", line);
+    } else {  // a stranger's connections come at line rate
+      log_refusal(state, "closed before login", line);
+    }
+  }
   connection_gone(connection, now);
   for (auto& channel : channels) {
     if (channel->rules.finished()) {
@@ -229,6 +236,7 @@ Status Server::run() {
       }
     }
     serve_orphans(state, now);
+    for (const std::string& line : state.refusals.flush(now)) spdlog::warn("{}", line);
     if (state.stopping && connections.empty() && state.orphans.empty()) return ok_status();
   }
 }

@@ -20,6 +20,7 @@
 #include "nodessh/command.h"
 #include "nodessh/server.h"
 #include "nodessh/session_rules.h"
+#include "rendezvous/refusal_log.h"
 
 namespace tmpi::nodessh {
 
@@ -89,6 +90,7 @@ struct Server::State {
   // Channels whose connection has gone, kept until their command's group has ended.
   std::vector<std::unique_ptr<Channel>> orphans;
   std::map<pid_t, Channel*> by_pid;
+  rdv::RefusalLog refusals;  // one line per reason per 10 s: a stranger may refuse at line rate
   bool stopping = false;
 
   ~State();
@@ -108,7 +110,8 @@ void command_exited(Channel& channel, int status);
 void connection_gone(Connection& connection, Clock::time_point now);
 // Frees what a finished channel holds; true when nothing of it is left to watch.
 bool retire_channel(Channel& channel);
-// The refusal log, one line per refused request: "10.0.0.5:51234: x11-req refused: ...".
-void log_refusal(const Connection& connection, const std::string& what);
+// A refusal, for the log ("10.0.0.5:51234: x11-req refused: ..."), rate-limited by `reason`,
+// one of a set fixed in the code.
+void log_refusal(Server::State& server, const std::string& reason, const std::string& line);
 
 }  // namespace tmpi::nodessh

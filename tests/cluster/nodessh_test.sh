@@ -50,7 +50,7 @@ pass "a signalled command comes back as exit-signal"
 out=$(in_pod "$launcher" env LANG=C.UTF-8 TMPI_NOT_LISTED=x \
   ssh -o SendEnv=LANG -o SendEnv=TMPI_NOT_LISTED "$node" 'echo "$LANG/${TMPI_NOT_LISTED:-unset}"')
 expect_eq "$out" "C.UTF-8/unset" "env requests"
-expect_contains "$(cat "$log")" "env TMPI_NOT_LISTED refused" "the refused env request in the log"
+expect_contains "$(cat "$log")" 'env "TMPI_NOT_LISTED" refused' "the refused env request in the log"
 pass "env: LANG passed, TMPI_NOT_LISTED refused and named"
 
 # Only the job key logs in.
@@ -73,7 +73,7 @@ done
 for _ in $(seq 50); do grep -q "administratively prohibited" "$CIB_DIR/forward.err" && break; sleep 0.05; done
 kill "$forward"; wait "$forward" 2>/dev/null || true
 expect_contains "$(cat "$CIB_DIR/forward.err")" "administratively prohibited" "ssh -L's channel"
-expect_contains "$(cat "$log")" "port forwarding (direct-tcpip to 127.0.0.1:2222) refused" "the refusal in the log"
+expect_contains "$(cat "$log")" 'port forwarding (direct-tcpip to "127.0.0.1:2222") refused' "the refusal in the log"
 pass "ssh -L: the forwarded connection is refused, and named in the log"
 
 # The client goes (SIGKILL: its connection just closes): the command's group, which ignores

@@ -80,10 +80,15 @@ TEST(NodeSshRules, ForwardingAgentX11AndSubsystemsAreRefusedByName) {
     EXPECT_FALSE(verdict.accepted);
     return verdict.refusal;
   };
-  EXPECT_NE(refusal({RequestKind::kSubsystem, "sftp", ""}).find("'sftp'"), std::string::npos);
+  EXPECT_NE(refusal({RequestKind::kSubsystem, "sftp", ""}).find("subsystem \"sftp\" refused"),
+            std::string::npos);
   EXPECT_NE(refusal({RequestKind::kX11, "", ""}).find("x11-req"), std::string::npos);
   EXPECT_NE(refusal({RequestKind::kAuthAgent, "", ""}).find("auth-agent-req"), std::string::npos);
   EXPECT_NE(refusal({RequestKind::kOther, "eow@openssh.com", ""}).find("eow@openssh.com"), std::string::npos);
+  // A name off the wire is logged short and escaped: no line break reaches the log.
+  std::string hostile = refusal({RequestKind::kSubsystem, "x\nforged line" + std::string(5000, 'a'), ""});
+  EXPECT_EQ(hostile.find('\n'), std::string::npos);
+  EXPECT_LT(hostile.size(), 200U);
   EXPECT_EQ(describe_refusal({SSH_REQUEST_CHANNEL_OPEN, SSH_CHANNEL_DIRECT_TCPIP, "db:5432"}),
             "port forwarding (direct-tcpip to db:5432) refused");
   EXPECT_NE(describe_refusal({SSH_REQUEST_GLOBAL, SSH_GLOBAL_REQUEST_TCPIP_FORWARD, "0.0.0.0:80"})
