@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 
@@ -177,6 +178,17 @@ void serve_orphans(Server::State& state, Clock::time_point now) {
   }
 }
 
+// At the stop: the groups just killed are reaped before the server goes (half a second at
+// most), so that none is left a zombie for whoever adopts it.
+void reap_the_rest() {
+  for (int tries = 0; tries < 50; ++tries) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
+    usleep(10000);
+  }
+}
+
 }  // namespace
 
 Server::State::~State() {
@@ -237,7 +249,10 @@ Status Server::run() {
     }
     serve_orphans(state, now);
     for (const std::string& line : state.refusals.flush(now)) spdlog::warn("{}", line);
-    if (state.stopping && connections.empty() && state.orphans.empty()) return ok_status();
+    if (state.stopping && connections.empty() && state.orphans.empty()) {
+      reap_the_rest();
+      return ok_status();
+    }
   }
 }
 
