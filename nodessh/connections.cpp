@@ -202,7 +202,13 @@ void accept_ready(Server::State& server, Clock::time_point now) {
         accept4(server.listen_fd, reinterpret_cast<sockaddr*>(&address), &size, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && errno == EINTR) continue;
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("accept: {}", std::strerror(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      // Out of descriptors (EMFILE, ENFILE) or another failure: the socket stays readable, so
+      // accepting pauses for a moment rather than spin, and the line is rate-limited.
+      log_refusal(server, "accept",
+                  fmt::format("accept: {}; not accepting for 200 ms", std::strerror(errno)));
+      server.listen_watch->want(0);
+      server.accept_paused_until = now + Millis(200);
       return;
     }
     std::string peer = describe_peer(address);

@@ -238,6 +238,10 @@ Status Server::run() {
     ssh_event_dopoll(state.event, kTickMs);
     const auto now = Clock::now();
     if (state.signal_watch->take_ready() != 0) read_signals(state);
+    if (state.accept_paused_until && now >= *state.accept_paused_until) {
+      state.accept_paused_until.reset();
+      state.listen_watch->want(POLLIN);
+    }
     if (state.listen_watch->take_ready() != 0) accept_ready(state, now);
     auto& connections = state.connections;
     for (std::size_t i = 0; i < connections.size();) {

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,7 +86,8 @@ struct Server::State {
   int signal_fd = -1;
   int port = 0;
   std::unique_ptr<Watch> listen_watch, signal_watch;
-  std::map<std::string, std::string> base_env;  // HOME
+  std::optional<Clock::time_point> accept_paused_until;  // after an accept that failed
+  std::map<std::string, std::string> base_env;           // HOME
   std::vector<std::unique_ptr<Connection>> connections;
   // Channels whose connection has gone, kept until their command's group has ended.
   std::vector<std::unique_ptr<Channel>> orphans;
