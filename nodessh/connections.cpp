@@ -74,8 +74,8 @@ int on_publickey(ssh_session /*session*/, const char* user, ssh_key key, char st
                               rdv::excerpt(user)));
       return SSH_AUTH_DENIED;
     case AuthVerdict::kDeniedLast:
-      connection.drop =
-          fmt::format("{} authentication attempts refused", connection.server.options.max_auth_tries);
+      connection.close_for("auth tries", fmt::format("{} authentication attempts refused",
+                                                     connection.server.options.max_auth_tries));
       return SSH_AUTH_DENIED;
   }
   return SSH_AUTH_DENIED;
@@ -102,8 +102,8 @@ int on_unhandled(ssh_session /*session*/, ssh_message message, void* userdata) {
   log_refusal(connection.server, fmt::format("message {}.{}", type, subtype),
               fmt::format("{}: {}", connection.peer, describe_refusal(refused)));
   if (type == SSH_REQUEST_AUTH && connection.gate.on_other_method() == AuthVerdict::kDeniedLast) {
-    connection.drop =
-        fmt::format("{} authentication attempts refused", connection.server.options.max_auth_tries);
+    connection.close_for("auth tries", fmt::format("{} authentication attempts refused",
+                                                   connection.server.options.max_auth_tries));
   }
   return 1;
 }

@@ -88,7 +88,7 @@ void begin_stop(Server::State& state, int sig) {
   if (state.stopping) return;
   state.stopping = true;
   spdlog::info("signal {}: hanging up every command and stopping", sig);
-  for (auto& connection : state.connections) connection->drop = "the server is stopping";
+  for (auto& connection : state.connections) connection->close_for("stopping", "the server is stopping");
 }
 
 void read_signals(Server::State& state) {
@@ -118,10 +118,12 @@ bool serve_connection(Server::State& state, Connection& connection, Clock::time_
     int rc = ssh_handle_key_exchange(connection.session);
     if (rc == SSH_OK) connection.key_exchanged = true;
     if (rc == SSH_ERROR)
-      connection.drop = fmt::format("the key exchange failed: {}", ssh_get_error(connection.session));
+      connection.close_for("key exchange",
+                           fmt::format("the key exchange failed: {}", ssh_get_error(connection.session)));
   }
   if (connection.drop.empty() && connection.gate.expired(now)) {
-    connection.drop = fmt::format("not logged in within {} s", state.options.login_grace.count() / 1000);
+    connection.close_for("login grace",
+                         fmt::format("not logged in within {} s", state.options.login_grace.count() / 1000));
   }
   const int status = ssh_get_status(connection.session);
   bool closed = (status & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0 || ssh_is_connected(connection.session) == 0;
@@ -147,7 +149,7 @@ bool serve_connection(Server::State& state, Connection& connection, Clock::time_
     if (connection.gate.authenticated()) {
       spdlog::info("{}", line);
     } else {  // a stranger's connections come at line rate
-      log_refusal(state, "closed before login", line);
+      log_refusal(state, "closed: " + connection.drop_reason, line);
     }
   }
   connection_gone(connection, now);

@@ -73,7 +73,12 @@ struct Connection {
   std::string peer;  // "10.0.0.5:51234", for the log
   bool key_exchanged = false;
   bool in_event = false;
-  std::string drop;  // set: why the connection is to be closed
+  std::string drop;         // set: why the connection is to be closed
+  std::string drop_reason;  // its kind, for the rate-limited log: "login grace", "auth tries"...
+  void close_for(std::string reason, std::string why) {
+    drop_reason = std::move(reason);
+    drop = std::move(why);
+  }
   std::vector<std::unique_ptr<Channel>> channels;
 };
 
