@@ -23,6 +23,7 @@ std::string scope_names(unsigned scopes) {
   add(kScopeRendezvous, "mpi-rendezvous");
   add(kScopeLauncher, "mpi-launcher");
   add(kScopeCheck, "nccl-check");
+  add(kScopeSshd, "mpi-sshd");
   return out;
 }
 

@@ -89,7 +89,12 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kMinBusbw, "min-busbw", kNumber)                      \
   X(kMinFraction, "min-fraction", kNumber)                \
   X(kStepTimeout, "step-timeout", kDuration)              \
-  X(kJson, "json", kPath)
+  X(kJson, "json", kPath)                                 \
+  X(kSshdMaxConnections, "sshd-max-connections", kInt)    \
+  X(kSshdLoginGrace, "sshd-login-grace", kDuration)       \
+  X(kSshdAuthTries, "sshd-auth-tries", kInt)              \
+  X(kSshdAcceptEnv, "sshd-accept-env", kList)             \
+  X(kSshdHangupGrace, "sshd-hangup-grace", kDuration)
 
 namespace param_detail {
 enum Index : std::size_t {

@@ -12,8 +12,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeCheck;
-constexpr unsigned kSsh = kScopeInit | kScopeRendezvous | kScopeLauncher;
+constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeCheck | kScopeSshd;
+constexpr unsigned kSsh = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeSshd;
 
 constexpr std::array kTable = {
     // Shared by every command.
@@ -82,9 +82,10 @@ constexpr std::array kTable = {
                kScopeRendezvous | kScopeLauncher),
            500ms, 1h),
     row(param::kListenAddress, "IP", "::",
-        "where the coordinator and the probe listen; `::` takes IPv4 and IPv6, and is 0.0.0.0 where the pod "
-        "has no IPv6",
-        kScopeRendezvous | kScopeLauncher),
+        "where the coordinator, the probe and mpi-sshd listen; `::` takes IPv4 and IPv6, and is 0.0.0.0 "
+        "where "
+        "the pod has no IPv6",
+        kScopeRendezvous | kScopeLauncher | kScopeSshd),
     row(param::kHost, "NAME", "", "this pod's host name in hosts.json; default: hostname -f",
         kScopeRendezvous),
     row(param::kCoordinator, "HOST:PORT", "",
@@ -204,6 +205,23 @@ constexpr std::array kTable = {
            1s, 1h),
     row(param::kJson, "FILE", "", "write the JSON report there (rank 0); - prints it as the last line",
         kScopeCheck),
+
+    // mpi-sshd, the node's own SSH server (nodessh/session_rules.h says why each bound).
+    ranged(row(param::kSshdMaxConnections, "N", "256",
+               "connections served at once; one more is closed at accept", kScopeSshd),
+           1, 4096),
+    ranged(row(param::kSshdLoginGrace, "DURATION", "20s", "a connection not logged in by then is closed",
+               kScopeSshd),
+           1s, 10min),
+    ranged(row(param::kSshdAuthTries, "N", "6",
+               "keys refused before a connection is closed (sshd's MaxAuthTries)", kScopeSshd),
+           1, 100),
+    row(param::kSshdAcceptEnv, "LIST", "LANG,LC_*,COLORTERM,NO_COLOR",
+        "env requests taken into a command's environment: names, * and ? (sshd's AcceptEnv)", kScopeSshd),
+    ranged(row(param::kSshdHangupGrace, "DURATION", "2s",
+               "after the client goes, SIGHUP to the command's group, then SIGKILL once this has passed",
+               kScopeSshd),
+           100ms, 1min),
 };
 
 // One row per handle, at the handle's own place: a parameter named in param_names.h and

@@ -33,6 +33,7 @@ enum Scope : unsigned {
   kScopeRendezvous = 1U << 1,  // mpi-rendezvous
   kScopeLauncher = 1U << 2,    // mpi-launcher
   kScopeCheck = 1U << 3,       // nccl-check
+  kScopeSshd = 1U << 4,        // mpi-sshd
   kScopeAll = ~0U,
 };
 

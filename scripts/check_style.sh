@@ -31,7 +31,7 @@ else
 fi
 
 # clang-tidy: the dev build compiles with GCC, whose warning flags clang does not know.
-mapfile -t sources < <(git ls-files 'common/*.cpp' 'initcontainer/*.cpp' 'rendezvous/*.cpp' 'launcher/*.cpp' 'agent/*.cpp' 'ssh/*.cpp' \
+mapfile -t sources < <(git ls-files 'common/*.cpp' 'initcontainer/*.cpp' 'rendezvous/*.cpp' 'launcher/*.cpp' 'agent/*.cpp' 'ssh/*.cpp' 'nodessh/*.cpp' \
   'status/*.cpp' 'ncclcheck/*.cpp')
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet \

@@ -1,0 +1,132 @@
+// See command.h. Everything the child needs (argv, the whole environment) is built before the
+// fork (common/exec_plan.h); the child only rewires descriptors, restores the signal state the
+// server changed (its blocked mask, SIGPIPE ignored), and execs.
+#include "nodessh/command.h"
+
+#include <fcntl.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <utmp.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "common/exec_plan.h"
+
+namespace tmpi::nodessh {
+
+namespace {
+
+void set_nonblocking(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+winsize to_winsize(const TerminalSize& size) {
+  winsize out{};
+  out.ws_col = static_cast<unsigned short>(size.columns);
+  out.ws_row = static_cast<unsigned short>(size.rows);
+  out.ws_xpixel = static_cast<unsigned short>(size.width_px);
+  out.ws_ypixel = static_cast<unsigned short>(size.height_px);
+  return out;
+}
+
+// In the child, before exec: async-signal-safe calls only.
+void restore_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction plain {};
+  plain.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &plain, nullptr);
+}
+
+struct Pipes {
+  std::array<int, 2> in{-1, -1};
+  std::array<int, 2> out{-1, -1};
+  std::array<int, 2> err{-1, -1};
+  void close_all() {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
+
+Expected<StartedCommand> start_with_pipes(const launch::ExecPlan& plan) {
+  Pipes pipes;
+  if (pipe2(pipes.in.data(), O_CLOEXEC) != 0 || pipe2(pipes.out.data(), O_CLOEXEC) != 0 ||
+      pipe2(pipes.err.data(), O_CLOEXEC) != 0) {
+    int error = errno;
+    pipes.close_all();
+    return make_error(Exit::kOsErr, "cannot make the command's pipes: {}", std::strerror(error));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    pipes.close_all();
+    return make_error(Exit::kOsErr, "cannot fork the command: {}", std::strerror(error));
+  }
+  if (pid == 0) {
+    restore_signals();
+    setsid();
+    dup2(pipes.in[0], STDIN_FILENO);
+    dup2(pipes.out[1], STDOUT_FILENO);
+    dup2(pipes.err[1], STDERR_FILENO);
+    plan.exec();
+  }
+  close(pipes.in[0]);
+  close(pipes.out[1]);
+  close(pipes.err[1]);
+  StartedCommand started{pid, pipes.in[1], pipes.out[0], pipes.err[0]};
+  for (int fd : {started.stdin_fd, started.stdout_fd, started.stderr_fd}) set_nonblocking(fd);
+  return started;
+}
+
+Expected<StartedCommand> start_with_pty(const launch::ExecPlan& plan, const TerminalSize& size) {
+  int master = -1;
+  int slave = -1;
+  winsize window = to_winsize(size);
+  if (openpty(&master, &slave, nullptr, nullptr, &window) != 0) {
+    return make_error(Exit::kOsErr, "cannot open a pty: {}", std::strerror(errno));
+  }
+  fcntl(master, F_SETFD, FD_CLOEXEC);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    close(master);
+    close(slave);
+    return make_error(Exit::kOsErr, "cannot fork the command: {}", std::strerror(error));
+  }
+  if (pid == 0) {
+    restore_signals();
+    // login_tty: a new session, the pty as its controlling terminal, and as fds 0, 1, 2.
+    if (login_tty(slave) != 0) _exit(126);
+    plan.exec();
+  }
+  close(slave);
+  set_nonblocking(master);
+  return StartedCommand{pid, master, master, -1};
+}
+
+}  // namespace
+
+Expected<StartedCommand> start_command(const Command& command, const std::map<std::string, std::string>& base,
+                                       const TerminalSize& size) {
+  std::map<std::string, std::string> env = base;
+  for (const auto& [name, value] : command.env) env[name] = value;
+  const launch::ExecPlan plan(command.argv, env);
+  return command.pty ? start_with_pty(plan, size) : start_with_pipes(plan);
+}
+
+void resize_terminal(int master_fd, const TerminalSize& size) {
+  winsize window = to_winsize(size);
+  ioctl(master_fd, TIOCSWINSZ, &window);
+}
+
+bool group_alive(pid_t pgid) {
+  return pgid > 0 && (kill(-pgid, 0) == 0 || errno == EPERM);
+}
+
+}  // namespace tmpi::nodessh

@@ -1,0 +1,83 @@
+// See session_rules.h.
+#include "nodessh/session_rules.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <libssh/libssh.h>
+
+namespace tmpi::nodessh {
+
+Status check_accept_env(const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    bool plain =
+        !pattern.empty() && pattern.size() <= 256 && std::all_of(pattern.begin(), pattern.end(), [](char c) {
+          return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                 c == '*' || c == '?';
+        });
+    if (!plain) {
+      return make_error(
+          Exit::kUsage,
+          "--sshd-accept-env: '{}' is not a variable name or pattern; give names such as LANG or "
+          "LC_*, with * and ? only, separated by commas",
+          pattern.substr(0, 256));
+    }
+  }
+  return ok_status();
+}
+
+AuthVerdict LoginGate::deny() {
+  --tries_left_;
+  return tries_left_ <= 0 ? AuthVerdict::kDeniedLast : AuthVerdict::kDenied;
+}
+
+AuthVerdict LoginGate::on_publickey(bool is_job_key, bool signed_ok) {
+  if (authenticated_ || tries_left_ <= 0) return AuthVerdict::kDeniedLast;
+  if (!is_job_key) return deny();
+  if (!signed_ok) return AuthVerdict::kProbeAccepted;
+  authenticated_ = true;
+  return AuthVerdict::kAccepted;
+}
+
+AuthVerdict LoginGate::on_other_method() {
+  if (tries_left_ <= 0) return AuthVerdict::kDeniedLast;
+  return deny();
+}
+
+std::string describe_refusal(const Refused& refused) {
+  std::string to = refused.target.empty() ? "" : fmt::format(" to {}", refused.target);
+  switch (refused.type) {
+    case SSH_REQUEST_CHANNEL_OPEN:
+      switch (refused.subtype) {
+        case SSH_CHANNEL_DIRECT_TCPIP:
+          return fmt::format("port forwarding (direct-tcpip{}) refused", to);
+        case SSH_CHANNEL_FORWARDED_TCPIP:
+          return "port forwarding (forwarded-tcpip) refused";
+        case SSH_CHANNEL_X11:
+          return "an X11 channel refused";
+        case SSH_CHANNEL_AUTH_AGENT:
+          return "an agent channel refused";
+        default:
+          return "a channel of an unknown type refused";
+      }
+    case SSH_REQUEST_GLOBAL:
+      switch (refused.subtype) {
+        case SSH_GLOBAL_REQUEST_TCPIP_FORWARD:
+          return fmt::format("remote port forwarding (tcpip-forward{}) refused", to);
+        case SSH_GLOBAL_REQUEST_CANCEL_TCPIP_FORWARD:
+          return "cancel-tcpip-forward refused";
+        default:
+          return "an unknown global request refused";
+      }
+    case SSH_REQUEST_AUTH:
+      return "an authentication method other than publickey refused";
+    case SSH_REQUEST_SERVICE:
+      return "a service request refused";
+    case SSH_REQUEST_CHANNEL:
+      return "a channel request refused";
+    default:
+      return "an unknown message refused";
+  }
+}
+
+}  // namespace tmpi::nodessh

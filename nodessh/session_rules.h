@@ -1,0 +1,81 @@
+// The rules of one connection to mpi-sshd, and of the server as a whole, with no I/O: who
+// may log in and for how long they may try, how many connections are served, and what the
+// options must hold. nodessh/server.cpp asks; unit tests drive them with a manual time.
+//
+// The bounds, and why:
+// - Unauthenticated time: 20 s by default (sshd's LoginGraceTime is 120 s). The only clients
+//   are the job's own (mpirun's ssh, the launcher's libssh checks, a person through
+//   `mpi-launcher shell`), all on the pod network, where a key exchange and one public-key
+//   login take well under a second; 20 s still covers a loaded node, and a stranger's idle
+//   connection holds a slot six times shorter.
+// - Authentication attempts: 6, as sshd's MaxAuthTries; each key offered that is not the
+//   job's counts, as in sshd.
+// - Connections: 256 at once by default, beyond which a new one is closed at accept, named in
+//   the log. mpirun opens one per daemon it starts on this node (one, with its tree spawn);
+//   the bound is for the stranger, and stays far below the open-file limit (1024 in
+//   containerd 2's default), since each connection may hold a command's three pipes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+
+namespace tmpi::nodessh {
+
+struct SshdOptions {
+  std::string ssh_dir;  // the job key (host key and the one authorized key) lives here
+  std::string listen_address = "::";
+  int port = 2222;
+  int max_connections = 256;
+  Millis login_grace{20000};
+  int max_auth_tries = 6;
+  std::vector<std::string> accept_env;
+  Millis hangup_grace{2000};
+};
+
+// The patterns of --sshd-accept-env: names, with * and ?, nothing else (sshd_config's
+// AcceptEnv); a bad one is named, with its fix.
+Status check_accept_env(const std::vector<std::string>& patterns);
+
+enum class AuthVerdict { kAccepted, kProbeAccepted, kDenied, kDeniedLast };
+
+// One connection's login: the job key only, a bounded number of tries, a bounded time.
+class LoginGate {
+ public:
+  LoginGate(Clock::time_point accepted_at, Millis grace, int max_tries)
+      : deadline_(accepted_at + grace), tries_left_(max_tries) {}
+
+  // A public key offered: `is_job_key` whether it is the job's, `signed_ok` whether the
+  // client proved it holds the private half (false: it only asks whether the key would do).
+  AuthVerdict on_publickey(bool is_job_key, bool signed_ok);
+  // Any other method (password, keyboard-interactive): refused, and counted.
+  AuthVerdict on_other_method();
+  bool authenticated() const { return authenticated_; }
+  // Whether the connection has outlived its unauthenticated time.
+  bool expired(Clock::time_point now) const { return !authenticated_ && now >= deadline_; }
+
+ private:
+  AuthVerdict deny();
+
+  Clock::time_point deadline_;
+  int tries_left_;
+  bool authenticated_ = false;
+};
+
+// Whether one more connection may be served, with `open` served now.
+inline bool admits_connection(int open, int max_connections) {
+  return open < max_connections;
+}
+
+// What a refused global request or channel open was, for the log: "port forwarding
+// (direct-tcpip to db:5432)". libssh's message type and subtype, and the fields it read.
+struct Refused {
+  int type = 0;
+  int subtype = 0;
+  std::string target;  // host:port of a forwarding, when there is one
+};
+std::string describe_refusal(const Refused& refused);
+
+}  // namespace tmpi::nodessh

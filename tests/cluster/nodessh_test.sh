@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# mpi-sshd, the node's own SSH server, against OpenSSH's own client, Open MPI 4's mpirun and
+# ssh-audit. Each node pod runs mpi-sshd as uid 1234567, which has no passwd entry there,
+# with no capability and no new privileges: the identity is what `mpi-init --role node`
+# writes, the launcher's ssh config (strict host key checking on the job key) is mpi-init's.
+# Proves: exec with its exit status, stdout and stderr apart, the uid; exit-signal; env
+# requests (a listed one passed, another refused); a wrong key refused; `ssh -L` refused by
+# name; the client killed and the command's process group gone (a group that ignores SIGHUP
+# too: SIGKILL after the grace); mpirun's hello over 2 nodes; no [fail] from ssh-audit.
+# Usage (under cib run): nodessh_test.sh
+source "$(dirname "$0")/lib.sh"
+uid=1234567
+sub=$(subdomain); launcher=$(launcher_pod); nodes=($(node_pods)); node=${nodes[0]}.$sub
+as_uid=(setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs --bounding-set -all --inh-caps -all)
+
+init_launcher
+for pod in "${nodes[@]}"; do
+  in_pod "$pod" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  home="$CIB_DIR/pods/$pod/home"
+  chown "$uid:$uid" "$home"; chown -R "$uid:$uid" "$home/.ssh"  # HOME is the pod uid's
+  [[ -z $(in_pod "$pod" getent passwd "$uid") ]] || fail "uid $uid has a passwd entry in $pod"
+  grace=()  # the second node's, short: a connection that never logs in is closed
+  [[ $pod == "${nodes[1]}" ]] && grace=(--sshd-login-grace 2s)
+  "$CIB" exec "$pod" -- "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-sshd" --ssh-dir "$home/.ssh" \
+    --sshd-hangup-grace 1s "${grace[@]}" >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+done
+for pod in "${nodes[@]}"; do
+  for _ in $(seq 100); do
+    ip netns exec "$("$CIB" ns "$pod")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222' 2>/dev/null && continue 2
+    sleep 0.05
+  done
+  fail "mpi-sshd in $pod did not listen on 2222: $(cat "$CIB_DIR/pods/$pod/mpi-sshd.log")"
+done
+log="$CIB_DIR/pods/${nodes[0]}/mpi-sshd.log"
+
+# exec: the status, stdout and stderr apart, the server's uid, HOME.
+rc=0; out=$(in_pod "$launcher" ssh "$node" 'echo out; id -u; echo "home=$HOME"; echo err >&2; exit 7' 2>"$CIB_DIR/err") || rc=$?
+expect_eq "$rc" 7 "exec's exit status"
+expect_eq "$out" "out"$'\n'"$uid"$'\n'"home=$CIB_DIR/pods/${nodes[0]}/home" "exec's stdout"
+expect_eq "$(cat "$CIB_DIR/err")" "err" "exec's stderr, apart from stdout"
+pass "exec as uid $uid with no passwd entry: status 7, stdout and stderr apart"
+
+# exit-signal: OpenSSH's client reads it (its debug log names it) and exits 255.
+rc=0; in_pod "$launcher" ssh -v "$node" 'kill -TERM $$' 2>"$CIB_DIR/err" || rc=$?
+expect_eq "$rc" 255 "a command killed by a signal"
+expect_contains "$(cat "$CIB_DIR/err")" "rtype exit-signal" "the exit-signal request"
+pass "a signalled command comes back as exit-signal"
+
+# env: LANG is accepted by default; another name is refused by name.
+out=$(in_pod "$launcher" env LANG=C.UTF-8 TMPI_NOT_LISTED=x \
+  ssh -o SendEnv=LANG -o SendEnv=TMPI_NOT_LISTED "$node" 'echo "$LANG/${TMPI_NOT_LISTED:-unset}"')
+expect_eq "$out" "C.UTF-8/unset" "env requests"
+expect_contains "$(cat "$log")" 'env "TMPI_NOT_LISTED" refused' "the refused env request in the log"
+pass "env: LANG passed, TMPI_NOT_LISTED refused and named"
+
+# Only the job key logs in.
+ssh-keygen -q -t ed25519 -N '' -f "$CIB_DIR/stranger"
+if in_pod "$launcher" ssh -F /dev/null -i "$CIB_DIR/stranger" -o BatchMode=yes -o StrictHostKeyChecking=no \
+  -o UserKnownHostsFile=/dev/null -p 2222 "$node" true 2>/dev/null; then
+  fail "a key other than the job's logged in"
+fi
+expect_contains "$(cat "$log")" "refused: not the job key" "the refused key in the log"
+pass "another key is refused"
+
+# ssh -L: the forward's listener is the client's; every connection through it is refused.
+# (exec: $! is ssh itself, which cib exec and nsenter become, not a subshell around it)
+(exec "$CIB" exec "$launcher" -- ssh -o LogLevel=INFO -N -L 127.0.0.1:23456:127.0.0.1:2222 "$node") 2>"$CIB_DIR/forward.err" &
+forward=$!
+for _ in $(seq 100); do
+  ip netns exec "$("$CIB" ns "$launcher")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/23456' 2>/dev/null && break
+  sleep 0.05
+done
+for _ in $(seq 50); do grep -q "administratively prohibited" "$CIB_DIR/forward.err" && break; sleep 0.05; done
+kill "$forward"; wait "$forward" 2>/dev/null || true
+expect_contains "$(cat "$CIB_DIR/forward.err")" "administratively prohibited" "ssh -L's channel"
+expect_contains "$(cat "$log")" 'port forwarding (direct-tcpip to "127.0.0.1:2222") refused' "the refusal in the log"
+pass "ssh -L: the forwarded connection is refused, and named in the log"
+
+# The client goes (SIGKILL: its connection just closes): the command's group, which ignores
+# SIGHUP, is killed after the 1 s grace.
+(exec "$CIB" exec "$launcher" -- ssh "$node" 'trap "" HUP; echo $$; sleep 300 & exec sleep 301') >"$CIB_DIR/group" &
+client=$!
+for _ in $(seq 100); do [[ -s $CIB_DIR/group ]] && break; sleep 0.05; done
+group=$(head -n 1 "$CIB_DIR/group")
+[[ $group =~ ^[0-9]+$ ]] && pgrep -g "$group" >/dev/null || fail "the remote command's group did not start"
+t0=$(date +%s%N)
+kill -9 "$client"; wait "$client" 2>/dev/null || true
+# Alive: not a zombie (the orphan `sleep 300` waits there for this machine's init to reap it).
+alive() { ps -o stat= -g "$1" 2>/dev/null | grep -qv '^Z'; }
+for _ in $(seq 100); do alive "$group" || break; sleep 0.05; done
+alive "$group" && fail "process group $group outlived its client: $(ps -o pid=,stat=,args= -g "$group")"
+expect_contains "$(cat "$log")" "SIGHUP to process group $group" "the hangup"
+expect_contains "$(cat "$log")" "process group $group outlived the hangup's grace; SIGKILL" "the kill"
+pass "the client killed: process group $group hung up, then killed, gone in $(ms_since "$t0") ms"
+
+# The launcher's libssh side: the preflight's ssh check (`exec true` on the job key), then
+# mpi-ssh through its relay (tests/cluster/ssh_relay_probe.cpp), as the runtimes launch.
+key=$(ls "$CIB_DIR/pods/$launcher/home/.ssh" | grep -E '^id_[a-z0-9]+$' | head -n 1)
+coproc PROBE { in_pod "$launcher" "$TMPI_BUILD_DIR/tests/cluster/ssh_relay_probe" \
+  "$CIB_DIR/pods/$launcher/home/.ssh/$key" 2222 "${nodes[0]}.$sub" 2>&1; }
+read -r -t 30 relay_socket <&"${PROBE[0]}" || fail "the relay probe did not start"
+[[ $relay_socket == /* ]] || fail "the ssh check against mpi-sshd failed: $relay_socket"
+seq 1 200000 >"$CIB_DIR/in"
+rc=0; in_pod "$launcher" env TMPI_SSH_RELAY="$relay_socket" "$TMPI_BUILD_DIR/bin/mpi-ssh" -p 2222 "${nodes[0]}.$sub" \
+  'cat; echo "to stderr" >&2; exit 5' <"$CIB_DIR/in" >"$CIB_DIR/out" 2>"$CIB_DIR/err" || rc=$?
+expect_eq "$rc" 5 "mpi-ssh's exit status through the relay"
+cmp -s "$CIB_DIR/in" "$CIB_DIR/out" || fail "stdin through cat and back differs: $(wc -c <"$CIB_DIR/out") bytes"
+expect_eq "$(cat "$CIB_DIR/err")" "to stderr" "stderr through the relay"
+exec {PROBE[1]}>&-
+wait "$PROBE_PID" 2>/dev/null || true
+pass "the launcher's ssh check and relay: 1.3 MB through cat, stderr apart, status 5"
+
+# Open MPI 4's mpirun, its daemons started through mpi-sshd with the plain OpenSSH client.
+hostfile="$CIB_DIR/hostfile"
+for pod in "${nodes[@]}"; do echo "$pod.$sub slots=2"; done >"$hostfile"
+out=$(in_pod "$launcher" mpirun.openmpi --hostfile "$hostfile" -np 4 --mca plm_rsh_agent ssh \
+  --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+  "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_openmpi")
+expect_contains "$out" "rank 3/4 on ${nodes[1]}" "placement"
+expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
+pass "Open MPI 4: 4 ranks over ${#nodes[@]} nodes served by mpi-sshd"
+
+# A connection that never logs in is closed at the login grace (2 s on the second node).
+t0=$(date +%s%N)
+ip netns exec "$("$CIB" ns "$launcher")" timeout 10 bash -c \
+  "exec 3<>/dev/tcp/$("$CIB" ip "${nodes[1]}")/2222; cat <&3 >/dev/null" || fail "an idle connection was not closed"
+took=$(ms_since "$t0")
+expect_contains "$(cat "$CIB_DIR/pods/${nodes[1]}/mpi-sshd.log")" "closed: not logged in within 2 s" "the grace in the log"
+(( took >= 1900 && took < 5000 )) || fail "the idle connection was closed after $took ms, not about 2 s"
+pass "a connection that never logs in is closed after $took ms"
+
+# ssh-audit: no algorithm it fails.
+audit=$(in_pod "$launcher" ssh-audit -n -p 2222 "$node" 2>&1) || true
+expect_contains "$audit" "(kex) curve25519-sha256" "ssh-audit's report"
+if grep -F "[fail]" <<<"$audit"; then fail "ssh-audit fails an algorithm:"$'\n'"$audit"; fi
+pass "ssh-audit: no [fail] ($(grep -c -F '[warn]' <<<"$audit") warn)"
