@@ -39,7 +39,9 @@ int decide(Channel& channel, const Request& request) {
 
 int start(Channel& channel) {
   Server::State& server = channel.connection->server;
-  auto started = start_command(*channel.rules.command(), server.base_env, channel.size);
+  Command command = *channel.rules.command();
+  command.env.insert(command.env.end(), channel.connection->env.begin(), channel.connection->env.end());
+  auto started = start_command(command, server.base_env, channel.size);
   if (!started) {
     spdlog::error("{}: {}", channel.connection->peer, started.error().message);
     channel.rules.command_failed();

@@ -160,12 +160,18 @@ Expected<int> listen_on(SshdOptions options) {
 
 namespace {
 
-void accept_one(Server::State& server, int fd, const std::string& peer, Clock::time_point now) {
+void accept_one(Server::State& server, int fd, const sockaddr_storage& client, const std::string& peer,
+                Clock::time_point now) {
   keep_alive(fd);
   ssh_session session = ssh_new();
   auto connection = std::make_unique<Connection>(
       server, session, LoginGate(now, server.options.login_grace, server.options.max_auth_tries));
   connection->peer = peer;
+  sockaddr_storage local{};
+  socklen_t local_size = sizeof local;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) == 0) {
+    connection->env = connection_env(endpoint_of(client), endpoint_of(local));
+  }
   if (session == nullptr || ssh_bind_accept_fd(server.bind, session, fd) != SSH_OK) {
     spdlog::error("{}: libssh could not take the connection: {}", peer, ssh_get_error(server.bind));
     if (session != nullptr) ssh_free(session);
@@ -220,7 +226,7 @@ void accept_ready(Server::State& server, Clock::time_point now) {
       close(fd);
       continue;
     }
-    accept_one(server, fd, peer, now);
+    accept_one(server, fd, address, peer, now);
   }
 }
 

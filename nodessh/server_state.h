@@ -71,6 +71,8 @@ struct Connection {
   ssh_server_callbacks_struct callbacks{};
   LoginGate gate;
   std::string peer;  // "10.0.0.5:51234", for the log
+  // SSH_CLIENT and SSH_CONNECTION, for every command of the connection (connection_env).
+  std::vector<std::pair<std::string, std::string>> env;
   bool key_exchanged = false;
   bool in_event = false;
   std::string drop;         // set: why the connection is to be closed

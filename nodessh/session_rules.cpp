@@ -1,7 +1,11 @@
 // See session_rules.h.
 #include "nodessh/session_rules.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <libssh/libssh.h>
@@ -42,6 +46,36 @@ AuthVerdict LoginGate::on_publickey(bool is_job_key, bool signed_ok) {
 AuthVerdict LoginGate::on_other_method() {
   if (tries_left_ <= 0) return AuthVerdict::kDeniedLast;
   return deny();
+}
+
+Endpoint endpoint_of(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (address.ss_family == AF_INET) {
+    sockaddr_in v4{};
+    std::memcpy(&v4, &address, sizeof v4);
+    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
+    return Endpoint{text, ntohs(v4.sin_port)};
+  }
+  if (address.ss_family != AF_INET6) return Endpoint{text, 0};
+  sockaddr_in6 v6{};
+  std::memcpy(&v6, &address, sizeof v6);
+  if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) {
+    in_addr v4{};
+    std::memcpy(&v4, &v6.sin6_addr.s6_addr[12], sizeof v4);
+    inet_ntop(AF_INET, &v4, text, sizeof text);
+  } else {
+    inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
+  }
+  return Endpoint{text, ntohs(v6.sin6_port)};
+}
+
+std::vector<std::pair<std::string, std::string>> connection_env(const Endpoint& client,
+                                                                const Endpoint& server) {
+  return {
+      {"SSH_CLIENT", fmt::format("{} {} {}", client.address, client.port, server.port)},
+      {"SSH_CONNECTION",
+       fmt::format("{} {} {} {}", client.address, client.port, server.address, server.port)},
+  };
 }
 
 std::string describe_refusal(const Refused& refused) {

@@ -16,7 +16,10 @@
 //   containerd 2's default), since each connection may hold a command's three pipes.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -77,5 +80,22 @@ struct Refused {
   std::string target;  // host:port of a forwarding, when there is one
 };
 std::string describe_refusal(const Refused& refused);
+
+// One end of a connection as sshd names it: the address as inet_ntop writes it (an IPv4
+// client of a "::" listener as plain IPv4, as canohost.c's ipv64_normalise_mapped does), and
+// the port.
+struct Endpoint {
+  std::string address;
+  int port = 0;
+  bool operator==(const Endpoint&) const = default;
+};
+Endpoint endpoint_of(const sockaddr_storage& address);
+
+// The variables sshd gives every command of a connection (openssh-portable session.c,
+// do_setup_env): SSH_CLIENT "client-address client-port server-port" and SSH_CONNECTION
+// "client-address client-port server-address server-port". Set over the client's accepted
+// env requests, as sshd sets them after those.
+std::vector<std::pair<std::string, std::string>> connection_env(const Endpoint& client,
+                                                                const Endpoint& server);
 
 }  // namespace tmpi::nodessh

@@ -3,10 +3,11 @@
 # ssh-audit. Each node pod runs mpi-sshd as uid 1234567, which has no passwd entry there,
 # with no capability and no new privileges: the identity is what `mpi-init --role node`
 # writes, the launcher's ssh config (strict host key checking on the job key) is mpi-init's.
-# Proves: exec with its exit status, stdout and stderr apart, the uid; exit-signal; env
-# requests (a listed one passed, another refused); a wrong key refused; `ssh -L` refused by
-# name; the client killed and the command's process group gone (a group that ignores SIGHUP
-# too: SIGKILL after the grace); mpirun's hello over 2 nodes; no [fail] from ssh-audit.
+# Proves: exec with its exit status, stdout and stderr apart, the uid, SSH_CONNECTION and
+# SSH_CLIENT; exit-signal; env requests (a listed one passed, another refused); a wrong key
+# refused; `ssh -L` refused by name; the client killed and the command's process group gone
+# (a group that ignores SIGHUP too: SIGKILL after the grace); mpirun's hello over 2 nodes; no
+# [fail] from ssh-audit.
 # Usage (under cib run): nodessh_test.sh
 source "$(dirname "$0")/lib.sh"
 uid=1234567
@@ -33,12 +34,18 @@ for pod in "${nodes[@]}"; do
 done
 log="$CIB_DIR/pods/${nodes[0]}/mpi-sshd.log"
 
-# exec: the status, stdout and stderr apart, the server's uid, HOME.
-rc=0; out=$(in_pod "$launcher" ssh "$node" 'echo out; id -u; echo "home=$HOME"; echo err >&2; exit 7' 2>"$CIB_DIR/err") || rc=$?
+# exec: the status, stdout and stderr apart, the server's uid, HOME, SSH_CONNECTION and
+# SSH_CLIENT (the client's address and port, the server's, as sshd sets them).
+rc=0; out=$(in_pod "$launcher" ssh "$node" 'echo out; id -u; echo "home=$HOME"; echo err >&2
+  echo "$SSH_CONNECTION"; echo "$SSH_CLIENT"; exit 7' 2>"$CIB_DIR/err") || rc=$?
 expect_eq "$rc" 7 "exec's exit status"
-expect_eq "$out" "out"$'\n'"$uid"$'\n'"home=$CIB_DIR/pods/${nodes[0]}/home" "exec's stdout"
+expect_eq "$(head -n 3 <<<"$out")" "out"$'\n'"$uid"$'\n'"home=$CIB_DIR/pods/${nodes[0]}/home" "exec's stdout"
 expect_eq "$(cat "$CIB_DIR/err")" "err" "exec's stderr, apart from stdout"
-pass "exec as uid $uid with no passwd entry: status 7, stdout and stderr apart"
+client_ip=$("$CIB" ip "$launcher"); server_ip=$("$CIB" ip "${nodes[0]}")
+[[ $(sed -n 4p <<<"$out") =~ ^"$client_ip "([0-9]+)" $server_ip 2222"$ ]] ||
+  fail "SSH_CONNECTION is '$(sed -n 4p <<<"$out")', not '$client_ip PORT $server_ip 2222'"
+expect_eq "$(sed -n 5p <<<"$out")" "$client_ip ${BASH_REMATCH[1]} 2222" "SSH_CLIENT"
+pass "exec as uid $uid with no passwd entry: status 7, stdout and stderr apart, SSH_CONNECTION"
 
 # exit-signal: OpenSSH's client reads it (its debug log names it) and exits 255.
 rc=0; in_pod "$launcher" ssh -v "$node" 'kill -TERM $$' 2>"$CIB_DIR/err" || rc=$?

@@ -1,8 +1,13 @@
 // mpi-sshd's pure rules (nodessh/channel_rules.h, nodessh/session_rules.h): what a channel may
 // ask, how a command's end is told, what happens when the client goes, and who may log in.
 // No socket, no process: the time is a plain time point moved by hand.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/wait.h>
+
+#include <cstdint>
+#include <cstring>
 
 #include <gtest/gtest.h>
 #include <libssh/libssh.h>
@@ -185,6 +190,35 @@ TEST(NodeSshSessionRules, BoundsAndOptions) {
   EXPECT_EQ(bad.error().exit, Exit::kUsage);
   EXPECT_NE(bad.error().message.find("--sshd-accept-env: 'LC ALL'"), std::string::npos)
       << bad.error().message;
+}
+
+sockaddr_storage socket_address(int family, const char* text, std::uint16_t port) {
+  sockaddr_storage storage{};
+  if (family == AF_INET) {
+    sockaddr_in v4{};
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(port);
+    inet_pton(AF_INET, text, &v4.sin_addr);
+    std::memcpy(&storage, &v4, sizeof v4);
+  } else {
+    sockaddr_in6 v6{};
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(port);
+    inet_pton(AF_INET6, text, &v6.sin6_addr);
+    std::memcpy(&storage, &v6, sizeof v6);
+  }
+  return storage;
+}
+
+TEST(NodeSshSessionRules, ConnectionVariablesNameBothEndsAsSshdDoes) {
+  EXPECT_EQ(endpoint_of(socket_address(AF_INET, "10.0.0.5", 51234)), (Endpoint{"10.0.0.5", 51234}));
+  // A "::" listener sees an IPv4 client as mapped: told as plain IPv4, as sshd tells it.
+  EXPECT_EQ(endpoint_of(socket_address(AF_INET6, "::ffff:10.0.0.7", 2222)), (Endpoint{"10.0.0.7", 2222}));
+  EXPECT_EQ(endpoint_of(socket_address(AF_INET6, "fd00::1", 2222)), (Endpoint{"fd00::1", 2222}));
+  auto env = connection_env(Endpoint{"10.0.0.5", 51234}, Endpoint{"10.0.0.7", 2222});
+  using Variable = std::pair<std::string, std::string>;
+  EXPECT_EQ(env, (std::vector<Variable>{{"SSH_CLIENT", "10.0.0.5 51234 2222"},
+                                        {"SSH_CONNECTION", "10.0.0.5 51234 10.0.0.7 2222"}}));
 }
 
 }  // namespace
