@@ -100,11 +100,11 @@ Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& sh
     if (stop_requested()) return stopped_during("while waiting for the hosts");
     if (options.wait == WaitFor::kSidecar) {
       std::lock_guard lock(shared.mutex);
-      if (shared.barrier) return ok_status();
-      if (shared.deadline) {
+      if (shared.tally.barrier) return ok_status();
+      if (shared.tally.deadline) {
         return make_error(Exit::kTempFail,
                           "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                          deadline.budget().count() / 1000, *shared.deadline);
+                          deadline.budget().count() / 1000, *shared.tally.deadline);
       }
     } else {  // ssh: poll every sshd ourselves
       auto rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(3000));
