@@ -20,7 +20,6 @@
 #include "common/json_fields.h"
 #include "launcher/failure.h"
 #include "launcher/job.h"
-#include "launcher/options.h"
 #include "launcher/preflight.h"
 #include "launcher/supervise.h"
 #include "rendezvous/coordinator_service.h"
@@ -33,19 +32,28 @@ struct Shared {
   JobTally tally;
 };
 
+// What the embedded coordinator needs of the launcher's settings.
+struct RendezvousOptions {
+  rdv::RendezvousTimes times;  // --rendezvous-timeout, --beat-interval, --lost-after
+  std::string listen_address;  // --listen-address
+  int port = 0;                // --rendezvous-port
+  // --wait sidecar: the sidecars register, and their progress is logged. Without sidecars
+  // nothing registers: the wait says what it waits for (sshd), and the coordinator only
+  // takes the agents' reports and beats.
+  bool sidecars = true;
+};
+
 class JobRendezvous {
  public:
-  JobRendezvous(const LauncherOptions& options, const Job& job, Shared& shared) {
-    rdv::CoordinatorConfig config =
-        rdv::coordinator_config(job.topology, job.private_key, options.rendezvous);
+  JobRendezvous(const RendezvousOptions& options, const Job& job, Shared& shared)
+      : listen_address_(options.listen_address), port_(options.port) {
+    rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, options.times);
     config.epoch = job.epoch;       // the agents have it from their environment
     config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
     config.np = job.plan.np;        // a report of a rank outside [0, np) is refused
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
-    // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
-    // coordinator only takes the agents' reports and beats.
-    if (options.wait == WaitFor::kSidecar) {
+    if (options.sidecars) {
       callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
     }
     callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
@@ -68,9 +76,8 @@ class JobRendezvous {
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
   }
-  Status start(const LauncherOptions& options) {
-    TMPI_CHECK(
-        service_->listen(options.listen_address, static_cast<unsigned short>(options.job.rendezvous_port)));
+  Status start() {
+    TMPI_CHECK(service_->listen(listen_address_, static_cast<unsigned short>(port_)));
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
   }
@@ -107,6 +114,8 @@ class JobRendezvous {
   ~JobRendezvous() { finish(false); }
 
  private:
+  std::string listen_address_;
+  int port_;
   boost::asio::io_context io_;
   std::unique_ptr<rdv::CoordinatorService> service_;
   std::thread thread_;

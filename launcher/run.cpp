@@ -96,7 +96,7 @@ class JobRun {
         job_(std::move(job)),
         t0_(t0),
         command_(build_command(job_.plan)),
-        coordinator_(options, job_, shared_) {}
+        coordinator_(options.rendezvous, job_, shared_) {}
   JobRun(const JobRun&) = delete;
   JobRun& operator=(const JobRun&) = delete;
 
@@ -146,7 +146,7 @@ class JobRun {
 };
 
 Status JobRun::start() {
-  TMPI_CHECK(coordinator_.start(options_));
+  TMPI_CHECK(coordinator_.start());
   feed_.emplace(options_.status, hosts(), job_.plan.np);
   events_.emplace(options_.events, job_.topology.jobset);
   return ok_status();
@@ -156,7 +156,7 @@ Status JobRun::start() {
 Status JobRun::before_launch() {
   feed_->phase("WaitingForHosts", 0);
   auto since = Clock::now();
-  Status waited = wait_for_hosts(options_, job_, shared_);
+  Status waited = wait_for_hosts(wait_options(options_), job_, shared_);
   phase_done("wait", since);
   if (!waited) return fail_before_launch(waited.error(), "RendezvousTimeout");
   if (!options_.preflight) {
@@ -166,7 +166,7 @@ Status JobRun::before_launch() {
   }
   feed_->phase("Preflight", hosts());
   since = Clock::now();
-  Status checked = preflight(options_, job_, fabric_, preflight_steps_, at_launch_);
+  Status checked = preflight(preflight_options(options_), job_, fabric_, preflight_steps_, at_launch_);
   end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
   phase_done("preflight", since);
   feed_->fabric(fabric_);
@@ -339,7 +339,7 @@ Status check_job(const LauncherOptions& options) {
   json fabric;
   std::vector<Phase> steps;
   HostAddresses addresses;
-  TMPI_CHECK(preflight(options, job, fabric, steps, addresses));
+  TMPI_CHECK(preflight(preflight_options(options), job, fabric, steps, addresses));
   std::cout << fmt::format(
       "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
       job.topology.hosts.size(), job.plan.np,
