@@ -84,8 +84,9 @@ bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport 
   const std::string key = derive_rendezvous_key(options.private_key);
   auto sent = plain_http("POST", options.coordinator, kRankPath, signed_body(key, message), Millis(3000));
   bool taken = sent && rdv::job_state_taken(key, rdv::Kind::kRank, message.nonce, sent->status, sent->body);
-  if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
-  spdlog::debug("rank {}: reported {} in {} ms", id.rank, message.event,
+  const std::string_view event = choice_name(message.event, rdv::kRankEventKindSpellings);
+  if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
+  spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
   return taken;
 }
@@ -125,7 +126,7 @@ int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, co
       id.rank, wrong.actual, wrong.expected);
   std::fprintf(stderr, "%s\n", why.c_str());
   RankReport report_of;
-  report_of.event = "misplaced";
+  report_of.event = rdv::RankEventKind::kMisplaced;
   report_of.code = static_cast<int>(Exit::kUnavailable);
   report_of.expected = wrong.expected;
   report_of.tail = why;
@@ -258,7 +259,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
                     std::strerror(error));
     std::fprintf(stderr, "%s\n", why.c_str());
     RankReport exit;
-    exit.event = "exit";
+    exit.event = rdv::RankEventKind::kExit;
     exit.code = static_cast<int>(Exit::kOsErr);
     exit.tail = why;
     report(options, *id, exit);
@@ -297,7 +298,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   while (!exited || (pipe_open && Clock::now() - exited_at < Millis(1000))) {
     if (!start_reported && !exited && Clock::now() - start >= kStartReportAfter) {
       RankReport started;
-      started.event = "start";
+      started.event = rdv::RankEventKind::kStart;
       if (report(options, *id, started)) last_contact = Clock::now();
       start_reported = true;
       next_beat = Clock::now() + options.beat_interval;
@@ -359,7 +360,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   // for a while, is always reported, before this agent exits and so before mpirun ends.
   if (code != 0 || start_reported) {
     RankReport exit;
-    exit.event = "exit";
+    exit.event = rdv::RankEventKind::kExit;
     exit.code = code;
     exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     exit.seconds = std::chrono::duration<double>(Clock::now() - start).count();

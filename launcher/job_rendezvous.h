@@ -103,8 +103,8 @@ class JobRendezvous {
       nlohmann::json hosts = parse_object(service_->engine().hosts_json(Clock::now()));
       nlohmann::json ranks = nlohmann::json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
-        ranks.push_back(rank_json(
-            {rank, event.host, event.event != "start", event.code, event.signal, event.seconds, true}));
+        ranks.push_back(rank_json({rank, event.host, event.event != rdv::RankEventKind::kStart, event.code,
+                                   event.signal, event.seconds, true}));
       }
       const nlohmann::json* rows = node_at(hosts, "/hosts");
       done.set_value({{"hosts", rows != nullptr ? *rows : nlohmann::json::array()}, {"ranks", ranks}});

@@ -50,13 +50,17 @@ bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
 }  // namespace
 
 bool record_rank_event(JobTally& tally, const rdv::RankEvent& event) {
-  if (event.event == "start") ++tally.started;
-  if (event.event == "misplaced") {
-    record_misplaced(tally, event);
-    return false;
+  switch (event.event) {
+    case rdv::RankEventKind::kStart:
+      ++tally.started;
+      return false;
+    case rdv::RankEventKind::kMisplaced:
+      record_misplaced(tally, event);
+      return false;
+    case rdv::RankEventKind::kExit:
+      return record_exit(tally, event);
   }
-  if (event.event != "exit") return false;
-  return record_exit(tally, event);
+  return false;
 }
 
 bool host_unreachable(const Failure& failure) {

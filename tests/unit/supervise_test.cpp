@@ -14,7 +14,7 @@ namespace tmpi::launch {
 namespace {
 
 rdv::RankEvent exit_event(int rank, int code, int signal = 0) {
-  return {rank, "node-" + std::to_string(rank), "exit", code, signal, 12, "", ""};
+  return {rank, "node-" + std::to_string(rank), rdv::RankEventKind::kExit, code, signal, 12, "", ""};
 }
 
 TEST(Supervise, FirstOwnFailureIsPrimaryAndSignalsOnlySecondary) {
@@ -103,8 +103,8 @@ TEST(Supervise, StopSignalStopsTheJob) {
 
 TEST(Supervise, MisplacedRanksAreNamedWithTheirTable) {
   JobTally tally;
-  record_rank_event(tally, {3, "launcher", "misplaced", 0, 0, 0, "", "node-1"});
-  record_rank_event(tally, {4, "launcher", "misplaced", 0, 0, 0, "", "node-1"});
+  record_rank_event(tally, {3, "launcher", rdv::RankEventKind::kMisplaced, 0, 0, 0, "", "node-1"});
+  record_rank_event(tally, {4, "launcher", rdv::RankEventKind::kMisplaced, 0, 0, 0, "", "node-1"});
   ASSERT_TRUE(tally.failure.has_value());
   EXPECT_EQ(tally.failure->event, "RankMisplaced");
   EXPECT_EQ(tally.failure->reason, "rank 3 ran on launcher, not on node-1 as the hostfile says");
