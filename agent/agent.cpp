@@ -55,17 +55,6 @@ void remember_signal(int signal) {
   g_signal = signal;
 }
 
-int int_of(const std::map<std::string, std::string>& env, std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    auto it = env.find(name);
-    if (it != env.end() && !it->second.empty() &&
-        it->second.find_first_not_of("0123456789") == std::string::npos) {
-      return std::stoi(it->second);
-    }
-  }
-  return -1;
-}
-
 std::string hostname() {
   char name[256] = {0};
   gethostname(name, sizeof name - 1);
@@ -84,8 +73,9 @@ bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport 
   const std::string key = derive_rendezvous_key(options.private_key);
   auto sent = plain_http("POST", options.coordinator, kRankPath, signed_body(key, message), Millis(3000));
   bool taken = sent && rdv::job_state_taken(key, rdv::Kind::kRank, message.nonce, sent->status, sent->body);
-  if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, message.event, options.coordinator);
-  spdlog::debug("rank {}: reported {} in {} ms", id.rank, message.event,
+  const std::string_view event = choice_name(message.event, rdv::kRankEventKindSpellings);
+  if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
+  spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
                 std::chrono::duration_cast<Millis>(Clock::now() - since).count());
   return taken;
 }
@@ -125,7 +115,7 @@ int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, co
       id.rank, wrong.actual, wrong.expected);
   std::fprintf(stderr, "%s\n", why.c_str());
   RankReport report_of;
-  report_of.event = "misplaced";
+  report_of.event = rdv::RankEventKind::kMisplaced;
   report_of.code = static_cast<int>(Exit::kUnavailable);
   report_of.expected = wrong.expected;
   report_of.tail = why;
@@ -178,49 +168,149 @@ void stop_mpi_daemon() {
   }
 }
 
+// The rank never ran: that is a failure of this rank, reported and named as one, never a
+// success (a status of 0 from waitpid(-1)), and no signal may go to pid -1 (every process of
+// the user). Most likely the pod's process limit (RLIMIT_NPROC, pids.max).
+int refuse_unforked(const RankAgentOptions& options, const RankIdentity& id, int error) {
+  std::string why = fmt::format(
+      "mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)", std::strerror(error));
+  std::fprintf(stderr, "%s\n", why.c_str());
+  RankReport exit;
+  exit.event = rdv::RankEventKind::kExit;
+  exit.code = static_cast<int>(Exit::kOsErr);
+  exit.tail = why;
+  report(options, id, exit);
+  return static_cast<int>(Exit::kOsErr);
+}
+
+// What the agent knows of its running rank, and of the coordinator.
+struct RankWatch {
+  Clock::time_point start;
+  bool start_reported = false;
+  long long beats = 0;
+  Clock::time_point next_beat{};
+  std::optional<Clock::time_point> last_contact;  // the coordinator's last answer
+  std::optional<Clock::time_point> orphaned_at;   // when this agent gave the job up (SIGTERM)
+  int status = 0;
+  bool exited = false, pipe_open = true;
+  Clock::time_point exited_at{};
+};
+
+// The start is reported once the rank has run for a while, so that the ranks' start-up,
+// when every core is busy with MPI_Init, is spared a storm of requests (bench row 1); then
+// a beat every --beat-interval.
+void keep_in_touch(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch) {
+  if (watch.exited) return;
+  if (!watch.start_reported && Clock::now() - watch.start >= kStartReportAfter) {
+    RankReport started;
+    started.event = rdv::RankEventKind::kStart;
+    if (report(options, id, started)) watch.last_contact = Clock::now();
+    watch.start_reported = true;
+    watch.next_beat = Clock::now() + options.beat_interval;
+  }
+  if (watch.start_reported && Clock::now() >= watch.next_beat) {
+    if (beat(options, id, ++watch.beats)) watch.last_contact = Clock::now();
+    watch.next_beat = Clock::now() + options.beat_interval;
+  }
+}
+
+// The coordinator has given this host up (orphaned()): the rank and all it started get
+// SIGTERM, then SIGKILL once kOrphanGrace has passed.
+void end_if_orphaned(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch) {
+  if (watch.exited) return;
+  if (!watch.orphaned_at && orphaned(options, watch.last_contact)) {
+    std::fprintf(
+        stderr,
+        "mpi-rank: rank %d: the launcher at %s has not answered for %lld s (lost-after %lld s): "
+        "the job is over; ending this rank\n",
+        id.rank, options.coordinator.c_str(),
+        static_cast<long long>(
+            std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *watch.last_contact).count()),
+        static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(options.lost_after).count()));
+    adopt_orphans();  // from now on, what the rank leaves (a shell's python) stays under this agent
+    for (pid_t pid : descendants()) kill(pid, SIGTERM);  // the rank, and all it started
+    watch.orphaned_at = Clock::now();
+  }
+  if (watch.orphaned_at && Clock::now() - *watch.orphaned_at >= kOrphanGrace) {
+    for (pid_t pid : descendants()) kill(pid, SIGKILL);
+  }
+}
+
+// How long the next ppoll() may wait: until the next report or beat is due, the orphan's
+// grace ends, or the 1 s after the exit for its stderr; 20 ms at most without a pidfd.
+timespec next_wait(const RankWatch& watch, int exit_fd) {
+  auto now = Clock::now();
+  auto until = watch.exited ? watch.exited_at + Millis(1000)
+                            : (watch.start_reported ? std::min(now + Millis(1000), watch.next_beat)
+                                                    : watch.start + kStartReportAfter);
+  if (watch.orphaned_at && !watch.exited) until = std::min(until, *watch.orphaned_at + kOrphanGrace);
+  auto wait = std::chrono::ceil<Millis>(until - now);
+  if (!watch.exited && exit_fd < 0) wait = std::min(wait, Millis(20));
+  auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Millis(0))).count();
+  return timespec{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+}
+
+// Until the child has exited and its stderr closed (or stayed open in a grandchild 1 s past
+// the exit): stderr passed through `tail`, reports and beats sent, signals forwarded.
+void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t child, int err_fd,
+                RankWatch& watch, StderrTail& tail) {
+  // The child's end is a file descriptor too (pidfd, Linux 5.3+), so one ppoll() waits for
+  // stderr, the exit and the start report's time at once. Without pidfd, the exit is polled
+  // every 20 ms. (The raw system call: glibc's wrapper is 2.36+, newer than many images'.)
+  int exit_fd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  // The forwarded signals are blocked but while in ppoll(), which they interrupt: one that
+  // arrives between the check of g_signal and the wait is not left waiting a whole timeout.
+  sigset_t forwarded, waiting;
+  sigemptyset(&forwarded);
+  for (int signal : kForwarded) sigaddset(&forwarded, signal);
+  sigprocmask(SIG_BLOCK, &forwarded, &waiting);
+  while (!watch.exited || (watch.pipe_open && Clock::now() - watch.exited_at < Millis(1000))) {
+    keep_in_touch(options, id, watch);
+    end_if_orphaned(options, id, watch);
+    if (g_signal != 0) {
+      kill(child, g_signal);
+      g_signal = 0;
+    }
+    pollfd fds[2] = {{watch.pipe_open ? err_fd : -1, POLLIN, 0}, {watch.exited ? -1 : exit_fd, POLLIN, 0}};
+    timespec timeout = next_wait(watch, exit_fd);
+    if (ppoll(fds, 2, &timeout, &waiting) < 0) continue;  // EINTR: a signal to forward
+    if (fds[0].revents != 0 && !tail.pass_through(err_fd)) watch.pipe_open = false;
+    if (!watch.exited && waitpid(child, &watch.status, WNOHANG) == child) {
+      watch.exited = true;
+      watch.exited_at = Clock::now();
+    }
+  }
+  if (exit_fd >= 0) close(exit_fd);
+}
+
+// The rank's exit code, reported (or, orphaned, the lost host's code, with nobody to tell).
+int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const RankWatch& watch,
+                const StderrTail& tail) {
+  const int status = watch.status;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (watch.orphaned_at) {  // nobody to report to: the daemon goes too, and the outcome is a lost host's
+    end_descendants(*watch.orphaned_at +
+                    kOrphanGrace);  // what outlived the rank, SIGKILLed at the grace's end
+    stop_mpi_daemon();
+    return static_cast<int>(Exit::kTempFail);
+  }
+  // A rank that exits 0 before its start was due to be reported sends nothing: mpirun's own
+  // exit status says it, and the launcher records it so. On 2 shared cores, 16 short ranks'
+  // reports cost the job 2% (bench row 1); a failure, or the end of a rank that has run
+  // for a while, is always reported, before this agent exits and so before mpirun ends.
+  if (code != 0 || watch.start_reported) {
+    RankReport exit;
+    exit.event = rdv::RankEventKind::kExit;
+    exit.code = code;
+    exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    exit.seconds = std::chrono::duration<double>(Clock::now() - watch.start).count();
+    exit.tail = tail.joined();
+    report(options, id, exit);
+  }
+  return code;
+}
+
 }  // namespace
-
-Expected<RankIdentity> rank_identity(const std::map<std::string, std::string>& env) {
-  RankIdentity id;
-  id.rank = int_of(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
-  id.world_size = int_of(env, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"});
-  id.local_rank = int_of(env, {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"});
-  id.local_world_size = int_of(env, {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"});
-  if (id.rank < 0 || id.world_size < 1) {
-    return make_error(Exit::kUsage,
-                      "no MPI rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK); "
-                      "`mpi-launcher rank` runs under mpirun or mpiexec");
-  }
-  if (id.local_rank < 0) id.local_rank = 0;
-  if (id.local_world_size < 1) id.local_world_size = 1;
-  id.node_rank = (id.rank - id.local_rank) / id.local_world_size;
-  if (auto layout = env.find(std::string(contract::kSlotLayout)); layout != env.end()) {
-    if (int host = layout_host(id.rank, layout->second); host >= 0) id.node_rank = host;
-  }
-  return id;
-}
-
-std::string slot_layout(const std::vector<int>& slots) {
-  std::string out;
-  for (std::size_t i = 0; i < slots.size();) {
-    std::size_t j = i;
-    while (j < slots.size() && slots[j] == slots[i]) ++j;
-    out += fmt::format("{}{}x{}", out.empty() ? "" : ",", slots[i], j - i);
-    i = j;
-  }
-  return out;
-}
-
-std::map<std::string, std::string> torch_env(const RankIdentity& id, const std::string& master_addr,
-                                             const std::string& master_port) {
-  return {{"RANK", std::to_string(id.rank)},
-          {"WORLD_SIZE", std::to_string(id.world_size)},
-          {"LOCAL_RANK", std::to_string(id.local_rank)},
-          {"LOCAL_WORLD_SIZE", std::to_string(id.local_world_size)},
-          {"NODE_RANK", std::to_string(id.node_rank)},
-          {"MASTER_ADDR", master_addr},
-          {"MASTER_PORT", master_port}};
-}
 
 int run_rank(const RankAgentOptions& options, const std::map<std::string, std::string>& env,
              const std::vector<std::string>& command) {
@@ -242,27 +332,16 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   for (int signal : kForwarded) sigaction(signal, &action, nullptr);
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
-  auto start = Clock::now();
+  RankWatch watch;
+  watch.start = Clock::now();
   // Built before the fork: the child only execs (common/exec_plan.h).
   const ExecPlan plan(command, torch_env(*id, options.master_addr, options.master_port));
   pid_t child = fork();
   if (child < 0) {
-    // The rank never ran: that is a failure of this rank, reported and named as one, never
-    // a success (a status of 0 from waitpid(-1)), and no signal may go to pid -1 (every
-    // process of the user). Most likely the pod's process limit (RLIMIT_NPROC, pids.max).
     int error = errno;
     close(err_pipe[0]);
     close(err_pipe[1]);
-    std::string why =
-        fmt::format("mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)",
-                    std::strerror(error));
-    std::fprintf(stderr, "%s\n", why.c_str());
-    RankReport exit;
-    exit.event = "exit";
-    exit.code = static_cast<int>(Exit::kOsErr);
-    exit.tail = why;
-    report(options, *id, exit);
-    return static_cast<int>(Exit::kOsErr);
+    return refuse_unforked(options, *id, error);
   }
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -272,101 +351,10 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
     plan.exec();
   }
   close(err_pipe[1]);
-  // The child's end is a file descriptor too (pidfd, Linux 5.3+), so one ppoll() waits for
-  // stderr, the exit and the start report's time at once. Without pidfd, the exit is polled
-  // every 20 ms. (The raw system call: glibc's wrapper is 2.36+, newer than many images'.)
-  int exit_fd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
-  // The forwarded signals are blocked but while in ppoll(), which they interrupt: one that
-  // arrives between the check of g_signal and the wait is not left waiting a whole timeout.
-  sigset_t forwarded, waiting;
-  sigemptyset(&forwarded);
-  for (int signal : kForwarded) sigaddset(&forwarded, signal);
-  sigprocmask(SIG_BLOCK, &forwarded, &waiting);
-  // The start is reported once the rank has run for a while, so that the ranks' start-up,
-  // when every core is busy with MPI_Init, is spared a storm of requests (bench row 1).
-  bool start_reported = false;
-  long long beats = 0;
-  Clock::time_point next_beat{};
-  std::optional<Clock::time_point> last_contact;  // the coordinator's last answer
-  std::optional<Clock::time_point> orphaned_at;   // when this agent gave the job up (SIGTERM)
   StderrTail tail(options.tail_lines);
-  int status = 0;
-  bool exited = false, pipe_open = true;
-  Clock::time_point exited_at{};
-  // After the command exits, its stderr may stay open in a grandchild: wait 1 s at most.
-  while (!exited || (pipe_open && Clock::now() - exited_at < Millis(1000))) {
-    if (!start_reported && !exited && Clock::now() - start >= kStartReportAfter) {
-      RankReport started;
-      started.event = "start";
-      if (report(options, *id, started)) last_contact = Clock::now();
-      start_reported = true;
-      next_beat = Clock::now() + options.beat_interval;
-    }
-    if (start_reported && !exited && Clock::now() >= next_beat) {
-      if (beat(options, *id, ++beats)) last_contact = Clock::now();
-      next_beat = Clock::now() + options.beat_interval;
-    }
-    if (!exited && !orphaned_at && orphaned(options, last_contact)) {
-      std::fprintf(
-          stderr,
-          "mpi-rank: rank %d: the launcher at %s has not answered for %lld s (lost-after %lld s): "
-          "the job is over; ending this rank\n",
-          id->rank, options.coordinator.c_str(),
-          static_cast<long long>(
-              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *last_contact).count()),
-          static_cast<long long>(
-              std::chrono::duration_cast<std::chrono::seconds>(options.lost_after).count()));
-      adopt_orphans();  // from now on, what the rank leaves (a shell's python) stays under this agent
-      for (pid_t pid : descendants()) kill(pid, SIGTERM);  // the rank, and all it started
-      orphaned_at = Clock::now();
-    }
-    if (!exited && orphaned_at && Clock::now() - *orphaned_at >= kOrphanGrace) {
-      for (pid_t pid : descendants()) kill(pid, SIGKILL);
-    }
-    if (g_signal != 0) {
-      kill(child, g_signal);
-      g_signal = 0;
-    }
-    pollfd fds[2] = {{pipe_open ? err_pipe[0] : -1, POLLIN, 0}, {exited ? -1 : exit_fd, POLLIN, 0}};
-    auto now = Clock::now();
-    auto until = exited
-                     ? exited_at + Millis(1000)
-                     : (start_reported ? std::min(now + Millis(1000), next_beat) : start + kStartReportAfter);
-    if (orphaned_at && !exited) until = std::min(until, *orphaned_at + kOrphanGrace);
-    auto wait = std::chrono::ceil<Millis>(until - now);
-    if (!exited && exit_fd < 0) wait = std::min(wait, Millis(20));
-    auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Millis(0))).count();
-    timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000),
-                     static_cast<long>(wait_ns % 1'000'000'000)};
-    if (ppoll(fds, 2, &timeout, &waiting) < 0) continue;  // EINTR: a signal to forward
-    if (fds[0].revents != 0 && !tail.pass_through(err_pipe[0])) pipe_open = false;
-    if (!exited && waitpid(child, &status, WNOHANG) == child) {
-      exited = true;
-      exited_at = Clock::now();
-    }
-  }
-  if (exit_fd >= 0) close(exit_fd);
+  watch_rank(options, *id, child, err_pipe[0], watch, tail);
   close(err_pipe[0]);
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (orphaned_at) {  // nobody to report to: the daemon goes too, and the outcome is a lost host's
-    end_descendants(*orphaned_at + kOrphanGrace);  // what outlived the rank, SIGKILLed at the grace's end
-    stop_mpi_daemon();
-    return static_cast<int>(Exit::kTempFail);
-  }
-  // A rank that exits 0 before its start was due to be reported sends nothing: mpirun's own
-  // exit status says it, and the launcher records it so. On 2 shared cores, 16 short ranks'
-  // reports cost the job 2% (bench row 1); a failure, or the end of a rank that has run
-  // for a while, is always reported, before this agent exits and so before mpirun ends.
-  if (code != 0 || start_reported) {
-    RankReport exit;
-    exit.event = "exit";
-    exit.code = code;
-    exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    exit.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    exit.tail = tail.joined();
-    report(options, *id, exit);
-  }
-  return code;
+  return finish_rank(options, *id, watch, tail);
 }
 
 Status rank_command(RankCommandOptions options, const std::vector<std::string>& command) {

@@ -83,12 +83,19 @@ Expected<Host> host_from_json(const json& item, std::string_view where) {
   if (!item.is_object()) return make_error(Exit::kData, "{}: expected an object", where);
   if (!item.contains("name")) return make_error(Exit::kData, "{}: each host needs a string \"name\"", where);
   Host host;
-  host.role = "node";
   TMPI_CHECK(read_field(item, "name", host.name, where));
-  for (auto [key, field] : {std::pair{"address", &host.address}, std::pair{"role", &host.role},
-                            std::pair{"pod", &host.pod}, std::pair{"group", &host.group}}) {
+  for (auto [key, field] :
+       {std::pair{"address", &host.address}, std::pair{"pod", &host.pod}, std::pair{"group", &host.group}}) {
     TMPI_CHECK(read_field(item, key, *field, where));
   }
+  std::string role(choice_name(host.role, kPodRoleSpellings));
+  TMPI_CHECK(read_field(item, "role", role, where));
+  auto known = choice_value(role, kPodRoleSpellings);
+  if (!known) {
+    return make_error(Exit::kData, "{}: \"role\" must be \"launcher\" or \"node\", not {}", where,
+                      truncate_utf8(json(role).dump(), 40, "..."));
+  }
+  host.role = *known;
   for (auto [key, field] : {std::pair{"slots", &host.slots}, std::pair{"gpus", &host.gpus},
                             std::pair{"jobIndex", &host.job_index}, std::pair{"podIndex", &host.pod_index}}) {
     TMPI_CHECK(read_field(item, key, *field, where));
@@ -106,8 +113,9 @@ std::string render_hosts_json(const Topology& topology) {
     return fmt::format(
         "{{\"name\": {}, \"address\": {}, \"slots\": {}, \"gpus\": {}, \"role\": {}, \"pod\": {}, "
         "\"group\": {}, \"jobIndex\": {}, \"podIndex\": {}}}",
-        quote(host.name), quote(host.address), host.slots, host.gpus, quote(host.role), quote(host.pod),
-        quote(host.group), host.job_index, host.pod_index);
+        quote(host.name), quote(host.address), host.slots, host.gpus,
+        quote(std::string(choice_name(host.role, kPodRoleSpellings))), quote(host.pod), quote(host.group),
+        host.job_index, host.pod_index);
   };
   std::string out = fmt::format(
       "{{\n  \"apiVersion\": \"trainer-mpi/v1\",\n  \"jobset\": {},\n  \"subdomain\": {},\n  \"launcher\": "

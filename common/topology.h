@@ -7,16 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "common/choice.h"
 #include "common/error.h"
 
 namespace tmpi {
+
+// A pod's part in the job: hosts.json's "role" (read once, by parse_hosts_json, and written
+// by render_hosts_json as spelt here), and mpi-init's --role (initcontainer/role.h).
+enum class PodRole { kLauncher, kNode };
+inline constexpr Spellings<PodRole, 2> kPodRoleSpellings{
+    {{"launcher", PodRole::kLauncher}, {"node", PodRole::kNode}}};
 
 struct Host {
   std::string name;     // FQDN as MPI sees it: "<jobset>-<rjob>-<jobIdx>-<podIdx>.<subdomain>"
   std::string address;  // pod IP; empty when the source has none (hostfile, static spec)
   int slots = 1;
   int gpus = 0;
-  std::string role;   // "node", or "launcher" for the launcher pod
+  PodRole role = PodRole::kNode;
   std::string pod;    // pod name; empty when the source has none
   std::string group;  // replicated job
   int job_index = 0;

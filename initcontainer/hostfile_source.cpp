@@ -40,9 +40,9 @@ std::string_view trim(std::string_view text) {
 }
 
 void classify(Host& host, const SourceOptions& options) {
-  host.role = "node";
+  host.role = PodRole::kNode;
   if (parse_jobset_hostname(host.name, options.jobset, host) && host.group == options.launcher_job) {
-    host.role = "launcher";
+    host.role = PodRole::kLauncher;
   }
 }
 
@@ -117,7 +117,7 @@ Expected<Topology> topology_from_hostfile(std::string_view text, std::string_vie
     if (topology.subdomain.empty() && host.name.find('.') != std::string::npos) {
       topology.subdomain = host.name.substr(host.name.find('.') + 1);
     }
-    if (host.role == "launcher") {
+    if (host.role == PodRole::kLauncher) {
       topology.launcher = host;
       if (!options.launcher_as_node) continue;
       // First, as the pod-list source has it: mpirun maps its own host first whatever its place
@@ -177,8 +177,8 @@ Expected<Topology> topology_from_static(const std::vector<std::string>& replicat
         host.job_index = j;
         host.pod_index = p;
         host.slots = options.slots.value_or(1);
-        host.role = group == options.launcher_job ? "launcher" : "node";
-        if (host.role == "launcher") {
+        host.role = group == options.launcher_job ? PodRole::kLauncher : PodRole::kNode;
+        if (host.role == PodRole::kLauncher) {
           topology.launcher = host;
           if (!options.launcher_as_node) continue;
         }

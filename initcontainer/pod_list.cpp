@@ -67,6 +67,7 @@ struct PodListReader::Pod {
   Host host;
   std::string jobset, creation;
   int global_index = -1, restart = 0, completion_index = 0;
+  bool left_out = false;  // terminating, or ended: noted, and no host of the job
 };
 
 namespace {
@@ -133,10 +134,10 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
   std::string phase = text_at(status, "phase");
   if (meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null()) {
     notes.push_back(fmt::format("left out pod {}: terminating", pod.host.pod));
-    pod.host.role = "skip";
+    pod.left_out = true;
   } else if (phase == "Failed" || phase == "Succeeded") {
     notes.push_back(fmt::format("left out pod {}: phase {}", pod.host.pod, phase));
-    pod.host.role = "skip";
+    pod.left_out = true;
   }
   pod.host.group = text_at(labels, kReplicatedJobLabel);
   pod.host.job_index = int_of(text_at(labels, kJobIndexLabel), 0);
@@ -150,7 +151,7 @@ Expected<std::optional<Pod>> read_pod(const json& item, std::size_t index, std::
   pod.host.address = text_at(status, "podIP");
   pod.host.gpus = gpu_limit(spec, pod.host.group);
   std::string hostname = text_at(spec, "hostname"), subdomain = text_at(spec, "subdomain");
-  if (pod.host.role != "skip" && (hostname.empty() || subdomain.empty())) {
+  if (!pod.left_out && (hostname.empty() || subdomain.empty())) {
     return make_error(Exit::kData,
                       "{}: pod {} (items[{}]) has no spec.{}; JobSet pods get both "
                       "spec.hostname and spec.subdomain: check the JobSet's network settings "
@@ -182,7 +183,7 @@ Expected<std::string> PodListReader::add(const PaddedText& json_text, std::strin
                       if (!*pod || (!options_.jobset.empty() && (*pod)->jobset != options_.jobset))
                         return true;
                       jobsets_.insert((*pod)->jobset);
-                      if ((*pod)->host.role != "skip") pods_.push_back(std::move(**pod));
+                      if (!(*pod)->left_out) pods_.push_back(std::move(**pod));
                       return true;
                     }};
   std::string syntax;
@@ -262,7 +263,7 @@ Expected<Topology> PodListReader::topology(std::string_view origin) const {
     host.slots = options_.slots ? *options_.slots : (host.gpus > 0 ? host.gpus : 1);
     if (topology.subdomain.empty()) topology.subdomain = host.name.substr(host.name.find('.') + 1);
     bool is_launcher = host.group == options_.launcher_job;
-    host.role = is_launcher ? "launcher" : "node";
+    host.role = is_launcher ? PodRole::kLauncher : PodRole::kNode;
     if (is_launcher) {
       if (topology.launcher) {
         return make_error(Exit::kData,

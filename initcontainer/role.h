@@ -2,11 +2,12 @@
 // topology and identity; a node's pod only its identity and its sshd's configuration.
 #pragma once
 
-#include "common/choice.h"
+#include "common/topology.h"
 
 namespace tmpi::init {
 
-enum class Role { kLauncher, kNode };
-inline constexpr Spellings<Role, 2> kRoleSpellings{{{"launcher", Role::kLauncher}, {"node", Role::kNode}}};
+// The same two roles as hosts.json's (common/topology.h), spelt the same.
+using Role = PodRole;
+inline constexpr const auto& kRoleSpellings = kPodRoleSpellings;
 
 }  // namespace tmpi::init

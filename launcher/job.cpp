@@ -91,10 +91,9 @@ Expected<TakenLine> take_user_line(const JobOptions& options, const Job& job,
   return taken;
 }
 
-}  // namespace
-
-Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::string>& command) {
-  Job job;
+// hosts.json, the job key, and this pod's name (the launcher's, in hosts.json, else the
+// host name).
+Status read_job_files(const JobOptions& options, Job& job) {
   TMPI_ASSIGN(std::string hosts_text, read_file(options.hosts_file));
   TMPI_ASSIGN(job.topology, parse_hosts_json(hosts_text, options.hosts_file));
   job.ssh_dir = options.ssh_dir;
@@ -108,17 +107,12 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
     gethostname(name, sizeof name - 1);
     job.launcher_name = name;
   }
+  return ok_status();
+}
+
+// MPI's ssh: the job key, the pinned host keys, and mpi-ssh where it is installed.
+Status plan_ssh(const JobOptions& options, Job& job, bool hydra) {
   LaunchPlan& plan = job.plan;
-  plan.launcher = options.mpirun;
-  TMPI_ASSIGN(plan.flavour, choose_flavour(options.mpi, plan.launcher));
-  bool hydra = plan.flavour == Flavour::kMpich || plan.flavour == Flavour::kIntel;
-  std::string dir = std::filesystem::path(options.hosts_file).parent_path().string();
-  plan.hostfile = dir + (hydra ? "/hostfile.hydra" : "/hostfile");
-  std::vector<std::string> user_command = command;
-  TMPI_ASSIGN(TakenLine user_line, take_user_line(options, job, user_command));
-  plan.extra_args = user_line.passed;
-  plan.np = options.np > 0 ? options.np : user_line.np > 0 ? user_line.np : job.topology.total_slots();
-  if (plan.np < 1) return make_error(Exit::kUsage, "--np {}: needs 1 or more ranks", plan.np);
   plan.ssh_options = {"-F", "/dev/null",
                       "-p", std::to_string(options.ssh_port),
                       "-i", job.key_path,
@@ -131,18 +125,19 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   // mpi-ssh, installed beside the launcher, is ssh itself unless a launch names its relay
   // (ssh/relay.h); an absolute path, since MPI looks its agent up on PATH otherwise.
   if (std::string agent = beside_self("mpi-ssh"); !agent.empty()) plan.ssh_agent = agent;
-  if (hydra) {
-    // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them. It
-    // lives in a private folder of unguessable name, gone when the job is.
-    TMPI_ASSIGN(job.scratch, ScratchDir::make("tmpi-ssh"));
-    plan.ssh_wrapper = job.scratch->path() + "/ssh";
-    TMPI_CHECK(write_atomic(
-        plan.ssh_wrapper,
-        "#!/bin/sh\nexec " + shell_join({plan.ssh_agent}) + " " + shell_join(plan.ssh_options) + " \"$@\"\n",
-        {0755}));
-  }
-  plan.iface = options.iface;
-  plan.as_root = getuid() == 0;
+  if (!hydra) return ok_status();
+  // hydra takes a program, not arguments, for ssh: a two-line wrapper carries them. It
+  // lives in a private folder of unguessable name, gone when the job is.
+  TMPI_ASSIGN(job.scratch, ScratchDir::make("tmpi-ssh"));
+  plan.ssh_wrapper = job.scratch->path() + "/ssh";
+  return write_atomic(
+      plan.ssh_wrapper,
+      "#!/bin/sh\nexec " + shell_join({plan.ssh_agent}) + " " + shell_join(plan.ssh_options) + " \"$@\"\n",
+      {0755});
+}
+
+// The agents' parameters that every job sets (agent/contract.h), and the slots' layout.
+void set_agent_parameters(const JobOptions& options, Job& job) {
   job.env = {
       {env_name(param::kCoordinator.name), fmt::format("{}:{}", job.launcher_name, options.rendezvous_port)},
       {env_name(param::kMasterAddr.name),
@@ -160,33 +155,42 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env[std::string(contract::kSlotLayout)] = slot_layout(slots);
-  // Each agent checks its own host before it starts its rank (agent/placement.h).
-  job.probe_placement = options.placement == PlacementCheck::kProbe && user_line.placement.empty();
-  if (!user_line.placement.empty()) {
-    spdlog::info(
-        "placement: the mpirun option {} places ranks other than by slot; the agents' by-slot "
-        "placement check is off",
-        user_line.placement);
-  } else if (options.placement != PlacementCheck::kNone) {
-    std::vector<std::string> order;
-    for (const auto& host : job.topology.hosts) order.push_back(host.name);
-    if (std::string joined = join_hosts(order); joined.size() <= kMaxRankHostsBytes) {
-      job.env[std::string(contract::kRankHosts)] = std::move(joined);
-    } else {
-      spdlog::info(
-          "placement: the names of {} hosts are {} bytes, too many to pass to every rank; the "
-          "preflight's probe job checks the placement instead",
-          order.size(), joined.size());
-      job.probe_placement = true;
-    }
-  }
   // The agents find the job key where the launcher was told it is (launcher and nodes run one
   // image and one runtime); without it they would look in their $HOME/.ssh and, finding no key
   // there, could not report which rank failed.
   if (options.ssh_dir_given) job.env[env_name(param::kSshDir.name)] = options.ssh_dir;
-  // The ssh step beside the launch, and the start gate (agent/gate.h): said to the agents
-  // either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
-  // that no gate will let go.
+}
+
+// Each agent checks its own host before it starts its rank (agent/placement.h), given the
+// hosts in rank order; past kMaxRankHostsBytes, or under --placement probe, the preflight's
+// probe job checks instead. A user's mpirun option that places by other than slot: neither.
+void choose_placement_check(const JobOptions& options, Job& job, const std::string& user_placement) {
+  job.probe_placement = options.placement == PlacementCheck::kProbe && user_placement.empty();
+  if (!user_placement.empty()) {
+    spdlog::info(
+        "placement: the mpirun option {} places ranks other than by slot; the agents' by-slot "
+        "placement check is off",
+        user_placement);
+    return;
+  }
+  if (options.placement == PlacementCheck::kNone) return;
+  std::vector<std::string> order;
+  for (const auto& host : job.topology.hosts) order.push_back(host.name);
+  if (std::string joined = join_hosts(order); joined.size() <= kMaxRankHostsBytes) {
+    job.env[std::string(contract::kRankHosts)] = std::move(joined);
+  } else {
+    spdlog::info(
+        "placement: the names of {} hosts are {} bytes, too many to pass to every rank; the "
+        "preflight's probe job checks the placement instead",
+        order.size(), joined.size());
+    job.probe_placement = true;
+  }
+}
+
+// The ssh step beside the launch, and the start gate (agent/gate.h): said to the agents
+// either way, so that a TMPI_START_GATE in the launcher's own environment cannot hold ranks
+// that no gate will let go. Returns the names of the launcher's environment.
+std::vector<std::string> choose_start_gate(const JobOptions& options, Job& job, bool hydra) {
   job.start_gate = options.start_gate && !job.probe_placement;
   // A routing tree of the user's (OMPI_MCA_routed*, PRTE_MCA_routed*: another radix, binomial)
   // may have daemons start others over their own ssh: then the agents ask too (job.h).
@@ -199,6 +203,31 @@ Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::stri
   job.agents_ask = job.start_gate && (hydra || own_tree || job.topology.hosts.size() > kMpirunTreeRadix);
   job.env[env_name(param::kStartGate.name)] = job.agents_ask ? "true" : "false";
   job.env[env_name(param::kGateFailOpen.name)] = options.gate_fail_open ? "true" : "false";
+  return names;
+}
+
+}  // namespace
+
+Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::string>& command) {
+  Job job;
+  TMPI_CHECK(read_job_files(options, job));
+  LaunchPlan& plan = job.plan;
+  plan.launcher = options.mpirun;
+  TMPI_ASSIGN(plan.flavour, choose_flavour(options.mpi, plan.launcher));
+  bool hydra = plan.flavour == Flavour::kMpich || plan.flavour == Flavour::kIntel;
+  std::string dir = std::filesystem::path(options.hosts_file).parent_path().string();
+  plan.hostfile = dir + (hydra ? "/hostfile.hydra" : "/hostfile");
+  std::vector<std::string> user_command = command;
+  TMPI_ASSIGN(TakenLine user_line, take_user_line(options, job, user_command));
+  plan.extra_args = user_line.passed;
+  plan.np = options.np > 0 ? options.np : user_line.np > 0 ? user_line.np : job.topology.total_slots();
+  if (plan.np < 1) return make_error(Exit::kUsage, "--np {}: needs 1 or more ranks", plan.np);
+  TMPI_CHECK(plan_ssh(options, job, hydra));
+  plan.iface = options.iface;
+  plan.as_root = getuid() == 0;
+  set_agent_parameters(options, job);
+  choose_placement_check(options, job, user_line.placement);
+  std::vector<std::string> names = choose_start_gate(options, job, hydra);
   for (const auto& [name, value] : job.env) names.push_back(name);
   std::vector<std::string> wanted = options.env;
   wanted.insert(wanted.end(), user_line.env_names.begin(), user_line.env_names.end());

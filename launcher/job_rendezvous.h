@@ -20,94 +20,64 @@
 #include "common/json_fields.h"
 #include "launcher/failure.h"
 #include "launcher/job.h"
-#include "launcher/options.h"
 #include "launcher/preflight.h"
+#include "launcher/supervise.h"
 #include "rendezvous/coordinator_service.h"
 
 namespace tmpi::launch {
 
-// What the coordinator's callbacks learn, read by the main thread.
-// A rank killed by a signal (SIGTERM, SIGKILL) was usually stopped by MPI because of
-// something else (a lost daemon): it is only a secondary cause, kept in case nothing
-// better explains the failure.
+// The tally (supervise.h) as the coordinator's thread writes it and the main thread reads it.
 struct Shared {
   std::mutex mutex;
-  bool barrier = false;
-  std::optional<std::string> deadline;
-  std::optional<Failure> failure;    // the first rank that failed on its own, or a lost host
-  std::optional<Failure> secondary;  // the first rank that was killed by a signal
-  int started = 0, exited = 0, failed = 0;
-  // Ranks whose agents found them on another host than the hostfile's (agent/placement.h):
-  // the preflight's table, printed once the job is stopped; kMaxMisplacedRows of them, and a count.
-  std::vector<CheckRow> misplaced;
-  int misplaced_count = 0;
+  JobTally tally;
 };
-inline constexpr std::size_t kMaxMisplacedRows = 64;
+
+// What the embedded coordinator needs of the launcher's settings.
+struct RendezvousOptions {
+  rdv::RendezvousTimes times;  // --rendezvous-timeout, --beat-interval, --lost-after
+  std::string listen_address;  // --listen-address
+  int port = 0;                // --rendezvous-port
+  // --wait sidecar: the sidecars register, and their progress is logged. Without sidecars
+  // nothing registers: the wait says what it waits for (sshd), and the coordinator only
+  // takes the agents' reports and beats.
+  bool sidecars = true;
+};
 
 class JobRendezvous {
  public:
-  JobRendezvous(const LauncherOptions& options, const Job& job, Shared& shared) {
-    rdv::CoordinatorConfig config =
-        rdv::coordinator_config(job.topology, job.private_key, options.rendezvous);
+  JobRendezvous(const RendezvousOptions& options, const Job& job, Shared& shared)
+      : listen_address_(options.listen_address), port_(options.port) {
+    rdv::CoordinatorConfig config = rdv::coordinator_config(job.topology, job.private_key, options.times);
     config.epoch = job.epoch;       // the agents have it from their environment
     config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
     config.np = job.plan.np;        // a report of a rank outside [0, np) is refused
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
-    // Without sidecars nothing registers: the wait says what it waits for (sshd), and the
-    // coordinator only takes the agents' reports and beats.
-    if (options.wait == WaitFor::kSidecar) {
+    if (options.sidecars) {
       callbacks.progress = [](const std::string& line) { spdlog::info("rendezvous: {}", line); };
     }
     callbacks.refused = [](const std::string& what) { spdlog::warn("rendezvous: {}", what); };
     callbacks.barrier_open = [&shared] {
       std::lock_guard lock(shared.mutex);
-      shared.barrier = true;
+      shared.tally.barrier = true;
     };
     callbacks.deadline = [&shared](const std::string& summary) {
       std::lock_guard lock(shared.mutex);
-      shared.deadline = summary;
+      shared.tally.deadline = summary;
     };
     callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
       std::lock_guard lock(shared.mutex);
-      if (!shared.failure)
-        shared.failure = Failure{static_cast<int>(Exit::kTempFail),
-                                 fmt::format("host {} lost ({})", host, why), "HostLost"};
+      record_host_lost(shared.tally, host, why);
     };
     callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
       std::lock_guard lock(shared.mutex);
-      if (event.event == "start") ++shared.started;
-      if (event.event == "misplaced") {
-        ++shared.exited;
-        ++shared.failed;
-        if (shared.misplaced.size() < kMaxMisplacedRows)
-          shared.misplaced.push_back(misplaced_row(event.rank, event.host, event.expected));
-        if (++shared.misplaced_count == 1 && !shared.failure)
-          shared.failure = Failure{static_cast<int>(Exit::kUnavailable),
-                                   fmt::format("rank {} ran on {}, not on {} as the hostfile says",
-                                               event.rank, event.host, event.expected),
-                                   "RankMisplaced"};
-        return;
-      }
-      if (event.event != "exit") return;
-      ++shared.exited;
-      if (event.code == 0) return;
-      ++shared.failed;
-      auto& slot = event.signal != 0 ? shared.secondary : shared.failure;
-      if (slot) return;
-      slot = Failure{event.code,
-                     event.signal != 0 ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s",
-                                                     event.rank, event.host, event.signal, event.seconds)
-                                       : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
-                                                     event.rank, event.host, event.code, event.seconds),
-                     "RankFailed", true};
-      if (!event.tail.empty()) spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
+      if (record_rank_event(shared.tally, event) && !event.tail.empty())
+        spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
   }
-  Status start(const LauncherOptions& options) {
-    TMPI_CHECK(
-        service_->listen(options.listen_address, static_cast<unsigned short>(options.job.rendezvous_port)));
+  Status start() {
+    TMPI_CHECK(service_->listen(listen_address_, static_cast<unsigned short>(port_)));
     thread_ = std::thread([this] { io_.run(); });
     return ok_status();
   }
@@ -133,8 +103,8 @@ class JobRendezvous {
       nlohmann::json hosts = parse_object(service_->engine().hosts_json(Clock::now()));
       nlohmann::json ranks = nlohmann::json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
-        ranks.push_back(rank_json(
-            {rank, event.host, event.event != "start", event.code, event.signal, event.seconds, true}));
+        ranks.push_back(rank_json({rank, event.host, event.event != rdv::RankEventKind::kStart, event.code,
+                                   event.signal, event.seconds, true}));
       }
       const nlohmann::json* rows = node_at(hosts, "/hosts");
       done.set_value({{"hosts", rows != nullptr ? *rows : nlohmann::json::array()}, {"ranks", ranks}});
@@ -144,6 +114,8 @@ class JobRendezvous {
   ~JobRendezvous() { finish(false); }
 
  private:
+  std::string listen_address_;
+  int port_;
   boost::asio::io_context io_;
   std::unique_ptr<rdv::CoordinatorService> service_;
   std::thread thread_;

@@ -50,8 +50,12 @@ LauncherOptions launcher_options(const Params& params) {
   job.mpi_words = split_words(params.str(param::kMpiArg));
   job.mpirun_line = params.flag(param::kMpirunLine);
 
-  options.rendezvous = {params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
-                        params.duration(param::kLostAfter)};
+  options.wait = params.choice(param::kWait, kWaitForSpellings);
+  options.rendezvous = {{params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
+                         params.duration(param::kLostAfter)},
+                        params.str(param::kListenAddress),
+                        job.rendezvous_port,
+                        options.wait == WaitFor::kSidecar};
   options.status = {params.choice(param::kStatus, kStatusModeSpellings),
                     params.duration(param::kStatusInterval)};
   options.events = {params.choice(param::kEvents, kEventsModeSpellings), params.str(param::kTrainjob),
@@ -59,8 +63,6 @@ LauncherOptions launcher_options(const Params& params) {
                     params.duration(param::kApiRequestTimeout)};
   options.fabric = {params.choice(param::kCheck, kFabricBackendSpellings), params.str(param::kNcclCheck),
                     nccl_check_flags(params), params.duration(param::kStepTimeout)};
-  options.wait = params.choice(param::kWait, kWaitForSpellings);
-  options.listen_address = params.str(param::kListenAddress);
   options.coordinator = params.str(param::kCoordinator);
   options.report = params.str(param::kReport);
   options.preflight = params.flag(param::kPreflight);
@@ -75,6 +77,14 @@ LauncherOptions launcher_options(const Params& params) {
   options.grace = params.duration(param::kGrace);
   options.timeout = params.duration(param::kTimeout);
   return options;
+}
+
+WaitOptions wait_options(const LauncherOptions& options) {
+  return {options.wait, options.rendezvous.times.deadline, options.job.ssh_port};
+}
+
+PreflightOptions preflight_options(const LauncherOptions& options) {
+  return {options.wait == WaitFor::kSsh, options.job.ssh_port, options.fabric};
 }
 
 }  // namespace tmpi::launch

@@ -1,8 +1,9 @@
 // Every setting of `mpi-launcher run`, `check`, `shell` and `hosts`, typed and grouped by the
 // piece that uses it. launcher_options() reads them from the parameters once, at the edge;
-// below it, no code sees Params (prepare_job, the coordinator, the status feed, the Events
-// and the fabric check each take their own part), so a unit test builds exactly the options
-// it needs, and a piece cannot read a setting that its caller did not mean to give it.
+// below it, no code sees Params, and no piece sees this whole struct but run_job and
+// check_job: prepare_job, the coordinator, the status feed, the Events, the wait, the
+// preflight and the fabric check each take their own part, so a unit test builds exactly the
+// options it needs, and a piece cannot read a setting that its caller did not mean to give it.
 #pragma once
 
 #include <string>
@@ -12,6 +13,8 @@
 #include "launcher/fabric_check.h"
 #include "launcher/job.h"
 #include "launcher/job_events.h"
+#include "launcher/job_rendezvous.h"
+#include "launcher/run_steps.h"
 #include "launcher/status_feed.h"
 #include "rendezvous/coordinator_service.h"
 
@@ -19,14 +22,13 @@ namespace tmpi::launch {
 
 struct LauncherOptions {
   JobOptions job;
-  rdv::RendezvousTimes rendezvous;  // --rendezvous-timeout, --beat-interval, --lost-after
+  RendezvousOptions rendezvous;
   StatusOptions status;
   EventsOptions events;
   FabricOptions fabric;
   WaitFor wait = WaitFor::kSidecar;
-  std::string listen_address;  // the embedded coordinator's
-  std::string coordinator;     // `hosts`: where to ask; "" = this pod's
-  std::string report;          // report.json
+  std::string coordinator;  // `hosts`: where to ask; "" = this pod's
+  std::string report;       // report.json
   bool preflight = true;
   bool dry_run = false;
   Millis grace{0};
@@ -34,5 +36,9 @@ struct LauncherOptions {
 };
 
 LauncherOptions launcher_options(const Params& params);
+
+// The wait's and the preflight's parts (run_steps.h), read from the options above.
+WaitOptions wait_options(const LauncherOptions& options);
+PreflightOptions preflight_options(const LauncherOptions& options);
 
 }  // namespace tmpi::launch

@@ -1,24 +1,26 @@
 // `mpi-launcher run`: readiness (--wait) -> preflight -> launch -> supervision -> report.
-// The steps before the launch live in run_steps.h; this file launches, supervises and
-// reports. The coordinator runs on its own I/O thread from the start: it is the sidecars'
-// barrier, it hears every rank agent, and it keeps the agents' start gate while the ssh step
-// runs beside the launch. Its callbacks only record facts under a mutex; the main thread
-// acts on them (tears the job down on the first failed rank, a lost host, or a failed check).
+// The steps before the launch live in run_steps.h; what the steps decide (the agents'
+// environment and report.json: report.h; each pass of the supervision and the failure's
+// naming: supervise.h) is pure, and unit-tested apart. This file does the I/O around them:
+// JobRun holds what a run owns (the coordinator, the status feed, the Events, mpirun, the ssh
+// step beside the launch and its relay), and run_job reads as the sequence of its steps.
+//
+// The coordinator runs on its own I/O thread from the start: it is the sidecars' barrier, it
+// hears every rank agent, and it keeps the agents' start gate while the ssh step runs beside
+// the launch. Its callbacks only fold facts into the JobTally under a mutex; the main thread
+// copies it each pass and acts on what Supervisor::step decides (tears the job down on the
+// first failed rank, a lost host, or a failed check).
 #include "launcher/run.h"
 
 #include <sys/resource.h>
 
-#include <algorithm>
-#include <future>
 #include <iostream>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "agent/contract.h"
 #include "common/files.h"
 #include "common/json_fields.h"
 #include "common/process.h"
@@ -29,8 +31,10 @@
 #include "launcher/job_events.h"
 #include "launcher/job_rendezvous.h"
 #include "launcher/preflight.h"
+#include "launcher/report.h"
 #include "launcher/run_steps.h"
 #include "launcher/status_feed.h"
+#include "launcher/supervise.h"
 #include "rendezvous/coordinator_service.h"
 #include "ssh/call.h"
 #include "ssh/relay.h"
@@ -40,23 +44,10 @@ namespace tmpi::launch {
 namespace {
 
 using nlohmann::json;
-constexpr Millis kLostHostGrace(3000);
-constexpr Millis kDaemonsEnd(5000);     // after mpirun's exit, for its daemons to end their ranks
-constexpr Millis kMpirunLinger(10000);  // mpirun's time to exit after every rank reported its exit 0
+constexpr Millis kDaemonsEnd(5000);  // after mpirun's exit, for its daemons to end their ranks
 
-// mpirun exited 0, so every rank did. A rank that ends within 2 s of its start sends no
-// report (see agent/agent.cpp): it is listed from mpirun's status, on the host the
-// hostfile gave it, with "reported": false and no duration.
-void record_clean_exits(json& ranks, const std::vector<std::string>& placement) {
-  std::set<int> heard;
-  for (const auto& rank : ranks) heard.insert(rank["rank"].get<int>());
-  for (int rank = 0; rank < static_cast<int>(placement.size()); ++rank) {
-    if (heard.contains(rank)) continue;
-    const std::string& name = placement[static_cast<std::size_t>(rank)];
-    std::string host = name.substr(0, name.find('.'));  // the pod's hostname, as the agents report it
-    ranks.push_back(rank_json({rank, host, true, 0, 0, std::nullopt, false}));
-  }
-  std::sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
+double seconds_since(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
 // report.json when the job cannot even be set up (no hosts.json or job key, the
@@ -68,7 +59,7 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
                  {"phases", json::array()},
                  {"exit", exit_record(Failure{static_cast<int>(error.exit), error.message, "JobFailed"})},
                  {"command", command}};
-  report["exit"]["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
+  report["exit"]["seconds"] = seconds_since(t0);
   if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written)
     spdlog::warn("report not written: {}", written.error().message);
   return error;
@@ -88,6 +79,250 @@ void cap_descriptor_limit() {
                   kNofileCap);
 }
 
+// How mpirun ended: the failure that stopped it (nullopt when it exited on its own), and its status.
+struct Ended {
+  std::optional<Failure> failure;
+  int status = 0;
+};
+
+// One run of a prepared job, from the coordinator's start to the report. Not movable: the
+// coordinator's callbacks hold its tally, the ssh step beside the launch its relay. Members
+// end in reverse: the ssh check before the relay it hands sessions to, both before the
+// coordinator.
+class JobRun {
+ public:
+  JobRun(const LauncherOptions& options, Job job, Clock::time_point t0)
+      : options_(options),
+        job_(std::move(job)),
+        t0_(t0),
+        command_(build_command(job_.plan)),
+        coordinator_(options.rendezvous, job_, shared_) {}
+  JobRun(const JobRun&) = delete;
+  JobRun& operator=(const JobRun&) = delete;
+
+  const std::vector<std::string>& command() const { return command_; }
+  Status start();
+  Status before_launch();
+  Status launch();
+  Ended supervise();
+  std::optional<Failure> verdict(Ended ended);
+  void finish(const std::optional<Failure>& failure);
+
+ private:
+  int hosts() const { return static_cast<int>(job_.topology.hosts.size()); }
+  void phase_done(const char* name, Clock::time_point since) {
+    phases_.push_back({name, seconds_since(since)});
+  }
+  Error fail_before_launch(const Error& error, const char* event);
+  std::vector<std::string> launcher_addresses() const;
+  void start_relay();
+  void ssh_verdict(const std::vector<CheckRow>& rows);
+  JobTally tally() {
+    std::lock_guard lock(shared_.mutex);
+    return shared_.tally;
+  }
+  void record_timeout();
+
+  const LauncherOptions& options_;
+  Job job_;
+  Clock::time_point t0_, launched_;
+  std::vector<std::string> command_;
+  Shared shared_;
+  JobRendezvous coordinator_;
+  std::optional<StatusFeed> feed_;  // both from the coordinator's start on
+  std::optional<JobEvents> events_;
+  std::vector<Phase> phases_, preflight_steps_;
+  json fabric_;
+  // Where each host was when its ranks started: a host whose name resolves elsewhere after a
+  // failure was recreated (find_lost_host), whether or not its new pod registered first.
+  HostAddresses at_launch_;
+  // The ssh step beside the launch (run_steps.h): its verdict opens the agents' start gate,
+  // or stops the job, as its failure before the launch would have (exit 69, the table). The
+  // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
+  std::unique_ptr<SshRelay> relay_;
+  std::optional<SshCheckBeside> ssh_beside_;
+  std::optional<Failure> preflight_failure_;
+  std::optional<ProcessGroup> mpi_;
+};
+
+Status JobRun::start() {
+  TMPI_CHECK(coordinator_.start());
+  feed_.emplace(options_.status, hosts(), job_.plan.np);
+  events_.emplace(options_.events, job_.topology.jobset);
+  return ok_status();
+}
+
+// --wait, then the preflight (or the DNS alone, where MPI will say what fails).
+Status JobRun::before_launch() {
+  feed_->phase("WaitingForHosts", 0);
+  auto since = Clock::now();
+  Status waited = wait_for_hosts(wait_options(options_), job_, shared_);
+  phase_done("wait", since);
+  if (!waited) return fail_before_launch(waited.error(), "RendezvousTimeout");
+  if (!options_.preflight) {
+    std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
+    at_launch_ = resolve_hosts(job_.topology.host_names(), unresolved);
+    return ok_status();
+  }
+  feed_->phase("Preflight", hosts());
+  since = Clock::now();
+  Status checked = preflight(preflight_options(options_), job_, fabric_, preflight_steps_, at_launch_);
+  end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
+  phase_done("preflight", since);
+  feed_->fabric(fabric_);
+  if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
+  return ok_status();
+}
+
+// A failure before any rank ran: report it, then exit with its code.
+Error JobRun::fail_before_launch(const Error& error, const char* event) {
+  Failure failure{static_cast<int>(error.exit), error.message, event};
+  if (stop_requested()) failure = Failure{stop_code(), error.message, "JobStopped"};
+  finish(failure);
+  return Error{job_exit(failure.code), failure.reason};
+}
+
+// The launcher's addresses as the preflight's DNS step found them, else as they resolve now
+// (the agents, given none, are given the name, and say what they find).
+std::vector<std::string> JobRun::launcher_addresses() const {
+  auto found = at_launch_.find(job_.launcher_name);
+  if (found != at_launch_.end() && !found->second.empty()) return found->second;
+  std::vector<CheckRow> unresolved;
+  return resolve_hosts({job_.launcher_name}, unresolved)[job_.launcher_name];
+}
+
+// MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
+void JobRun::start_relay() {
+  if (job_.plan.ssh_agent == "ssh") return;
+  auto started = SshRelay::start(job_.topology.host_names(), options_.job.ssh_port);
+  if (started) {
+    relay_ = std::move(*started);
+  } else {
+    spdlog::warn("{}; {}'s ssh makes its own connections", started.error().message, job_.plan.launcher);
+  }
+}
+
+Status JobRun::launch() {
+  spdlog::info("launching {} ranks ({}): {}", job_.plan.np, flavour_name(job_.plan.flavour),
+               shell_join(command_));
+  launched_ = Clock::now();
+  LaunchAddresses addresses{launcher_addresses(), coordinator_.listening_on(), options_.job.rendezvous_port,
+                            std::nullopt};
+  if (job_.start_gate) {
+    start_relay();
+    if (relay_) addresses.relay_socket = relay_->socket_path();
+    ssh_beside_.emplace(job_, options_.job.ssh_port, relay_.get());
+  }
+  auto spawned = ProcessGroup::spawn(command_, launch_environment(job_, std::move(addresses)));
+  if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
+  mpi_ = *spawned;
+  return ok_status();
+}
+
+// The ssh step's verdict, from beside the launch: the gate opens, or the job stops.
+void JobRun::ssh_verdict(const std::vector<CheckRow>& rows) {
+  preflight_steps_.push_back({"ssh", ssh_beside_->seconds()});
+  ssh_beside_.reset();
+  // A check cut short by a stop signal left hosts unchecked, with no row: that is no pass.
+  if (rows.empty() && stop_requested()) return coordinator_.stop_gate("the launcher was stopped");
+  if (rows.empty()) return coordinator_.open_gate();
+  Error failed = preflight_failed(rows);
+  preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, "PreflightFailed"};
+  coordinator_.stop_gate(failed.message);
+  std::lock_guard lock(shared_.mutex);
+  shared_.tally.failure = preflight_failure_;
+}
+
+// The snapshot is taken on the coordinator's thread, whose callbacks take the mutex: not under it.
+void JobRun::record_timeout() {
+  Failure timed_out = past_timeout(options_.timeout, coordinator_.snapshot()["ranks"]);
+  std::lock_guard lock(shared_.mutex);
+  if (!shared_.tally.failure) shared_.tally.failure = std::move(timed_out);
+}
+
+Ended JobRun::supervise() {
+  feed_->phase("Running", hosts());
+  Supervisor supervisor({job_.plan.np, options_.timeout, options_.grace}, job_.plan.launcher, launched_);
+  while (true) {
+    if (std::optional<int> status = mpi_->poll()) return {std::nullopt, *status};
+    if (ssh_beside_) {
+      if (auto rows = ssh_beside_->poll()) ssh_verdict(*rows);
+    }
+    JobTally seen = tally();
+    // The reporter posts only what changed, at most once per --status-interval.
+    feed_->ranks(seen.started - seen.exited, seen.failed, seen.failure ? seen.failure->reason : "");
+    Decision decision =
+        supervisor.step(seen, Clock::now(), stop_requested() ? std::optional(stop_code()) : std::nullopt);
+    switch (decision.next) {
+      case Decision::Next::kTimedOut:
+        record_timeout();
+        continue;  // the next step stops the job on it
+      case Decision::Next::kEndLingering:
+        spdlog::warn("{}", decision.says);
+        mpi_->stop(decision.grace);
+        return {std::nullopt, 0};
+      case Decision::Next::kStop:
+        spdlog::error("{}", decision.says);
+        return {decision.failure, mpi_->stop(decision.grace)};
+      case Decision::Next::kWait:
+        break;
+    }
+    std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
+  }
+}
+
+// What ended the job, once mpirun has: the ssh step's word, then failure.h's order of blame.
+std::optional<Failure> JobRun::verdict(Ended ended) {
+  phase_done("job", launched_);
+  if (ssh_beside_) ssh_verdict(ssh_beside_->wait());  // mpirun ended first: its verdict still decides
+  // mpirun, stopped, may exit before its daemons have ended their ranks: they are waited for
+  // (ssh/relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
+  // will answer, and the report would wait for nothing).
+  bool unreachable = ended.failure && host_unreachable(*ended.failure);
+  if (relay_ && !unreachable && !relay_->wait_idle(kDaemonsEnd))
+    spdlog::debug("ssh relay: a daemon still ran {} ms after {} exited", kDaemonsEnd.count(),
+                  job_.plan.launcher);
+  relay_.reset();  // mpirun is gone: every channel it left open closes now
+  if (preflight_failure_) ended.failure = preflight_failure_;
+  int strays = end_strays();  // said once the job's verdict is known (failure.h)
+  JobTally seen = tally();
+  JobOutcome outcome{ended.failure ? ended.failure : seen.failure, seen.secondary, ended.status,
+                     job_.plan.launcher};  // a rank report that raced mpirun's exit counts
+  std::optional<Failure> failure = attribute_failure(outcome, [&] {
+    return find_lost_host(job_.topology.host_names(), at_launch_, options_.job.ssh_port, job_.private_key,
+                          kLostHostBudget, stop_requested);
+  });
+  if (std::string table = name_misplaced(failure, tally()); !table.empty()) std::cerr << table;
+  report_strays(strays, failure.has_value(), job_.plan.launcher);
+  if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time
+  return failure;
+}
+
+// report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
+void JobRun::finish(const std::optional<Failure>& failure) {
+  ReportParts parts{coordinator_.snapshot(),
+                    failure ? std::vector<std::string>{} : expected_placement(job_.topology, job_.plan.np),
+                    phases_json(phases_),
+                    phases_json(preflight_steps_),
+                    seconds_since(t0_),
+                    command_,
+                    fabric_};
+  json report = job_report(std::move(parts), failure);
+  feed_->finish(failure ? failure->code : 0, failure ? failure->reason : "");
+  if (failure) events_->warn(failure->event, failure->reason);
+  if (auto written = write_atomic(options_.report, dump_json(report, 2) + "\n"); !written) {
+    spdlog::warn("report not written: {}", written.error().message);
+  } else {
+    spdlog::debug("report written to {}", options_.report);
+  }
+  // After a success the sidecars are served two more beats, to hear the end and exit 0.
+  // After a failure the launcher exits at once: the JobSet's end deletes the node pods
+  // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
+  // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
+  coordinator_.finish(options_.wait == WaitFor::kSidecar && !failure);
+  feed_->wait();  // the final status was posted above, while the sidecars were told
+}
+
 }  // namespace
 
 Status check_job(const LauncherOptions& options) {
@@ -104,7 +339,7 @@ Status check_job(const LauncherOptions& options) {
   json fabric;
   std::vector<Phase> steps;
   HostAddresses addresses;
-  TMPI_CHECK(preflight(options, job, fabric, steps, addresses));
+  TMPI_CHECK(preflight(preflight_options(options), job, fabric, steps, addresses));
   std::cout << fmt::format(
       "preflight passed: {} hosts resolve, accept the job key, and place {} ranks as the hostfile says{}\n",
       job.topology.hosts.size(), job.plan.np,
@@ -117,239 +352,22 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     return make_error(Exit::kUsage, "no command: mpi-launcher run [options] -- CMD ARGS...");
   auto t0 = Clock::now();
   adopt_orphans();  // what mpirun leaves behind is ours to end (common/process.h)
-  std::vector<Phase> phases, preflight_steps;
-  auto phase_done = [&](const char* name, Clock::time_point since) {
-    phases.push_back({name, std::chrono::duration<double>(Clock::now() - since).count()});
-  };
   auto prepared = prepare_job(options.job, user_command);
   if (!prepared && options.dry_run) return prepared.take_error();
   if (!prepared) return report_setup_failure(options, user_command, t0, prepared.take_error());
-  Job job = std::move(*prepared);
   if (options.dry_run) {
-    std::cout << shell_join(build_command(job.plan)) << "\n";
+    std::cout << shell_join(build_command(prepared->plan)) << "\n";
     return ok_status();
   }
   cap_descriptor_limit();
   catch_stop_signals();
-  Shared shared;
-  JobRendezvous coordinator(options, job, shared);
-  if (Status started = coordinator.start(options); !started)
-    return report_setup_failure(options, build_command(job.plan), t0, started.error());
-  const int hosts = static_cast<int>(job.topology.hosts.size());
-  StatusFeed feed(options.status, hosts, job.plan.np);
-  JobEvents events(options.events, job.topology.jobset);
-  std::vector<std::string> command = build_command(job.plan);
-  json fabric;
-  // report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
-  auto finish = [&](const std::optional<Failure>& failure) {
-    json report = coordinator.snapshot();
-    if (!failure) record_clean_exits(report["ranks"], expected_placement(job.topology, job.plan.np));
-    report["phases"] = phases_json(phases);
-    if (!preflight_steps.empty()) report["preflight"] = phases_json(preflight_steps);
-    report["exit"] = exit_record(failure);
-    report["exit"]["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
-    report["command"] = command;
-    if (!fabric.is_null()) report["check"] = fabric;
-    feed.finish(failure ? failure->code : 0, failure ? failure->reason : "");
-    if (failure) events.warn(failure->event, failure->reason);
-    if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written) {
-      spdlog::warn("report not written: {}", written.error().message);
-    } else {
-      spdlog::debug("report written to {}", options.report);
-    }
-    // After a success the sidecars are served two more beats, to hear the end and exit 0.
-    // After a failure the launcher exits at once: the JobSet's end deletes the node pods
-    // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
-    // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
-    coordinator.finish(options.wait == WaitFor::kSidecar && !failure);
-    feed.wait();  // the final status was posted above, while the sidecars were told
-  };
-  feed.phase("WaitingForHosts", 0);
-  auto since = Clock::now();
-  // A failure before any rank ran: report it, then exit with its code.
-  auto fail_before_launch = [&](const Error& error, const char* event) -> Error {
-    Failure failure{static_cast<int>(error.exit), error.message, event};
-    if (stop_requested()) failure = Failure{stop_code(), error.message, "JobStopped"};
-    finish(failure);
-    return Error{job_exit(failure.code), failure.reason};
-  };
-  if (Status waited = wait_for_hosts(options, job, shared); !waited) {
-    phase_done("wait", since);
-    return fail_before_launch(waited.error(), "RendezvousTimeout");
-  }
-  phase_done("wait", since);
-  const std::vector<std::string> host_names = job.topology.host_names();
-  // Where each host was when its ranks started: a host whose name resolves elsewhere after a
-  // failure was recreated (find_lost_host), whether or not its new pod registered first.
-  HostAddresses at_launch;
-  if (options.preflight) {
-    feed.phase("Preflight", hosts);
-    since = Clock::now();
-    Status checked = preflight(options, job, fabric, preflight_steps, at_launch);
-    end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
-    phase_done("preflight", since);
-    feed.fabric(fabric);
-    if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
-  } else {
-    std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
-    at_launch = resolve_hosts(host_names, unresolved);
-  }
-  // The ssh step beside the launch (run_steps.h): its verdict opens the agents' start gate,
-  // or stops the job, as its failure before the launch would have (exit 69, the table). The
-  // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
-  // Declared first, so that it outlives the check that hands it sessions (ssh/relay.h).
-  std::unique_ptr<SshRelay> relay;
-  std::optional<SshCheckBeside> ssh_beside;
-  std::optional<Failure> preflight_failure;
-  auto ssh_verdict = [&](const std::vector<CheckRow>& rows) {
-    preflight_steps.push_back({"ssh", ssh_beside->seconds()});
-    ssh_beside.reset();
-    // A check cut short by a stop signal left hosts unchecked, with no row: that is no pass.
-    if (rows.empty() && stop_requested()) return coordinator.stop_gate("the launcher was stopped");
-    if (rows.empty()) return coordinator.open_gate();
-    Error failed = preflight_failed(rows);
-    preflight_failure = Failure{static_cast<int>(failed.exit), failed.message, "PreflightFailed"};
-    coordinator.stop_gate(failed.message);
-    std::lock_guard lock(shared.mutex);
-    shared.failure = preflight_failure;
-  };
-  spdlog::info("launching {} ranks ({}): {}", job.plan.np, flavour_name(job.plan.flavour),
-               shell_join(command));
-  since = Clock::now();
-  std::map<std::string, std::string> mpirun_env = job.env;
-  // The agents reach the coordinator at an address of the launcher's, not by its name
-  // (preflight.h, coordinator_address): the preflight's DNS step resolved it.
-  std::vector<std::string> own =
-      at_launch.contains(job.launcher_name) ? at_launch.at(job.launcher_name) : std::vector<std::string>{};
-  if (own.empty()) {
-    std::vector<CheckRow> unresolved;  // the name, as before: the agents will say what they find
-    own = resolve_hosts({job.launcher_name}, unresolved)[job.launcher_name];
-  }
-  // Its pod IP (status.podIP, in hosts.json) goes first: a dual-stack cluster's first family,
-  // as the cluster chose it, rather than whichever address sorts first.
-  if (job.topology.launcher) {
-    auto primary = std::find(own.begin(), own.end(), job.topology.launcher->address);
-    if (primary != own.end()) std::rotate(own.begin(), primary, own.end());
-  }
-  mpirun_env[env_name(param::kCoordinator.name)] =
-      coordinator_address(job.launcher_name, own, coordinator.listening_on(), options.job.rendezvous_port);
-  if (job.start_gate) {
-    // MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
-    if (job.plan.ssh_agent != "ssh") {
-      if (auto started = SshRelay::start(host_names, options.job.ssh_port)) {
-        relay = std::move(*started);
-        mpirun_env[std::string(contract::kSshRelay)] = relay->socket_path();
-      } else {
-        spdlog::warn("{}; {}'s ssh makes its own connections", started.error().message, job.plan.launcher);
-      }
-    }
-    // Without the relay the daemons start over ssh of their own, without the check's verdict
-    // on their hosts: Open MPI's launch order then holds nothing, and the agents ask (job.h).
-    if (!relay) mpirun_env[env_name(param::kStartGate.name)] = "true";
-    ssh_beside.emplace(job, options.job.ssh_port, relay.get());
-  }
-  auto spawned = ProcessGroup::spawn(command, mpirun_env);
-  if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
-  ProcessGroup mpi = *spawned;
-  feed.phase("Running", hosts);
-  std::optional<Failure> failure;
-  std::optional<int> status;
-  const Millis job_timeout = options.timeout;
-  const auto launched = Clock::now();
-  std::optional<Clock::time_point> all_exited_at;
-  while (!(status = mpi.poll())) {
-    if (ssh_beside) {
-      if (auto rows = ssh_beside->poll()) ssh_verdict(*rows);
-    }
-    if (job_timeout.count() > 0 && Clock::now() - launched >= job_timeout) {
-      // The snapshot is taken on the coordinator's thread, whose callbacks take the mutex.
-      Failure timed_out = past_timeout(job_timeout, coordinator.snapshot()["ranks"]);
-      std::lock_guard lock(shared.mutex);
-      if (!shared.failure) shared.failure = std::move(timed_out);
-    }
-    bool all_exited_clean;
-    {
-      std::lock_guard lock(shared.mutex);
-      failure = shared.failure;
-      all_exited_clean = shared.exited >= job.plan.np && shared.failed == 0 && !shared.secondary;
-      // The reporter posts only what changed, at most once per --status-interval.
-      feed.ranks(shared.started - shared.exited, shared.failed, failure ? failure->reason : "");
-    }
-    // Every rank has reported its exit 0, yet mpirun runs on (prterun 5.0.7 was seen to, under
-    // load): after kMpirunLinger it is ended, and the job is what its ranks said it was.
-    if (all_exited_clean && !failure) {
-      if (!all_exited_at) all_exited_at = Clock::now();
-      if (Clock::now() - *all_exited_at >= kMpirunLinger) {
-        spdlog::warn("every rank exited 0, but {} did not exit {} s later; ending it", job.plan.launcher,
-                     kMpirunLinger.count() / 1000);
-        mpi.stop(options.grace);
-        status = 0;
-        break;
-      }
-    }
-    if (failure || stop_requested()) {
-      if (!failure)
-        failure = Failure{stop_code(),
-                          fmt::format("stopped by signal {} (the pod is being deleted?)", stop_code() - 128),
-                          "JobStopped"};
-      int running;
-      {
-        std::lock_guard lock(shared.mutex);
-        running = std::max(0, job.plan.np - shared.exited);
-      }
-      if (failure->event == "PreflightFailed") {
-        spdlog::error("{}; stopping {}", failure->reason, job.plan.launcher);
-      } else {
-        spdlog::error("{}; stopping {} other ranks", failure->reason, running);
-      }
-      // A lost host's daemon cannot pass mpirun's SIGTERM on, so the whole grace (10 s by
-      // default) would only delay the report: a job with a lost host gets at most 3 s; so does
-      // one whose ssh check failed (no rank runs, and a host may not answer).
-      Millis grace = options.grace;
-      if (failure->event == "HostLost" || failure->event == "PreflightFailed")
-        grace = std::min(grace, kLostHostGrace);
-      status = mpi.stop(grace);
-      break;
-    }
-    std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
-  }
-  phase_done("job", since);
-  if (ssh_beside) ssh_verdict(ssh_beside->wait());  // mpirun ended first: its verdict still decides
-  // mpirun, stopped, may exit before its daemons have ended their ranks: they are waited for
-  // (ssh/relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
-  // will answer, and the report would wait for nothing).
-  bool unreachable = failure && (failure->event == "HostLost" || failure->event == "PreflightFailed");
-  if (relay && !unreachable && !relay->wait_idle(kDaemonsEnd))
-    spdlog::debug("ssh relay: a daemon still ran {} ms after {} exited", kDaemonsEnd.count(),
-                  job.plan.launcher);
-  relay.reset();  // mpirun is gone: every channel it left open closes now
-  if (preflight_failure) failure = preflight_failure;
-  int strays = end_strays();  // said once the job's verdict is known (failure.h)
-  JobOutcome outcome{failure, std::nullopt, *status, job.plan.launcher};
-  {
-    std::lock_guard lock(shared.mutex);
-    if (!outcome.primary) outcome.primary = shared.failure;  // a rank report that raced mpirun's exit
-    outcome.secondary = shared.secondary;
-  }
-  failure = attribute_failure(outcome, [&] {
-    return find_lost_host(host_names, at_launch, options.job.ssh_port, job.private_key, kLostHostBudget,
-                          stop_requested);
-  });
-  {
-    std::lock_guard lock(shared.mutex);
-    if (!shared.misplaced.empty() && failure && failure->event == "RankMisplaced") {
-      std::cerr << render_table(shared.misplaced);
-      if (shared.misplaced_count > static_cast<int>(shared.misplaced.size()))
-        std::cerr << fmt::format("... and {} more\n", shared.misplaced_count - shared.misplaced.size());
-      failure->reason = fmt::format(
-          "placement: {} rank(s) ran elsewhere than the hostfile says, and were not started; the job was "
-          "stopped (see the table above)",
-          shared.misplaced_count);
-    }
-  }
-  report_strays(strays, failure.has_value(), job.plan.launcher);
-  if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time
-  finish(failure);
+  JobRun run(options, std::move(*prepared), t0);
+  if (Status started = run.start(); !started)
+    return report_setup_failure(options, run.command(), t0, started.error());
+  TMPI_CHECK(run.before_launch());  // each failure before the launch is reported as it happens
+  TMPI_CHECK(run.launch());
+  std::optional<Failure> failure = run.verdict(run.supervise());
+  run.finish(failure);
   if (!failure) {
     spdlog::info("job finished: every rank exited 0");
     return ok_status();

@@ -91,23 +91,23 @@ std::vector<CheckRow> SshCheckBeside::wait() {
   }
 }
 
-Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared) {
+Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared) {
   if (options.wait == WaitFor::kNone) return ok_status();
-  Deadline deadline(options.rendezvous.deadline);
+  Deadline deadline(options.deadline);
   const std::vector<std::string> names = job.topology.host_names();
   auto last_progress = Clock::now();
   while (true) {
     if (stop_requested()) return stopped_during("while waiting for the hosts");
     if (options.wait == WaitFor::kSidecar) {
       std::lock_guard lock(shared.mutex);
-      if (shared.barrier) return ok_status();
-      if (shared.deadline) {
+      if (shared.tally.barrier) return ok_status();
+      if (shared.tally.deadline) {
         return make_error(Exit::kTempFail,
                           "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                          deadline.budget().count() / 1000, *shared.deadline);
+                          deadline.budget().count() / 1000, *shared.tally.deadline);
       }
     } else {  // ssh: poll every sshd ourselves
-      auto rows = check_ssh(names, options.job.ssh_port, job.private_key, 16, Millis(3000));
+      auto rows = check_ssh(names, options.ssh_port, job.private_key, 16, Millis(3000));
       if (rows.empty()) return ok_status();
       std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
                                         names.size(), rows.front().host, rows.front().reason);
@@ -125,7 +125,7 @@ Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& sh
   }
 }
 
-Status preflight(const LauncherOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps,
+Status preflight(const PreflightOptions& options, const Job& job, json& fabric, std::vector<Phase>& steps,
                  HostAddresses& addresses) {
   auto since = Clock::now();
   auto step_done = [&](const char* name) {
@@ -138,8 +138,8 @@ Status preflight(const LauncherOptions& options, const Job& job, json& fabric, s
   addresses = resolve_hosts(names, rows, stop_requested);
   step_done("dns");
   if (stop_requested()) return stopped_during("during the preflight");
-  if (rows.empty() && options.wait != WaitFor::kSsh && !job.start_gate) {
-    rows = check_ssh(job.topology.host_names(), options.job.ssh_port, job.private_key, 16, Millis(10000), {},
+  if (rows.empty() && !options.ssh_waited && !job.start_gate) {
+    rows = check_ssh(job.topology.host_names(), options.ssh_port, job.private_key, 16, Millis(10000), {},
                      stop_requested);  // what was not checked is not passed: the stop is said next
     step_done("ssh");
   }

@@ -21,9 +21,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "launcher/choices.h"
+#include "launcher/fabric_check.h"
 #include "launcher/job.h"
 #include "launcher/job_rendezvous.h"
-#include "launcher/options.h"
 #include "launcher/preflight.h"
 #include "ssh/relay.h"
 
@@ -43,15 +44,29 @@ struct Phase {
 // [{"name", "seconds"}]: report.json's phases, and the preflight's steps.
 nlohmann::json phases_json(const std::vector<Phase>& phases);
 
+// What the wait for the hosts needs of the launcher's settings.
+struct WaitOptions {
+  WaitFor wait = WaitFor::kSidecar;  // --wait
+  Millis deadline{0};                // --rendezvous-timeout
+  int ssh_port = 0;
+};
+
 // --wait: the sidecars' barrier, every sshd polled by the launcher itself, or nothing.
-Status wait_for_hosts(const LauncherOptions& options, const Job& job, Shared& shared);
+Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared);
+
+// What the preflight needs of the launcher's settings.
+struct PreflightOptions {
+  bool ssh_waited = false;  // --wait ssh: the wait has had every sshd take the job key
+  int ssh_port = 0;
+  FabricOptions fabric;  // --check and nccl-check's own settings
+};
 
 // DNS, ssh (unless it runs beside the launch: job.start_gate), the placement probe (when
 // the job asks for it: the agents check placement themselves, agent/placement.h), then the
 // fabric check (--check); `fabric` gets nccl-check's report; `steps` the time of each step
 // (report.json's "preflight"), so that a slow preflight says which step is slow; `addresses`
 // every name's addresses, as the DNS step found them.
-Status preflight(const LauncherOptions& options, const Job& job, nlohmann::json& fabric,
+Status preflight(const PreflightOptions& options, const Job& job, nlohmann::json& fabric,
                  std::vector<Phase>& steps, HostAddresses& addresses);
 
 // The preflight's failure, as run() reports it whether the ssh step ran before the launch or

@@ -125,12 +125,13 @@ class CheckRun {
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
       auto& host = report_.hosts[h];
       host.cpus = static_cast<int>(cpus[h].size());
-      host.shares_cpus = options_.backend == "mpi" && ranks_share_cpus(host.ranks.size(), cpus[h].size());
+      host.shares_cpus =
+          options_.backend == Backend::kMpi && ranks_share_cpus(host.ranks.size(), cpus[h].size());
     }
 
     Expected<std::unique_ptr<Fabric>> made =
-        options_.backend == "nccl" ? make_nccl_fabric(progress_, local_rank_, host_name_)
-                                   : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
+        options_.backend == Backend::kNccl ? make_nccl_fabric(progress_, local_rank_, host_name_)
+                                           : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
     TMPI_ASSIGN(auto problems,
                 allgather_text(progress_, MPI_COMM_WORLD, made ? "" : made.error().message, deadline, step_));
     std::set<std::string> distinct;

@@ -42,13 +42,13 @@ constexpr std::uint64_t kMaxBytes = std::uint64_t{4} << 30;  // MPI counts are i
 // an NVLink or InfiniBand fabric moves in milliseconds. MPI, the CPU twin: its TCP or shared
 // memory is bandwidth-bound long before 64M, and 256M x 25 iterations took 47 s of a 60 s
 // step on 3 pods of 2 shared cores, a default too slow to be run by CI.
-std::uint64_t default_max_bytes(const std::string& backend) {
-  return backend == "nccl" ? std::uint64_t{256} << 20 : std::uint64_t{64} << 20;
+std::uint64_t default_max_bytes(Backend backend) {
+  return backend == Backend::kNccl ? std::uint64_t{256} << 20 : std::uint64_t{64} << 20;
 }
 
 Expected<Options> options_from(const Params& params) {
   Options options;
-  options.backend = params.str(param::kBackend);
+  options.backend = params.choice(param::kBackend, kBackendSpellings);
   std::uint64_t max_bytes =
       params.is_set(param::kMaxBytes) ? params.bytes(param::kMaxBytes) : default_max_bytes(options.backend);
   if (max_bytes > kMaxBytes || params.bytes(param::kPairBytes) > kMaxBytes) {
@@ -103,7 +103,8 @@ void publish(const Report& report, const std::string& json_path, const std::stri
 // defaults stand here (body() names the mistake, once MPI runs).
 struct Early {
   int rank = -1;  // -1: no launcher said (a singleton run)
-  std::string host, backend = "nccl", json_path;
+  std::string host, json_path;
+  Backend backend = Backend::kNccl;
   Millis step_timeout{60'000};
 };
 
@@ -124,7 +125,7 @@ Early early_view(int argc, char** argv) {
   auto params =
       Params::parse(kScopeCheck, std::vector<std::string>(argv + 1, argv + argc), current_environment());
   if (params && !params->help_requested()) {
-    early.backend = params->str(param::kBackend);
+    early.backend = params->choice(param::kBackend, kBackendSpellings);
     early.json_path = params->str(param::kJson);
     early.step_timeout = params->duration(param::kStepTimeout);
   }
@@ -143,7 +144,7 @@ Early early_view(int argc, char** argv) {
                          {"host", early.host},
                          {"step", step},
                          {"after_seconds", seconds},
-                         {"backend", early.backend}};
+                         {"backend", backend_name(early.backend)}};
   std::string text =
       fmt::format("nccl-check: rank {} on {}: {} did not finish within {} s; giving up (exit {})\n",
                   early.rank, log::printable(early.host), step, seconds, static_cast<int>(Exit::kTempFail));
@@ -173,7 +174,7 @@ void say_timeout(const Report& report, Progress& progress, int rank) {
                          {"host", timeout.host},
                          {"step", timeout.step},
                          {"after_seconds", timeout.after_seconds},
-                         {"backend", report.backend},
+                         {"backend", backend_name(report.backend)},
                          {"silent_ranks", timeout.silent_ranks}};
   std::string text = "nccl-check timeout: " + dump_json(line) + "\n";
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -36,9 +36,9 @@ std::string options_text(const Options& options) {
   return fmt::format(
       "--backend {}\nsizes {}\n--pair-bytes {}\n--warmup {}\n--iters {}\n--min-busbw {}\n--min-fraction {}\n"
       "--step-timeout {}\n",
-      options.backend, fmt::join(sizes, ","), human_bytes(options.pair_bytes), options.iterations.warmup,
-      options.iterations.timed, options.threshold.min_gbps, options.threshold.min_fraction,
-      format_duration(options.step_timeout));
+      backend_name(options.backend), fmt::join(sizes, ","), human_bytes(options.pair_bytes),
+      options.iterations.warmup, options.iterations.timed, options.threshold.min_gbps,
+      options.threshold.min_fraction, format_duration(options.step_timeout));
 }
 
 std::optional<std::string> options_disagreement(const std::vector<std::string>& per_rank) {

@@ -16,11 +16,12 @@
 #include "common/params.h"
 #include "ncclcheck/budget.h"
 #include "ncclcheck/metrics.h"
+#include "ncclcheck/report.h"
 
 namespace tmpi::check {
 
 struct Options {
-  std::string backend = "mpi";
+  Backend backend = Backend::kMpi;
   std::vector<std::uint64_t> sizes;
   std::uint64_t pair_bytes = 0;
   Iterations iterations;

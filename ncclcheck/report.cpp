@@ -65,10 +65,14 @@ json to_json(const Report& report) {
     }
     return out;
   };
-  json out = {{"result", report.result()},       {"exit_code", report.exit_code()},
-              {"backend", report.backend},       {"library", report.library},
-              {"ranks", report.ranks},           {"seconds", report.seconds},
-              {"pair_bytes", report.pair_bytes}, {"link_floor_gbps", report.link_floor}};
+  json out = {{"result", report.result()},
+              {"exit_code", report.exit_code()},
+              {"backend", backend_name(report.backend)},
+              {"library", report.library},
+              {"ranks", report.ranks},
+              {"seconds", report.seconds},
+              {"pair_bytes", report.pair_bytes},
+              {"link_floor_gbps", report.link_floor}};
   out["hosts"] = json::array();
   for (const auto& host : report.hosts) {
     out["hosts"].push_back({{"name", host.name},
@@ -122,9 +126,9 @@ json to_json(const Report& report) {
 }
 
 std::string render_table(const Report& report) {
-  std::string out =
-      fmt::format("# nccl-check ({}): {} rank(s) on {} host(s); {}\n", report.backend, report.ranks,
-                  report.hosts.size(), report.library.empty() ? "no library started" : report.library);
+  std::string out = fmt::format("# nccl-check ({}): {} rank(s) on {} host(s); {}\n",
+                                backend_name(report.backend), report.ranks, report.hosts.size(),
+                                report.library.empty() ? "no library started" : report.library);
   if (!report.allreduce.empty()) {
     out += fmt::format("# all-reduce, float sum, out of place\n#{:>14} {:>12} {:>10} {:>10} {:>8}\n", "size",
                        "time(us)", "algbw", "busbw", "#wrong");

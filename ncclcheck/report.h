@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/choice.h"
 #include "common/error.h"
 #include "ncclcheck/metrics.h"
 
@@ -55,8 +56,16 @@ struct Timeout {
   bool blocking = false;  // in a call that waits for every rank (watchdog.h): a peer is missing
 };
 
+// --backend: NCCL on GPUs, or MPI on CPUs (the CPU twin). Read once from the flag
+// (options_from); the report and the timeout lines spell it as the flag does.
+enum class Backend { kMpi, kNccl };
+inline constexpr Spellings<Backend, 2> kBackendSpellings{{{"mpi", Backend::kMpi}, {"nccl", Backend::kNccl}}};
+inline std::string_view backend_name(Backend backend) {
+  return choice_name(backend, kBackendSpellings);
+}
+
 struct Report {
-  std::string backend;  // "mpi" or "nccl"
+  Backend backend = Backend::kMpi;
   std::string library;  // the MPI library's version line, and NCCL's version
   int ranks = 0;
   std::vector<HostInfo> hosts;

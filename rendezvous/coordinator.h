@@ -84,11 +84,12 @@ struct HostEntry {
 // found itself misplaced (on `host`, not on `expected`) and never started its rank.
 struct RankEvent {
   int rank = -1;
-  std::string host, event;  // "start", "exit" or "misplaced"
+  std::string host;
+  RankEventKind event = RankEventKind::kStart;
   int code = 0, signal = 0;
   double seconds = 0;
   std::string tail;      // the last lines of its stderr
-  std::string expected;  // "misplaced": the host the hostfile gives the rank
+  std::string expected;  // kMisplaced: the host the hostfile gives the rank
 };
 
 struct CoordinatorConfig {

@@ -55,7 +55,7 @@ std::optional<std::string> Coordinator::rank_host_to_resolve(const Call& call) c
   const auto* report = std::get_if<RankReport>(&parsed);
   if (report == nullptr || report->rank >= max_ranks()) return std::nullopt;
   std::string host = canonical_host(report->host);
-  if ((!hosts_.contains(host) && report->event != "misplaced") || sender_known(host, call.peer))
+  if ((!hosts_.contains(host) && report->event != RankEventKind::kMisplaced) || sender_known(host, call.peer))
     return std::nullopt;
   if (!signed_by(config_.key, Kind::kRank, call.parsed) || report->epoch != config_.epoch ||
       nonces_.contains(report->nonce))
@@ -72,7 +72,8 @@ std::optional<Refusal> Coordinator::unbound_report(const Call& call, const RankR
   std::string host = canonical_host(report.host);
   bool resolves_to_sender =
       std::find(call.resolved.begin(), call.resolved.end(), call.peer) != call.resolved.end();
-  if (!hosts_.contains(host) && report.event == "misplaced" && (call.peer.empty() || resolves_to_sender))
+  if (!hosts_.contains(host) && report.event == RankEventKind::kMisplaced &&
+      (call.peer.empty() || resolves_to_sender))
     return std::nullopt;
   if (!hosts_.contains(host)) {
     ++counters_["rank_refused_unknown_host"];
@@ -113,11 +114,11 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
                   report.seconds,
                   truncate_utf8(report.tail, kTailBytes),
                   truncate_utf8(report.expected, 253)};
-  ++counters_[event.event == "start"  ? "rank_starts"
-              : event.event == "exit" ? "rank_exits"
-                                      : "rank_misplaced"];
+  ++counters_[event.event == RankEventKind::kStart  ? "rank_starts"
+              : event.event == RankEventKind::kExit ? "rank_exits"
+                                                    : "rank_misplaced"];
   ranks_[event.rank] = event;
-  if (event.event != "start") {
+  if (event.event != RankEventKind::kStart) {
     agents_.erase(event.rank);
   } else {
     agents_[event.rank] = AgentBeat{canonical_host(event.host), call.peer, 0, now};

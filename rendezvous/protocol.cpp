@@ -82,9 +82,10 @@ nlohmann::json to_json(const Hello& m) {
   return {{"nonce", m.nonce}};
 }
 nlohmann::json to_json(const RankReport& m) {
-  nlohmann::json body = {{"rank", m.rank}, {"host", m.host},     {"event", m.event},
-                         {"code", m.code}, {"signal", m.signal}, {"seconds", m.seconds},
-                         {"tail", m.tail}, {"nonce", m.nonce}};
+  nlohmann::json body = {
+      {"rank", m.rank}, {"host", m.host},     {"event", choice_name(m.event, kRankEventKindSpellings)},
+      {"code", m.code}, {"signal", m.signal}, {"seconds", m.seconds},
+      {"tail", m.tail}, {"nonce", m.nonce}};
   with(body, "expected", m.expected);
   return with(body, "epoch", m.epoch);
 }
@@ -227,17 +228,19 @@ Parsed<EndJob> parse_end(const json& body) {
 
 Parsed<RankReport> parse_rank(const json& body) {
   RankReport m;
+  std::string event;
   if (!body.is_object() || !read(body, "epoch", m.epoch, false) || !read(body, "rank", m.rank, true) ||
-      !read(body, "event", m.event, true) || !read(body, "nonce", m.nonce, true) ||
+      !read(body, "event", event, true) || !read(body, "nonce", m.nonce, true) ||
       !read(body, "host", m.host, false) || !read(body, "code", m.code, false) ||
       !read(body, "signal", m.signal, false) || !read(body, "seconds", m.seconds, false) ||
       !read(body, "tail", m.tail, false) || !read(body, "expected", m.expected, false) || m.nonce.empty() ||
-      (m.event != "start" && m.event != "exit" && m.event != "misplaced")) {
+      !choice_value(event, kRankEventKindSpellings)) {
     return Refusal{
         400,
         "a rank report needs rank (integer), event (\"start\", \"exit\" or \"misplaced\"), nonce "
         "and proof; host, tail and expected are strings, code and signal integers, seconds a number"};
   }
+  m.event = *choice_value(event, kRankEventKindSpellings);
   return m;
 }
 

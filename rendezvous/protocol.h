@@ -35,6 +35,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/choice.h"
+
 namespace tmpi::rdv {
 
 // The field of a signed body, request or answer, that holds its HMAC proof.
@@ -92,12 +94,20 @@ struct Leave {
   std::string epoch = {};
 };
 
-// event: "start", "exit", or "misplaced": the agent found itself on another host than the
-// hostfile gives its rank, and did not start it (agent/placement.h); `expected` is
-// that host, and code is 69.
+// A rank report's event, spelt on the wire as below: parse_rank reads it once, and no code
+// past it compares the spelling. kMisplaced: the agent found itself on another host than
+// the hostfile gives its rank, and did not start it (agent/placement.h).
+enum class RankEventKind { kStart, kExit, kMisplaced };
+inline constexpr Spellings<RankEventKind, 3> kRankEventKindSpellings{
+    {{"start", RankEventKind::kStart},
+     {"exit", RankEventKind::kExit},
+     {"misplaced", RankEventKind::kMisplaced}}};
+
+// kMisplaced: `expected` is the host the hostfile gives the rank, and code is 69.
 struct RankReport {
   int rank = -1;
-  std::string host, event;
+  std::string host;
+  RankEventKind event = RankEventKind::kStart;
   int code = -1, signal = 0;
   double seconds = 0;
   std::string tail;  // the last lines of the rank's stderr

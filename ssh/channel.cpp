@@ -105,6 +105,63 @@ bool drain(ssh_channel channel, const RemoteCall& call) {
   return true;
 }
 
+// "PROBLEM (libssh's error)": the session failed, and no further command may use it.
+RemoteExit session_lost(ssh_session session, const std::string& problem) {
+  RemoteExit lost;
+  lost.problem = fmt::format("{} ({})", problem, ssh_get_error(session));
+  lost.session_lost = true;
+  return lost;
+}
+
+// The channel opens and the command starts, each within kOpenTimeout; else what stopped them.
+std::optional<RemoteExit> start_command(ssh_session session, ssh_channel channel, const RemoteCall& call,
+                                        const std::atomic<bool>& stop) {
+  Deadline deadline(kOpenTimeout);
+  auto wait_step = [&](auto step, const char* what) -> std::optional<RemoteExit> {
+    while (true) {
+      int rc = step();
+      if (rc == SSH_OK) return std::nullopt;
+      if (rc != SSH_AGAIN) return session_lost(session, fmt::format("sshd refused to {}", what));
+      if (stop.load() || caller_gone(call.caller))
+        return RemoteExit{255, "stopped before the command started", false};
+      if (deadline.expired())
+        return session_lost(session,
+                            fmt::format("sshd did not {} in {} s", what, kOpenTimeout.count() / 1000));
+      wait_session(session, call.wake);
+    }
+  };
+  if (auto failed = wait_step([&] { return ssh_channel_open_session(channel); }, "open a channel"))
+    return failed;
+  return wait_step([&] { return ssh_channel_request_exec(channel, call.command.c_str()); },
+                   "start the command");
+}
+
+// The caller's stdin on its way to the command: read when it is ready and nothing read
+// before still waits for the channel's window.
+struct StdinRelay {
+  bool open = false, watched = false;
+  std::string pending;
+  std::array<char, 16384> buffer{};
+};
+
+// One step of it: read what is ready (its end sends EOF), give the channel what its window
+// takes. False if the session failed.
+bool pass_stdin(ssh_channel channel, const RemoteCall& call, StdinRelay& in, bool ready) {
+  if (ready && in.pending.empty()) {
+    ssize_t got = ::read(call.in, in.buffer.data(), in.buffer.size());
+    if (got > 0) in.pending.assign(in.buffer.data(), static_cast<std::size_t>(got));
+    if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+      in.open = false;
+      ssh_channel_send_eof(channel);
+    }
+  }
+  if (in.pending.empty()) return true;
+  int taken = ssh_channel_write(channel, in.pending.data(), static_cast<uint32_t>(in.pending.size()));
+  if (taken == SSH_ERROR) return false;
+  in.pending.erase(0, static_cast<std::size_t>(std::max(taken, 0)));
+  return true;
+}
+
 }  // namespace
 
 bool caller_gone(int caller) {
@@ -113,35 +170,10 @@ bool caller_gone(int caller) {
 }
 
 RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const std::atomic<bool>& stop) {
-  RemoteExit result;
-  auto lost = [&](std::string problem) {
-    result.problem = fmt::format("{} ({})", problem, ssh_get_error(session));
-    result.session_lost = true;
-    return result;
-  };
   ssh_set_blocking(session, 0);
   std::unique_ptr<ssh_channel_struct, ChannelFree> channel(ssh_channel_new(session));
-  if (channel == nullptr) return lost("no channel could be made");
-  Deadline deadline(kOpenTimeout);
-  auto wait_step = [&](auto step, const char* what) -> std::optional<RemoteExit> {
-    while (true) {
-      int rc = step();
-      if (rc == SSH_OK) return std::nullopt;
-      if (rc != SSH_AGAIN) return lost(fmt::format("sshd refused to {}", what));
-      if (stop.load() || caller_gone(call.caller)) {
-        result.problem = "stopped before the command started";
-        return result;
-      }
-      if (deadline.expired())
-        return lost(fmt::format("sshd did not {} in {} s", what, kOpenTimeout.count() / 1000));
-      wait_session(session, call.wake);
-    }
-  };
-  if (auto failed = wait_step([&] { return ssh_channel_open_session(channel.get()); }, "open a channel"))
-    return *failed;
-  if (auto failed = wait_step([&] { return ssh_channel_request_exec(channel.get(), call.command.c_str()); },
-                              "start the command"))
-    return *failed;
+  if (channel == nullptr) return session_lost(session, "no channel could be made");
+  if (auto failed = start_command(session, channel.get(), call, stop)) return *failed;
   // The loop's one wait: an event holding the session (libssh reads and dispatches every
   // packet that comes, which ssh_channel_read_nonblocking() stops doing once the remote side
   // sent EOF: the exit-status and the close after it would wait forever) and the caller's
@@ -150,12 +182,11 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
     bool caller_left = false, stdin_ready = false, woken = false;
   } flags;
   EventLoop loop(session);
-  if (!loop.ready()) return lost("no event loop");
+  if (!loop.ready()) return session_lost(session, "no event loop");
   loop.watch(call.caller, &flags.caller_left);
   if (call.wake >= 0) loop.watch(call.wake, &flags.woken);  // `stop` is then set: seen at the top
-  bool stdin_open = call.in >= 0, stdin_watched = false;
-  std::string pending;  // stdin read but not yet taken by the channel's window
-  std::array<char, 16384> buffer{};
+  StdinRelay in;
+  in.open = call.in >= 0;
   while (true) {
     bool drained = drain(channel.get(), call);
     bool eof = ssh_channel_is_eof(channel.get()) != 0;
@@ -165,40 +196,24 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
       drain(channel.get(), call);  // what came in the same packets as the close
       break;
     }
-    if (!drained) return lost("the connection failed");
-    if (stop.load()) {
-      result.problem = "the launcher stopped";
-      return result;
-    }
+    if (!drained) return session_lost(session, "the connection failed");
+    if (stop.load()) return RemoteExit{255, "the launcher stopped", false};
     // stdin is watched only while nothing read from it waits for the channel's window.
-    bool watch = stdin_open && pending.empty();
-    if (watch != stdin_watched) {
+    bool watch = in.open && in.pending.empty();
+    if (watch != in.watched) {
       if (watch) loop.watch(call.in, &flags.stdin_ready);
       if (!watch) loop.unwatch(call.in);
-      stdin_watched = watch;
+      in.watched = watch;
     }
     flags.stdin_ready = false;
     loop.wait(kChannelPollMs);
-    if (flags.caller_left) {
-      result.problem = "the caller went away";
-      return result;
-    }
-    if (flags.stdin_ready && pending.empty()) {
-      ssize_t got = ::read(call.in, buffer.data(), buffer.size());
-      if (got > 0) pending.assign(buffer.data(), static_cast<std::size_t>(got));
-      if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
-        stdin_open = false;
-        ssh_channel_send_eof(channel.get());
-      }
-    }
-    if (!pending.empty()) {
-      int taken = ssh_channel_write(channel.get(), pending.data(), static_cast<uint32_t>(pending.size()));
-      if (taken == SSH_ERROR) return lost("the connection failed");
-      pending.erase(0, static_cast<std::size_t>(std::max(taken, 0)));
-    }
+    if (flags.caller_left) return RemoteExit{255, "the caller went away", false};
+    if (!pass_stdin(channel.get(), call, in, flags.stdin_ready))
+      return session_lost(session, "the connection failed");
   }
-  if (ssh_is_connected(session) == 0) return lost("the connection closed");
+  if (ssh_is_connected(session) == 0) return session_lost(session, "the connection closed");
   int status = ssh_channel_get_exit_status(channel.get());
+  RemoteExit result;
   result.status = status >= 0 && status <= 255 ? status : 255;
   if (status < 0) result.problem = "the command ended with no exit status (a signal?)";
   return result;

@@ -12,6 +12,7 @@
 #include "common/params.h"
 #include "initcontainer/role.h"
 #include "launcher/choices.h"
+#include "ncclcheck/report.h"
 
 namespace tmpi {
 namespace {
@@ -44,6 +45,7 @@ TEST(Choices, EveryTableSpellsItsRowValueForValue) {
   EXPECT_EQ(spelled(launch::kEventsModeSpellings), row_values(param::kEvents));
   EXPECT_EQ(spelled(init::kRoleSpellings), row_values(param::kRole));
   EXPECT_EQ(spelled(log::kLogFormatSpellings), row_values(param::kLogFormat));
+  EXPECT_EQ(spelled(check::kBackendSpellings), row_values(param::kBackend));
 }
 
 TEST(Choices, EveryValueOfATableHasItsOwnSpelling) {

@@ -43,11 +43,12 @@ struct Engine {
   }
   // A rank's start report from `from`; the service resolves the host first when the engine asks.
   Reply start(int rank, const std::string& host, const std::string& from, bool* looked_up = nullptr) {
-    Call call{"POST",
-              kRankPath,
-              signed_body(kKey, RankReport{rank, host, "start", 0, 0, 0, "", random_nonce(), ""}),
-              from,
-              {}};
+    Call call{
+        "POST",
+        kRankPath,
+        signed_body(kKey, RankReport{rank, host, RankEventKind::kStart, 0, 0, 0, "", random_nonce(), ""}),
+        from,
+        {}};
     auto lookup = coordinator.host_to_resolve(call);
     if (lookup && *lookup == kHost) call.resolved = {kPeer};  // kHost's name resolves to kPeer
     if (looked_up != nullptr) *looked_up = lookup.has_value();
@@ -102,8 +103,8 @@ TEST(CoordinatorBounds, AMisplacedRankIsHeardFromAHostOutsideTheJobOnlyFromThatH
   auto misplaced = [&](const std::string& from) {
     Call call{"POST",
               kRankPath,
-              signed_body(
-                  kKey, RankReport{1, "j-launcher-0-0.j", "misplaced", 69, 0, 0, "", random_nonce(), kHost}),
+              signed_body(kKey, RankReport{1, "j-launcher-0-0.j", RankEventKind::kMisplaced, 69, 0, 0, "",
+                                           random_nonce(), kHost}),
               from,
               {}};
     auto lookup = engine.coordinator.host_to_resolve(call);
@@ -115,7 +116,7 @@ TEST(CoordinatorBounds, AMisplacedRankIsHeardFromAHostOutsideTheJobOnlyFromThatH
   EXPECT_TRUE(engine.coordinator.ranks().empty());
   EXPECT_EQ(misplaced("10.0.0.9").status, 200);
   ASSERT_EQ(engine.coordinator.ranks().size(), 1U);
-  EXPECT_EQ(engine.coordinator.ranks().begin()->second.event, "misplaced");
+  EXPECT_EQ(engine.coordinator.ranks().begin()->second.event, RankEventKind::kMisplaced);
 }
 
 TEST(CoordinatorBounds, ARankReportIsTakenOnlyForAJobsRankOnItsHostFromThatHostsAddress) {
@@ -153,7 +154,8 @@ TEST(CoordinatorBounds, ARankReportIsTakenOnlyForAJobsRankOnItsHostFromThatHosts
 TEST(CoordinatorBounds, TheRankTableHoldsNpEntriesAndTailsAreCut) {
   Engine engine(4);
   for (int rank = 0; rank < 12; ++rank) {
-    RankReport report{rank, kHost, "exit", 1, 0, 1, std::string(30 * 1024, 'x'), random_nonce(), ""};
+    RankReport report{rank,           kHost, RankEventKind::kExit, 1, 0, 1, std::string(30 * 1024, 'x'),
+                      random_nonce(), ""};
     engine.post(kRankPath, signed_body(kKey, report));
   }
   EXPECT_EQ(engine.coordinator.ranks().size(), 4U);

@@ -245,8 +245,15 @@ TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
   callbacks.rank_event = [&](const RankEvent& event) { seen.push_back(event); };
   Coordinator coordinator(config(), callbacks, t0_);
   auto deliver = [&](const Call& call) { return coordinator.handle(call, t0_); };
-  RankReport exit{
-      3, "j-node-0-1.j", "exit", 7, 0, 12.5, "Traceback ...\nValueError: bad input\n", random_nonce(), ""};
+  RankReport exit{3,
+                  "j-node-0-1.j",
+                  RankEventKind::kExit,
+                  7,
+                  0,
+                  12.5,
+                  "Traceback ...\nValueError: bad input\n",
+                  random_nonce(),
+                  ""};
   Call sent = rank_call(exit);
   EXPECT_EQ(deliver(sent).status, 200);
   ASSERT_EQ(seen.size(), 1U);
@@ -278,8 +285,7 @@ TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
   EXPECT_NE(wrong_type.body.find("code and signal integers"), std::string::npos) << wrong_type.body;
   EXPECT_EQ(deliver(rank_call(exit, [](json& body) { body["rank"] = 1e300; })).status, 400);
   EXPECT_EQ(deliver(Call{"POST", "/v1/rank", "[1,2]", "10.0.0.1", {}}).status, 400);
-  exit.event = "restart";
-  EXPECT_EQ(deliver(rank_call(exit)).status, 400);
+  EXPECT_EQ(deliver(rank_call(exit, [](json& body) { body["event"] = "restart"; })).status, 400);
 }
 
 Call rank_beat_call(int rank, const std::string& host, long long seq, const std::string& key = kKey) {
@@ -291,7 +297,9 @@ Call rank_beat_call(int rank, const std::string& host, long long seq, const std:
 TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
   // Ranks 0, 1 on node 0 and rank 2 on node 1 start (agents name their host by its short name).
   for (auto [rank, host] : {std::pair{0, "j-node-0-0"}, {1, "j-node-0-0"}, {2, "j-node-0-1"}}) {
-    EXPECT_EQ(send(rank_call(RankReport{rank, host, "start", 0, 0, 0, "", random_nonce(), ""})).status, 200);
+    EXPECT_EQ(send(rank_call(RankReport{rank, host, RankEventKind::kStart, 0, 0, 0, "", random_nonce(), ""}))
+                  .status,
+              200);
   }
   for (long long seq = 1; seq <= 4; ++seq) {
     // Node 0 lives by rank 1's beats alone; rank 2 on node 1 beats twice, then falls silent.
@@ -310,7 +318,9 @@ TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
   EXPECT_EQ(json::parse(send(Call{"GET", "/v1/hosts", "", "", {}}, 30s).body)["hosts"][1]["state"], "lost");
   // A rank that has exited is not expected to beat: its host is not lost for its silence.
   EXPECT_EQ(
-      send(rank_call(RankReport{1, "j-node-0-0", "exit", 0, 0, 30, "", random_nonce(), ""}), 30s).status,
+      send(rank_call(RankReport{1, "j-node-0-0", RankEventKind::kExit, 0, 0, 30, "", random_nonce(), ""}),
+           30s)
+          .status,
       200);
   coordinator_.tick(t0_ + 200s);
   ASSERT_EQ(events_.lost.size(), 2U) << "rank 0 still runs on node 0, silent since its start";
@@ -319,8 +329,10 @@ TEST_F(CoordinatorTest, AHostWhoseRankAgentsFallSilentIsLostWithoutSidecars) {
 
 TEST_F(CoordinatorTest, RankBeatsAreSignedFreshAndFromTheRanksHost) {
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 409) << "no start reported for rank 4";
-  EXPECT_EQ(send(rank_call(RankReport{4, "j-node-0-2.j", "start", 0, 0, 0, "", random_nonce(), ""})).status,
-            200);
+  EXPECT_EQ(
+      send(rank_call(RankReport{4, "j-node-0-2.j", RankEventKind::kStart, 0, 0, 0, "", random_nonce(), ""}))
+          .status,
+      200);
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1, "not the key")).status, 403);
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-1", 1)).status, 403) << "rank 4 started on node 2";
   EXPECT_EQ(send(rank_beat_call(4, "j-node-0-2", 1)).status, 200);

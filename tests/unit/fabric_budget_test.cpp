@@ -94,9 +94,9 @@ TEST(FabricBudget, ASlowPairIsMeasuredAtItsProbesSize) {
   EXPECT_EQ(crawl.iterations.warmup, 0);
 }
 
-Report three_hosts(std::string backend) {
+Report three_hosts(Backend backend) {
   Report report;
-  report.backend = std::move(backend);
+  report.backend = backend;
   report.ranks = 6;
   for (int h = 0; h < 3; ++h)
     report.hosts.push_back({"node-" + std::to_string(h), {2 * h, 2 * h + 1}, {}, 2, false});
@@ -118,12 +118,12 @@ void expect_only_node_2(Report report, double fast, double slow) {
 }
 
 TEST(FabricVerdict, TheSlowHostIsNamedFromItsLinksWithEitherBackend) {
-  expect_only_node_2(three_hosts("mpi"), 0.043, 0.00479);  // recorded, cluster in a box
-  expect_only_node_2(three_hosts("nccl"), 46.0, 0.46);     // busbw of NCCL's pair all-reduce
+  expect_only_node_2(three_hosts(Backend::kMpi), 0.043, 0.00479);  // recorded, cluster in a box
+  expect_only_node_2(three_hosts(Backend::kNccl), 46.0, 0.46);     // busbw of NCCL's pair all-reduce
 }
 
 TEST(FabricVerdict, ACutSweepThatNoLinkExplainsIsNotLocalised) {
-  for (const char* backend : {"mpi", "nccl"}) {
+  for (Backend backend : {Backend::kMpi, Backend::kNccl}) {
     Report report = three_hosts(backend);
     report.skipped.push_back({64 * kMiB, 28.2, 5.48, true});
     report.links = {{{0, 1}, 0.043, 0, 0}, {{0, 2}, 0.041, 0, 0}, {{1, 2}, 0.044, 0, 0}};
@@ -143,7 +143,7 @@ TEST(FabricVerdict, ACutSweepThatNoLinkExplainsIsNotLocalised) {
 }
 
 TEST(FabricVerdict, ATimeoutIsARetrysMatterOnlyWhereARankFellSilent) {
-  Report report = three_hosts("mpi");
+  Report report = three_hosts(Backend::kMpi);
   report.timeout = Timeout{"links round 1/3", 3, 0, "node-0", {}, {}, false};
   EXPECT_EQ(report.exit_code(), 69);
   EXPECT_EQ(report.result(), "not localised");

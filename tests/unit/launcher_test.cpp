@@ -359,7 +359,7 @@ TEST(LauncherOptions, EveryPieceGetsItsPartOfTheParameters) {
   EXPECT_EQ(options.job.ssh_port, 2222);
   EXPECT_EQ(options.job.master_port, "29500");
   EXPECT_FALSE(options.job.ssh_dir_given);
-  EXPECT_EQ(options.rendezvous.lost_after, std::chrono::seconds(15));
+  EXPECT_EQ(options.rendezvous.times.lost_after, std::chrono::seconds(15));
   EXPECT_EQ(options.status.interval, std::chrono::seconds(5));
   EXPECT_EQ(options.events.api_request_timeout, std::chrono::seconds(10));
   EXPECT_TRUE(options.fabric.passed_on.empty());  // nccl-check keeps its own defaults

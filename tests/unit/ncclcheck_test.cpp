@@ -223,7 +223,7 @@ TEST(DataCheck, CountsEveryWrongElementAndThePoison) {
 
 Report sample_report() {
   Report report;
-  report.backend = "mpi";
+  report.backend = Backend::kMpi;
   report.library = "Open MPI v4.1.4";
   report.ranks = 6;
   report.hosts = {{"node-0", {0, 1}, nlohmann::json::array()},
@@ -311,7 +311,7 @@ TEST(Cpus, ListsRoundTripAndHostileTextIsSkipped) {
 
 TEST(Report, AHostWhoseRanksShareCpusIsShownNotJudged) {
   Report report = sample_report();
-  report.backend = "mpi";
+  report.backend = Backend::kMpi;
   report.hosts[1].cpus = 1;
   report.hosts[1].shares_cpus = true;
   report.gpu_links = {{1, {{0, 1}, 0.5, 0}}};

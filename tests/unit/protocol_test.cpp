@@ -32,7 +32,8 @@ TEST(Protocol, WhatIsSignedParsesBackFieldForField) {
   EXPECT_EQ(got.version, TMPI_VERSION);
   EXPECT_EQ(got.nonce, sent.nonce);
 
-  RankReport report{2, "j-node-0-0.j", "exit", 137, 9, 0.1 + 0.2, "killed\n", random_nonce(), ""};
+  RankReport report{2,         "j-node-0-0.j", RankEventKind::kExit, 137, 9,
+                    0.1 + 0.2, "killed\n",     random_nonce(),       ""};
   json rank = json::parse(signed_body(kKey, report));
   EXPECT_TRUE(signed_by(kKey, Kind::kRank, rank)) << "a double survives the canonical round trip";
   auto back = std::get<RankReport>(parse_rank(rank));
@@ -41,11 +42,12 @@ TEST(Protocol, WhatIsSignedParsesBackFieldForField) {
   EXPECT_DOUBLE_EQ(back.seconds, 0.1 + 0.2);
   EXPECT_FALSE(rank.contains("expected")) << "only a misplaced rank names the host it belonged on";
 
-  RankReport wrong{3, "j-launcher-0-0", "misplaced", 69, 0, 0, "", random_nonce(), "j-node-0-1.j"};
+  RankReport wrong{
+      3, "j-launcher-0-0", RankEventKind::kMisplaced, 69, 0, 0, "", random_nonce(), "j-node-0-1.j"};
   json misplaced = json::parse(signed_body(kKey, wrong));
   EXPECT_TRUE(signed_by(kKey, Kind::kRank, misplaced));
   auto read_back = std::get<RankReport>(parse_rank(misplaced));
-  EXPECT_EQ(read_back.event, "misplaced");
+  EXPECT_EQ(read_back.event, RankEventKind::kMisplaced);
   EXPECT_EQ(read_back.expected, "j-node-0-1.j");
   misplaced["expected"] = 7;
   EXPECT_TRUE(std::holds_alternative<Refusal>(parse_rank(misplaced))) << "expected is a string";
@@ -74,7 +76,8 @@ TEST(Protocol, TheProofCoversEveryFieldAndNoMore) {
   json added = body;
   added["note"] = "hello";
   EXPECT_FALSE(signed_by(kKey, Kind::kBeat, added)) << "a field the receiver does not know is still signed";
-  json dropped = json::parse(signed_body(kKey, RankReport{0, "h.j", "exit", 1, 0, 0, "tail", "n1", ""}));
+  json dropped =
+      json::parse(signed_body(kKey, RankReport{0, "h.j", RankEventKind::kExit, 1, 0, 0, "tail", "n1", ""}));
   dropped.erase("tail");
   EXPECT_FALSE(signed_by(kKey, Kind::kRank, dropped));
   json no_proof = body;
@@ -88,7 +91,7 @@ TEST(Protocol, TheProofCoversEveryFieldAndNoMore) {
 TEST(Protocol, InvalidUtf8IsSignedAsItIsSent) {
   // A rank's stderr tail may hold any bytes; the sender replaces invalid ones when it
   // serialises, and the receiver checks the proof over what arrived.
-  RankReport report{0, "h.j", "exit", 1, 0, 0, std::string("bad \xff\xfe bytes"), "n2", ""};
+  RankReport report{0, "h.j", RankEventKind::kExit, 1, 0, 0, std::string("bad \xff\xfe bytes"), "n2", ""};
   std::string text = signed_body(kKey, report);
   json body = json::parse(text);
   EXPECT_TRUE(signed_by(kKey, Kind::kRank, body));

@@ -42,7 +42,7 @@ Call post(const char* path, const std::string& body) {
 }
 
 RankReport exit_report(const std::string& epoch, const std::string& host = "j-node-0-0") {
-  RankReport report{0, host, "exit", 1, 0, 3.5, "Traceback", random_nonce(), ""};
+  RankReport report{0, host, RankEventKind::kExit, 1, 0, 3.5, "Traceback", random_nonce(), ""};
   report.epoch = epoch;
   return report;
 }

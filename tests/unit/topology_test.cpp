@@ -80,7 +80,7 @@ TEST(PodList, LauncherAsNodeComesFirst) {
       topology_from_pod_list(list_of({pod("job", "node", 0, 0), pod("job", "launcher", 0, 0)}), "p", options);
   ASSERT_TRUE(t);
   EXPECT_EQ(names(*t), (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job"}));
-  EXPECT_EQ(t->hosts[0].role, "launcher");
+  EXPECT_EQ(t->hosts[0].role, PodRole::kLauncher);
 }
 
 TEST(PodList, SlotsFromGpuLimitsForHeterogeneousGroups) {
@@ -242,7 +242,7 @@ TEST(Hostfile, LauncherAsNodeComesFirstAsMpirunMapsIt) {
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(names(*t),
             (std::vector<std::string>{"job-launcher-0-0.job", "job-node-0-0.job", "job-node-0-1.job"}));
-  EXPECT_EQ(t->hosts[0].role, "launcher");
+  EXPECT_EQ(t->hosts[0].role, PodRole::kLauncher);
 }
 
 TEST(Hostfile, ErrorsNameTheLine) {
@@ -338,7 +338,13 @@ TEST(Bounds, SlotsAndHostsBeyondAnyJobAreRefusedWithTheirSource) {
   auto fine = parse_hosts_json(R"({"hosts": [{"name": "a", "slots": 3, "gpus": 2}]})", "hosts.json");
   ASSERT_TRUE(fine) << fine.error().message;
   EXPECT_EQ(fine->hosts[0].slots, 3);
-  EXPECT_EQ(fine->hosts[0].role, "node");
+  EXPECT_EQ(fine->hosts[0].role, PodRole::kNode);
+  // A role is read once, as its enum: one that is neither is named, with the two there are.
+  refused(parse_hosts_json(R"({"hosts": [{"name": "a", "role": "boss"}]})", "hosts.json"), Exit::kData,
+          R"("role" must be "launcher" or "node", not "boss")");
+  auto launcher = parse_hosts_json(R"({"hosts": [{"name": "a", "role": "launcher"}]})", "hosts.json");
+  ASSERT_TRUE(launcher) << launcher.error().message;
+  EXPECT_EQ(launcher->hosts[0].role, PodRole::kLauncher);
 }
 
 // A host with only a name and an address.
