@@ -266,6 +266,7 @@ void command_exited(Channel& channel, int status) {
 void connection_gone(Connection& connection, Clock::time_point now) {
   for (auto& channel : connection.channels) {
     carry_out(*channel, channel->rules.on_client_gone(now));
+    if (channel->channel != nullptr) ssh_remove_channel_callbacks(channel->channel, &channel->callbacks);
     channel->channel = nullptr;  // freed with the session
     channel->connection = nullptr;
     retire_channel(*channel);
@@ -285,7 +286,13 @@ bool retire_channel(Channel& channel) {
     close_fd(command.stdin_fd);
     close_fd(command.stdout_fd);
     close_fd(command.stderr_fd);
-    if (channel.channel != nullptr) ssh_channel_free(channel.channel);
+    if (channel.channel != nullptr) {
+      // ssh_channel_free on a channel the client has not closed yet only sends our close:
+      // libssh keeps the channel, and its callbacks, until the client's close comes, which
+      // would then call on_close with this Channel freed (ASan saw it). So they go first.
+      ssh_remove_channel_callbacks(channel.channel, &channel.callbacks);
+      ssh_channel_free(channel.channel);
+    }
     channel.channel = nullptr;
     channel.released = true;
   }
