@@ -20,10 +20,12 @@ for pod in "${nodes[@]}"; do
   home="$CIB_DIR/pods/$pod/home"
   chown "$uid:$uid" "$home"; chown -R "$uid:$uid" "$home/.ssh"  # HOME is the pod uid's
   [[ -z $(in_pod "$pod" getent passwd "$uid") ]] || fail "uid $uid has a passwd entry in $pod"
-  grace=()  # the second node's, short: a connection that never logs in is closed
-  [[ $pod == "${nodes[1]}" ]] && grace=(--sshd-login-grace 2s)
-  "$CIB" exec "$pod" -- "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-sshd" --ssh-dir "$home/.ssh" \
-    --sshd-hangup-grace 1s "${grace[@]}" >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+  # The first node's server runs at its defaults (the ssh dir is $HOME/.ssh, the hangup's
+  # grace 2 s); the second's has short graces: a connection that never logs in is closed.
+  options=()
+  [[ $pod == "${nodes[1]}" ]] && options=(--ssh-dir "$home/.ssh" --sshd-hangup-grace 1s --sshd-login-grace 2s)
+  "$CIB" exec "$pod" -- "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-sshd" "${options[@]}" \
+    >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
 done
 for pod in "${nodes[@]}"; do
   for _ in $(seq 100); do
@@ -84,7 +86,7 @@ expect_contains "$(cat "$log")" 'port forwarding (direct-tcpip to "127.0.0.1:222
 pass "ssh -L: the forwarded connection is refused, and named in the log"
 
 # The client goes (SIGKILL: its connection just closes): the command's group, which ignores
-# SIGHUP, is killed after the 1 s grace.
+# SIGHUP, is killed after the default 2 s grace.
 (exec "$CIB" exec "$launcher" -- ssh "$node" 'trap "" HUP; echo $$; sleep 300 & exec sleep 301') >"$CIB_DIR/group" &
 client=$!
 for _ in $(seq 100); do [[ -s $CIB_DIR/group ]] && break; sleep 0.05; done
