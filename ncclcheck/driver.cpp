@@ -116,17 +116,20 @@ class CheckRun {
                        [&] { MPI_Comm_create_group(MPI_COMM_WORLD, host_group, kHostCommTag, &node_comm_); });
     MPI_Group_free(&host_group);
     MPI_Group_free(&world_group);
-    TMPI_ASSIGN(auto cpu_lists, allgather_text(progress_, MPI_COMM_WORLD, own_cpu_list(), deadline, step_));
-    std::vector<std::set<int>> cpus(report_.hosts.size());
+    TMPI_ASSIGN(auto affinities,
+                allgather_text(progress_, MPI_COMM_WORLD, own_affinity_text(), deadline, step_));
+    std::vector<std::vector<Affinity>> ranks_of_host(report_.hosts.size());
     for (int r = 0; r < size_; ++r) {
-      auto own = parse_cpu_list(cpu_lists[static_cast<std::size_t>(r)]);
-      cpus[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].insert(own.begin(), own.end());
+      ranks_of_host[static_cast<std::size_t>(host_of_[static_cast<std::size_t>(r)])].push_back(
+          parse_affinity(affinities[static_cast<std::size_t>(r)]));
     }
+    auto shares = cpu_shares(ranks_of_host);
     for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
       auto& host = report_.hosts[h];
-      host.cpus = static_cast<int>(cpus[h].size());
-      host.shares_cpus =
-          options_.backend == Backend::kMpi && ranks_share_cpus(host.ranks.size(), cpus[h].size());
+      host.cpus = static_cast<int>(shares[h].cpus);
+      host.machine_ranks = static_cast<int>(shares[h].ranks);
+      host.machine_hosts = static_cast<int>(shares[h].hosts);
+      host.shares_cpus = options_.backend == Backend::kMpi && shares[h].shared;
     }
 
     Expected<std::unique_ptr<Fabric>> made =

@@ -79,6 +79,8 @@ json to_json(const Report& report) {
                             {"ranks", host.ranks},
                             {"devices", host.devices},
                             {"cpus", host.cpus},
+                            {"machine_ranks", host.machine_ranks},
+                            {"machine_hosts", host.machine_hosts},
                             {"bandwidth_judged", !host.shares_cpus}});
   }
   out["allreduce"] = json::array();
@@ -146,9 +148,13 @@ std::string render_table(const Report& report) {
   }
   for (const auto& host : report.hosts) {
     if (!host.shares_cpus) continue;
+    std::string beside = host.machine_hosts > 1
+                             ? fmt::format(" (its machine's, with {} other host(s))", host.machine_hosts - 1)
+                             : "";
     out += fmt::format(
-        "# host {}: {} ranks share {} CPU(s): bandwidth within it is the scheduler's, shown, not judged\n",
-        host.name, host.ranks.size(), host.cpus);
+        "# host {}: {} ranks share {} CPU(s){}: bandwidth within it is the scheduler's, shown, not judged\n",
+        host.name, std::max<std::size_t>(host.ranks.size(), static_cast<std::size_t>(host.machine_ranks)),
+        host.cpus, beside);
   }
   for (const auto& node : report.nodes) {
     out += fmt::format("# intra-node {:<40} busbw {:>8.2f} GB/s  #wrong {}\n",

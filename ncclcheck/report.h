@@ -36,7 +36,9 @@ struct HostInfo {
   std::string name;
   std::vector<int> ranks;
   nlohmann::json devices = nlohmann::json::array();  // one object per GPU (NCCL backend)
-  int cpus = 0;                                      // distinct CPUs its ranks may run on; 0: unknown
+  int cpus = 0;              // distinct CPUs its machine's ranks may run on; 0: unknown
+  int machine_ranks = 0;     // the ranks on its machine: its own, and those of hosts beside it
+  int machine_hosts = 1;     // the hosts (pods) on its machine, itself included
   bool shares_cpus = false;  // MPI backend, more ranks than CPUs: its own links shown, not judged (cpus.h)
 };
 

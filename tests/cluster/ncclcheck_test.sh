@@ -49,6 +49,15 @@ case $case_name in
       fail "3 links and 3 hosts: $(jq .check "$report")"
     jq -e '[.check.allreduce[].busbw_gbps, .check.links[].gbps] | all(. > 0)' "$report" >/dev/null ||
       fail "a bandwidth of zero: $(jq .check "$report")"
+    # Every pod of the box runs on this one machine: its 6 ranks take turns on this machine's
+    # CPUs, so a host's own bandwidth is judged only when there are 6 CPUs or more.
+    judged=$( (( 6 > $(nproc) )) && echo false || echo true)
+    [[ $(jq -c '[.check.hosts[] | [.machine_hosts, .machine_ranks, .bandwidth_judged]] | unique' "$report") == \
+       "[[3,6,$judged]]" ]] || fail "3 pods on one machine, judged=$judged: $(jq -c .check.hosts "$report")"
+    if [[ $judged == false ]]; then
+      expect_contains "$out" "# host ${nodes[1]}: 6 ranks share $(nproc) CPU(s) (its machine's, with 2 other host(s))" \
+        "the hosts on one machine"
+    fi
     pass "--check mpi over 3 pods: every size, link and host measured, data right, in report.json" ;;
   mpich)
     out=$(in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --mpi mpich --check mpi \

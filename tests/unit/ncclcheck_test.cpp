@@ -309,6 +309,49 @@ TEST(Cpus, ListsRoundTripAndHostileTextIsSkipped) {
   EXPECT_FALSE(ranks_share_cpus(4, 0));  // unknown: judged as usual
 }
 
+// Pods of one job on one machine take turns on its CPUs, however few ranks each pod has: two
+// pods of 2 ranks on a 2-core node share, the same pods on two nodes do not. The boot id says
+// which machine a rank is on; a missing or hostile one makes the host a machine of its own.
+TEST(Cpus, RanksOfPodsOnOneMachineShareItsCpus) {
+  const std::string node_a = "0a1b2c3d-0000-4000-8000-00000000000a";
+  const std::string node_b = "0a1b2c3d-0000-4000-8000-00000000000b";
+  EXPECT_EQ(parse_affinity(node_a + " 0-1").machine, node_a);
+  EXPECT_EQ(parse_affinity(node_a + " 0-1").cpus, (std::set<int>{0, 1}));
+  EXPECT_EQ(parse_affinity("0-3").cpus.size(), 4U);  // no machine said
+  EXPECT_EQ(parse_affinity("../../etc 0-1").machine, "");
+  EXPECT_EQ(parse_affinity(std::string(node_a).replace(8, 1, "x") + " 0").machine, "");
+  EXPECT_EQ(parse_affinity("0A1B2C3D-0000-4000-8000-00000000000A 0").machine,
+            "");  // the kernel writes lower case
+  std::string own = own_machine_id();
+  EXPECT_EQ(own.size(), 36U) << "this kernel says its boot id";
+  EXPECT_EQ(parse_affinity(own_affinity_text()).machine, own);
+
+  auto ranks = [](const std::string& machine, int count) {
+    return std::vector<Affinity>(static_cast<std::size_t>(count), Affinity{machine, {0, 1}});
+  };
+  auto one_machine = cpu_shares({ranks(node_a, 2), ranks(node_a, 2)});
+  ASSERT_EQ(one_machine.size(), 2U);
+  for (const auto& share : one_machine) {
+    EXPECT_TRUE(share.shared);
+    EXPECT_EQ(share.ranks, 4U);
+    EXPECT_EQ(share.cpus, 2U);
+    EXPECT_EQ(share.hosts, 2U);
+  }
+  auto two_machines = cpu_shares({ranks(node_a, 2), ranks(node_b, 2)});
+  EXPECT_FALSE(two_machines[0].shared);
+  EXPECT_FALSE(two_machines[1].shared);
+  EXPECT_EQ(two_machines[1].hosts, 1U);
+  // Unknown machines are never merged: each such host is judged by its own ranks only.
+  auto unknown = cpu_shares({ranks("", 2), ranks("", 2), ranks(node_a, 3)});
+  EXPECT_FALSE(unknown[0].shared);
+  EXPECT_EQ(unknown[1].ranks, 2U);
+  EXPECT_TRUE(unknown[2].shared);  // 3 ranks on 2 CPUs, alone
+  // Ranks of one host that disagree on their machine: the host stands alone.
+  auto split = cpu_shares({{Affinity{node_a, {0, 1}}, Affinity{node_b, {0, 1}}}, ranks(node_a, 2)});
+  EXPECT_FALSE(split[0].shared);
+  EXPECT_EQ(split[1].hosts, 1U);
+}
+
 TEST(Report, AHostWhoseRanksShareCpusIsShownNotJudged) {
   Report report = sample_report();
   report.backend = Backend::kMpi;
@@ -322,12 +365,23 @@ TEST(Report, AHostWhoseRanksShareCpusIsShownNotJudged) {
           "# host node-1: 2 ranks share 1 CPU(s): bandwidth within it is the scheduler's, shown, not judged"),
       std::string::npos)
       << table;
+  report.hosts[2].cpus = 2;
+  report.hosts[2].machine_ranks = 6;
+  report.hosts[2].machine_hosts = 3;
+  report.hosts[2].shares_cpus = true;
+  table = render_table(report);
+  EXPECT_NE(
+      table.find("# host node-2: 6 ranks share 2 CPU(s) (its machine's, with 2 other host(s)): bandwidth"),
+      std::string::npos)
+      << table;
   EXPECT_NE(table.find("# gpu link node-1 rank 0 <-> node-1 rank 1: 0.500 GB/s  #wrong 0\n"),
             std::string::npos)
       << table;
   auto json = to_json(report);
   EXPECT_EQ(json["hosts"][1]["bandwidth_judged"], false);
   EXPECT_EQ(json["hosts"][1]["cpus"], 1);
+  EXPECT_EQ(json["hosts"][2]["machine_hosts"], 3);
+  EXPECT_EQ(json["hosts"][2]["machine_ranks"], 6);
   EXPECT_EQ(json["hosts"][0]["bandwidth_judged"], true);
   // Its data is still judged: no scheduler excuses a wrong element.
   std::vector<std::string> gpus = {"n rank 0", "n rank 1", "n rank 2"};
