@@ -9,8 +9,13 @@
 // runLauncherAsWorker): the same hosts and slots, so that the user's `mpirun -np N` still
 // fits, in one pod fewer. slotsPerWorker is numProcPerNode, always written: a TrainJob's
 // value wins over Trainer's count of GPUs (docs/trainer-rules.md, the MPI plugin's slots).
+#include <optional>
 #include <set>
 
+#include "common/choice.h"
+#include "common/param_names.h"
+#include "common/params.h"
+#include "launcher/choices.h"
 #include "launcher/convert_pods.h"
 
 namespace tmpi::launch {
@@ -60,17 +65,23 @@ Status metadata(const Doc& job, Conversion& out) {
   return ok_status();
 }
 
+// mpi-operator's spec.mpiImplementation (v2beta1 MPIImplementation), as the launcher's --mpi.
+inline constexpr Spellings<MpiWanted, 3> kMpiJobImplementations{
+    {{"OpenMPI", MpiWanted::kOpenMpi}, {"MPICH", MpiWanted::kMpich}, {"Intel", MpiWanted::kIntel}}};
+
 // The runtime of the package for the MPI, and the launcher's --mpi for a hydra one.
 Status implementation(const Doc& spec, const ConvertOptions& options, Conversion& out, Doc& env) {
-  TMPI_ASSIGN(std::string mpi,
+  TMPI_ASSIGN(std::string spelled,
               string_at_path(spec, "mpiImplementation", "spec.mpiImplementation", "OpenMPI"));
-  if (mpi != "OpenMPI" && mpi != "MPICH" && mpi != "Intel")
-    return make_error(Exit::kData, "spec.mpiImplementation: '{}'; one of OpenMPI, MPICH, Intel", mpi);
+  std::optional<MpiWanted> mpi = choice_value(spelled, kMpiJobImplementations);
+  if (!mpi)
+    return make_error(Exit::kData, "spec.mpiImplementation: '{}'; one of OpenMPI, MPICH, Intel", spelled);
   out.trainjob["spec"]["runtimeRef"] = {
       {"name", options.runtime.empty() ? kOpenMpiRuntime : options.runtime}};
-  if (mpi == "OpenMPI") return ok_status();
+  if (*mpi == MpiWanted::kOpenMpi) return ok_status();
   // The launcher would tell hydra from its install too; said, so that an Open MPI image fails at once.
-  env.push_back({{"name", "TMPI_MPI"}, {"value", mpi == "MPICH" ? "mpich" : "intel"}});
+  env.push_back(
+      {{"name", env_name(param::kMpi.name)}, {"value", std::string(choice_name(*mpi, kMpiWantedSpellings))}});
   if (options.runtime.empty())
     out.unmapped.push_back({"spec.mpiImplementation", std::string(advice_for("mpiImplementation"))});
   return ok_status();

@@ -9,12 +9,34 @@
 
 namespace tmpi::launch {
 
+std::string_view event_reason(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kJobFailed:
+      return "JobFailed";
+    case FailureKind::kRankFailed:
+      return "RankFailed";
+    case FailureKind::kRankMisplaced:
+      return "RankMisplaced";
+    case FailureKind::kHostLost:
+      return "HostLost";
+    case FailureKind::kPreflightFailed:
+      return "PreflightFailed";
+    case FailureKind::kRendezvousTimeout:
+      return "RendezvousTimeout";
+    case FailureKind::kJobStopped:
+      return "JobStopped";
+    case FailureKind::kJobTimeout:
+      return "JobTimeout";
+  }
+  return "JobFailed";
+}
+
 std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHosts& ask_hosts) {
   if (outcome.primary) return outcome.primary;
   if (outcome.mpirun_status != 0 || outcome.secondary) {
     // MPI stopped the job without a rank failing on its own: is a host gone?
     if (std::optional<std::string> gone = ask_hosts ? ask_hosts() : std::nullopt) {
-      return Failure{static_cast<int>(Exit::kTempFail), *gone, "HostLost"};
+      return Failure{static_cast<int>(Exit::kTempFail), *gone, FailureKind::kHostLost};
     }
   }
   if (outcome.secondary) return outcome.secondary;
@@ -23,7 +45,7 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
     // the first failed rank's code), as with plain mpirun.
     return Failure{outcome.mpirun_status,
                    fmt::format("{} exited with status {}", outcome.launcher, outcome.mpirun_status),
-                   "JobFailed", true};
+                   FailureKind::kJobFailed, true};
   }
   return std::nullopt;
 }
@@ -71,7 +93,7 @@ Failure past_timeout(Millis timeout, const nlohmann::json& ranks) {
   return Failure{
       static_cast<int>(Exit::kTempFail),
       fmt::format("the job ran past --timeout ({} s); still running: {}", timeout.count() / 1000, named),
-      "JobTimeout"};
+      FailureKind::kJobTimeout};
 }
 
 void report_strays(int strays, bool job_failed, std::string_view launcher) {

@@ -19,10 +19,28 @@
 
 namespace tmpi::launch {
 
+// What kind of fault ended a job. The launcher's decisions read it (a lost host or a failed
+// preflight ends the job at once), and the Warning Event on the TrainJob carries its name
+// as the reason, the word that `kubectl get events --field-selector reason=...` and alert
+// rules match, so the names are part of the interface (docs/design.md, Events).
+enum class FailureKind {
+  kJobFailed,          // mpirun's own status, or a launch that did not start
+  kRankFailed,         // a rank exited non-zero, or was killed by a signal
+  kRankMisplaced,      // a rank ran on another host than the hostfile gave it
+  kHostLost,           // a node stopped beating, or no longer resolves or answers
+  kPreflightFailed,    // a check before the launch refused a host
+  kRendezvousTimeout,  // the nodes were not ready in time
+  kJobStopped,         // the launcher was told to stop (SIGTERM: the pod is being deleted)
+  kJobTimeout,         // the job ran past --timeout
+};
+
+// The Event reason of a kind: "RankFailed", "HostLost", ...
+std::string_view event_reason(FailureKind kind);
+
 struct Failure {
   int code = 1;
   std::string reason;
-  std::string event = "JobFailed";  // the Kubernetes Event's reason: RankFailed, HostLost, ...
+  FailureKind event = FailureKind::kJobFailed;  // what kind of fault; its name is the Event's reason
   // The code is the job's own (a rank's status, or mpirun's), passed through; otherwise it
   // is the launcher's (common/error.h). report.json's exit.side says which.
   bool from_job = false;

@@ -54,11 +54,12 @@ double seconds_since(Clock::time_point since) {
 // coordinator's port taken): the exit alone, so that every way out of `run` leaves a report.
 Error report_setup_failure(const LauncherOptions& options, const std::vector<std::string>& command,
                            Clock::time_point t0, Error error) {
-  json report = {{"hosts", json::array()},
-                 {"ranks", json::array()},
-                 {"phases", json::array()},
-                 {"exit", exit_record(Failure{static_cast<int>(error.exit), error.message, "JobFailed"})},
-                 {"command", command}};
+  json report = {
+      {"hosts", json::array()},
+      {"ranks", json::array()},
+      {"phases", json::array()},
+      {"exit", exit_record(Failure{static_cast<int>(error.exit), error.message, FailureKind::kJobFailed})},
+      {"command", command}};
   report["exit"]["seconds"] = seconds_since(t0);
   if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written)
     spdlog::warn("report not written: {}", written.error().message);
@@ -113,7 +114,7 @@ class JobRun {
   void phase_done(const char* name, Clock::time_point since) {
     phases_.push_back({name, seconds_since(since)});
   }
-  Error fail_before_launch(const Error& error, const char* event);
+  Error fail_before_launch(const Error& error, FailureKind event);
   std::vector<std::string> launcher_addresses() const;
   void start_relay();
   void ssh_verdict(const std::vector<CheckRow>& rows);
@@ -158,7 +159,7 @@ Status JobRun::before_launch() {
   auto since = Clock::now();
   Status waited = wait_for_hosts(wait_options(options_), job_, shared_);
   phase_done("wait", since);
-  if (!waited) return fail_before_launch(waited.error(), "RendezvousTimeout");
+  if (!waited) return fail_before_launch(waited.error(), FailureKind::kRendezvousTimeout);
   if (!options_.preflight) {
     std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
     at_launch_ = resolve_hosts(job_.topology.host_names(), unresolved);
@@ -170,14 +171,14 @@ Status JobRun::before_launch() {
   end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
   phase_done("preflight", since);
   feed_->fabric(fabric_);
-  if (!checked) return fail_before_launch(checked.error(), "PreflightFailed");
+  if (!checked) return fail_before_launch(checked.error(), FailureKind::kPreflightFailed);
   return ok_status();
 }
 
 // A failure before any rank ran: report it, then exit with its code.
-Error JobRun::fail_before_launch(const Error& error, const char* event) {
+Error JobRun::fail_before_launch(const Error& error, FailureKind event) {
   Failure failure{static_cast<int>(error.exit), error.message, event};
-  if (stop_requested()) failure = Failure{stop_code(), error.message, "JobStopped"};
+  if (stop_requested()) failure = Failure{stop_code(), error.message, FailureKind::kJobStopped};
   finish(failure);
   return Error{job_exit(failure.code), failure.reason};
 }
@@ -214,7 +215,7 @@ Status JobRun::launch() {
     ssh_beside_.emplace(job_, options_.job.ssh_port, relay_.get());
   }
   auto spawned = ProcessGroup::spawn(command_, launch_environment(job_, std::move(addresses)));
-  if (!spawned) return fail_before_launch(spawned.error(), "JobFailed");
+  if (!spawned) return fail_before_launch(spawned.error(), FailureKind::kJobFailed);
   mpi_ = *spawned;
   return ok_status();
 }
@@ -227,7 +228,7 @@ void JobRun::ssh_verdict(const std::vector<CheckRow>& rows) {
   if (rows.empty() && stop_requested()) return coordinator_.stop_gate("the launcher was stopped");
   if (rows.empty()) return coordinator_.open_gate();
   Error failed = preflight_failed(rows);
-  preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, "PreflightFailed"};
+  preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, FailureKind::kPreflightFailed};
   coordinator_.stop_gate(failed.message);
   std::lock_guard lock(shared_.mutex);
   shared_.tally.failure = preflight_failure_;
@@ -309,7 +310,7 @@ void JobRun::finish(const std::optional<Failure>& failure) {
                     fabric_};
   json report = job_report(std::move(parts), failure);
   feed_->finish(failure ? failure->code : 0, failure ? failure->reason : "");
-  if (failure) events_->warn(failure->event, failure->reason);
+  if (failure) events_->warn(std::string(event_reason(failure->event)), failure->reason);
   if (auto written = write_atomic(options_.report, dump_json(report, 2) + "\n"); !written) {
     spdlog::warn("report not written: {}", written.error().message);
   } else {

@@ -12,8 +12,8 @@ namespace tmpi::launch {
 
 void record_host_lost(JobTally& tally, const std::string& host, const std::string& why) {
   if (!tally.failure)
-    tally.failure =
-        Failure{static_cast<int>(Exit::kTempFail), fmt::format("host {} lost ({})", host, why), "HostLost"};
+    tally.failure = Failure{static_cast<int>(Exit::kTempFail), fmt::format("host {} lost ({})", host, why),
+                            FailureKind::kHostLost};
 }
 
 namespace {
@@ -29,7 +29,7 @@ void record_misplaced(JobTally& tally, const rdv::RankEvent& event) {
     tally.failure = Failure{static_cast<int>(Exit::kUnavailable),
                             fmt::format("rank {} ran on {}, not on {} as the hostfile says", event.rank,
                                         event.host, event.expected),
-                            "RankMisplaced"};
+                            FailureKind::kRankMisplaced};
 }
 
 bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
@@ -43,7 +43,7 @@ bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
                                                  event.rank, event.host, event.signal, event.seconds)
                                    : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
                                                  event.rank, event.host, event.code, event.seconds),
-                 "RankFailed", true};
+                 FailureKind::kRankFailed, true};
   return true;
 }
 
@@ -64,7 +64,7 @@ bool record_rank_event(JobTally& tally, const rdv::RankEvent& event) {
 }
 
 bool host_unreachable(const Failure& failure) {
-  return failure.event == "HostLost" || failure.event == "PreflightFailed";
+  return failure.event == FailureKind::kHostLost || failure.event == FailureKind::kPreflightFailed;
 }
 
 Supervisor::Supervisor(const SupervisionOptions& options, std::string launcher, Clock::time_point launched)
@@ -86,7 +86,7 @@ Decision Supervisor::step(const JobTally& tally, Clock::time_point now, std::opt
   if (stop_code) {
     return stop(
         Failure{*stop_code, fmt::format("stopped by signal {} (the pod is being deleted?)", *stop_code - 128),
-                "JobStopped"},
+                FailureKind::kJobStopped},
         tally);
   }
   return {};
@@ -94,7 +94,7 @@ Decision Supervisor::step(const JobTally& tally, Clock::time_point now, std::opt
 
 Decision Supervisor::stop(const Failure& failure, const JobTally& tally) const {
   Decision decision{Decision::Next::kStop, failure, options_.grace, ""};
-  if (failure.event == "PreflightFailed") {
+  if (failure.event == FailureKind::kPreflightFailed) {
     decision.says = fmt::format("{}; stopping {}", failure.reason, launcher_);
   } else {
     decision.says =
@@ -108,7 +108,7 @@ Decision Supervisor::stop(const Failure& failure, const JobTally& tally) const {
 }
 
 std::string name_misplaced(std::optional<Failure>& failure, const JobTally& tally) {
-  if (tally.misplaced.empty() || !failure || failure->event != "RankMisplaced") return "";
+  if (tally.misplaced.empty() || !failure || failure->event != FailureKind::kRankMisplaced) return "";
   std::string table = render_table(tally.misplaced);
   if (tally.misplaced_count > static_cast<int>(tally.misplaced.size()))
     table += fmt::format("... and {} more\n", tally.misplaced_count - tally.misplaced.size());

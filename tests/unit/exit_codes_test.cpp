@@ -4,6 +4,7 @@
 // shows the table the code has.
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
@@ -52,21 +53,22 @@ TEST(ExitCodes, ReadmeHoldsTheGeneratedTable) {
 TEST(ExitRecord, SaysWhichSideACodeIsFrom) {
   using launch::exit_record;
   using launch::Failure;
+  using launch::FailureKind;
   auto ok = exit_record(std::nullopt);
   EXPECT_EQ(ok["code"], 0);
   EXPECT_EQ(ok["name"], "ok");
   // A rank's own 69 is the user's program, not a broken host: no retry.
-  auto rank = exit_record(Failure{69, "rank 1 on n-0 exited with code 69", "RankFailed", true});
+  auto rank = exit_record(Failure{69, "rank 1 on n-0 exited with code 69", FailureKind::kRankFailed, true});
   EXPECT_EQ(rank["code"], 69);
   EXPECT_EQ(rank["side"], "job");
   EXPECT_EQ(rank["name"], "job");
   EXPECT_EQ(rank["retry"], false);
-  auto lost = exit_record(Failure{75, "host n-1 lost (no beat for 15 s)", "HostLost"});
+  auto lost = exit_record(Failure{75, "host n-1 lost (no beat for 15 s)", FailureKind::kHostLost});
   EXPECT_EQ(lost["side"], "launcher");
   EXPECT_EQ(lost["name"], "temporary");
   EXPECT_EQ(lost["retry"], true);
   EXPECT_EQ(lost["reason"], "host n-1 lost (no beat for 15 s)");
-  auto stopped = exit_record(Failure{143, "stopped by signal 15", "JobStopped"});
+  auto stopped = exit_record(Failure{143, "stopped by signal 15", FailureKind::kJobStopped});
   EXPECT_EQ(stopped["side"], "launcher");
   EXPECT_EQ(stopped["name"], "stopped");
   EXPECT_EQ(stopped["retry"], false);
@@ -79,13 +81,28 @@ TEST(ExitRecord, AJobPastItsTimeoutNamesTheRanksStillRunning) {
     ranks.push_back({{"rank", rank}, {"host", "n-1"}, {"state", "running"}});
   auto failure = launch::past_timeout(Millis(90000), ranks);
   EXPECT_EQ(failure.code, 75);
-  EXPECT_EQ(failure.event, "JobTimeout");
+  EXPECT_EQ(event_reason(failure.event), "JobTimeout");
   EXPECT_EQ(failure.reason,
             "the job ran past --timeout (90 s); still running: rank 1 on n-1, rank 2 on n-1, rank 3 on n-1, "
             "rank 4 on n-1, rank 5 on n-1, rank 6 on n-1, rank 7 on n-1, rank 8 on n-1 and 2 more");
   EXPECT_EQ(launch::past_timeout(Millis(5000), nlohmann::json::array()).reason,
             "the job ran past --timeout (5 s); still running: no rank had reported its start");
   EXPECT_EQ(launch::exit_record(failure)["retry"], true);
+}
+
+// The Events' reasons are an interface (alert rules, `kubectl get events --field-selector`):
+// every kind of failure has its own, the names docs/design.md lists under Events.
+TEST(ExitRecord, EveryFailureKindHasItsOwnEventReason) {
+  using launch::FailureKind;
+  std::set<std::string_view> reasons;
+  for (auto kind : {FailureKind::kJobFailed, FailureKind::kRankFailed, FailureKind::kRankMisplaced,
+                    FailureKind::kHostLost, FailureKind::kPreflightFailed, FailureKind::kRendezvousTimeout,
+                    FailureKind::kJobStopped, FailureKind::kJobTimeout})
+    reasons.insert(launch::event_reason(kind));
+  EXPECT_EQ(reasons,
+            (std::set<std::string_view>{"RendezvousTimeout", "PreflightFailed", "RankFailed", "RankMisplaced",
+                                        "HostLost", "JobStopped", "JobTimeout", "JobFailed"}));
+  EXPECT_EQ(launch::Failure{}.event, FailureKind::kJobFailed);
 }
 
 }  // namespace

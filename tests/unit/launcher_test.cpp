@@ -296,12 +296,12 @@ TEST(FailureAttribution, APrimaryCauseWinsAndNoHostIsAsked) {
     ++asked;
     return "host n-1 is gone (no DNS)";
   };
-  JobOutcome outcome{Failure{3, "rank 1 on n-0 exited with code 3", "RankFailed"},
-                     Failure{1, "rank 2 killed by signal 15", "RankFailed"}, 1, "mpirun"};
+  JobOutcome outcome{Failure{3, "rank 1 on n-0 exited with code 3", FailureKind::kRankFailed},
+                     Failure{1, "rank 2 killed by signal 15", FailureKind::kRankFailed}, 1, "mpirun"};
   auto failure = attribute_failure(outcome, ask);
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->code, 3);
-  EXPECT_EQ(failure->event, "RankFailed");
+  EXPECT_EQ(event_reason(failure->event), "RankFailed");
   EXPECT_EQ(asked, 0);
 }
 
@@ -312,12 +312,12 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
     ++asked;
     return gone;
   };
-  JobOutcome outcome{std::nullopt, Failure{143, "rank 2 killed by signal 15", "RankFailed", true}, 5,
-                     "mpirun"};
+  JobOutcome outcome{std::nullopt, Failure{143, "rank 2 killed by signal 15", FailureKind::kRankFailed, true},
+                     5, "mpirun"};
   auto failure = attribute_failure(outcome, ask);
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->reason, "host n-1 is gone (no DNS)");
-  EXPECT_EQ(failure->event, "HostLost");
+  EXPECT_EQ(event_reason(failure->event), "HostLost");
   EXPECT_EQ(failure->code, 75);  // the launcher's own: a lost host may pass on a retry
   EXPECT_FALSE(failure->from_job);
   gone.reset();  // every host answers: the rank killed by a signal is the cause
@@ -326,7 +326,7 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
   auto status = attribute_failure(outcome, ask);
   ASSERT_TRUE(status);
   EXPECT_EQ(status->reason, "mpirun exited with status 5");
-  EXPECT_EQ(status->event, "JobFailed");
+  EXPECT_EQ(event_reason(status->event), "JobFailed");
   EXPECT_EQ(status->code, 5);  // mpirun's status is the job's, passed through
   EXPECT_TRUE(status->from_job);
   EXPECT_EQ(asked, 3);
@@ -341,9 +341,9 @@ TEST(FailureAttribution, ACleanExitIsNoFailureAndAsksNobody) {
   EXPECT_FALSE(attribute_failure(JobOutcome{std::nullopt, std::nullopt, 0, "mpirun"}, ask));
   EXPECT_EQ(asked, 0);
   // mpirun exited 0 but a rank was killed by a signal: the hosts are asked, then the rank.
-  auto failure =
-      attribute_failure(JobOutcome{std::nullopt, Failure{1, "rank 0 killed", "RankFailed"}, 0, "mpirun"},
-                        [] { return std::optional<std::string>{}; });
+  auto failure = attribute_failure(
+      JobOutcome{std::nullopt, Failure{1, "rank 0 killed", FailureKind::kRankFailed}, 0, "mpirun"},
+      [] { return std::optional<std::string>{}; });
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->reason, "rank 0 killed");
 }

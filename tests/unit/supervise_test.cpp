@@ -29,7 +29,7 @@ TEST(Supervise, FirstOwnFailureIsPrimaryAndSignalsOnlySecondary) {
   record_host_lost(tally, "node-5", "no beat for 15 s");  // after the rank: the rank stays the cause
   ASSERT_TRUE(tally.failure.has_value());
   EXPECT_EQ(tally.failure->code, 3);
-  EXPECT_EQ(tally.failure->event, "RankFailed");
+  EXPECT_EQ(event_reason(tally.failure->event), "RankFailed");
   EXPECT_EQ(tally.failure->reason, "rank 2 on node-2 exited with code 3 after 12 s");
   EXPECT_EQ(tally.secondary->reason, "rank 1 on node-1 was killed by signal 15 after 12 s");
   EXPECT_EQ(tally.exited, 5);
@@ -46,7 +46,7 @@ TEST(Supervise, LostHostStopsTheJobWithAShortGrace) {
   clock.advance(Millis(20));
   Decision decision = supervisor.step(tally, clock.now(), std::nullopt);
   ASSERT_EQ(decision.next, Decision::Next::kStop);
-  EXPECT_EQ(decision.failure->event, "HostLost");
+  EXPECT_EQ(event_reason(decision.failure->event), "HostLost");
   EXPECT_EQ(decision.failure->code, static_cast<int>(Exit::kTempFail));
   EXPECT_EQ(decision.grace, kLostHostGrace);  // no daemon there passes SIGTERM on
   EXPECT_EQ(decision.says, "host node-1 lost (no beat for 15 s); stopping 4 other ranks");
@@ -59,7 +59,7 @@ TEST(Supervise, RankFailureKeepsTheWholeGrace) {
   record_rank_event(tally, exit_event(0, 1));
   Decision decision = supervisor.step(tally, clock.now(), 143);  // a failure outranks the stop signal
   ASSERT_EQ(decision.next, Decision::Next::kStop);
-  EXPECT_EQ(decision.failure->event, "RankFailed");
+  EXPECT_EQ(event_reason(decision.failure->event), "RankFailed");
   EXPECT_EQ(decision.grace, Millis(10000));
   EXPECT_EQ(decision.says, "rank 0 on node-0 exited with code 1 after 12 s; stopping 1 other ranks");
 }
@@ -98,7 +98,7 @@ TEST(Supervise, StopSignalStopsTheJob) {
   Decision decision = supervisor.step(JobTally{}, clock.now(), 143);
   ASSERT_EQ(decision.next, Decision::Next::kStop);
   EXPECT_EQ(decision.failure->code, 143);
-  EXPECT_EQ(decision.failure->event, "JobStopped");
+  EXPECT_EQ(event_reason(decision.failure->event), "JobStopped");
 }
 
 TEST(Supervise, MisplacedRanksAreNamedWithTheirTable) {
@@ -106,7 +106,7 @@ TEST(Supervise, MisplacedRanksAreNamedWithTheirTable) {
   record_rank_event(tally, {3, "launcher", rdv::RankEventKind::kMisplaced, 0, 0, 0, "", "node-1"});
   record_rank_event(tally, {4, "launcher", rdv::RankEventKind::kMisplaced, 0, 0, 0, "", "node-1"});
   ASSERT_TRUE(tally.failure.has_value());
-  EXPECT_EQ(tally.failure->event, "RankMisplaced");
+  EXPECT_EQ(event_reason(tally.failure->event), "RankMisplaced");
   EXPECT_EQ(tally.failure->reason, "rank 3 ran on launcher, not on node-1 as the hostfile says");
   std::optional<Failure> failure = tally.failure;
   std::string table = name_misplaced(failure, tally);
