@@ -29,6 +29,7 @@
 #include "common/exec_plan.h"
 #include "common/job_key.h"
 #include "common/log.h"
+#include "common/param_names.h"
 #include "common/params.h"
 #include "common/plain_http.h"
 #include "common/process.h"
@@ -374,8 +375,8 @@ Status rank_command(RankCommandOptions options, const std::vector<std::string>& 
     std::fprintf(
         stderr,
         "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named. "
-        "Point --ssh-dir (TMPI_SSH_DIR) at the folder that holds the job key\n",
-        agent.coordinator.c_str(), key.error().message.c_str());
+        "Point --ssh-dir (%s) at the folder that holds the job key\n",
+        agent.coordinator.c_str(), key.error().message.c_str(), env_name(param::kSshDir.name).c_str());
     agent.coordinator.clear();
   }
   if (command.empty()) return make_error(Exit::kUsage, "no command: mpi-rank -- CMD ARGS...");

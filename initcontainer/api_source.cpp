@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/json_fields.h"
+#include "common/param_names.h"
+#include "common/params.h"
 #include "common/utf8.h"
 
 namespace tmpi::init {
@@ -132,9 +134,10 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
     Millis pause = backoff.next();
     if (deadline.remaining() <= pause) {
       return make_error(Exit::kTempFail,
-                        "pods of JobSet {} not ready after {} s: {}; raise TMPI_WAIT_TIMEOUT, or "
+                        "pods of JobSet {} not ready after {} s: {}; raise {}, or "
                         "check why they are not scheduled (kubectl describe pod)",
-                        jobset.name, deadline.budget().count() / 1000, summary);
+                        jobset.name, deadline.budget().count() / 1000, summary,
+                        env_name(param::kWaitTimeout.name));
     }
     if (Clock::now() - last_progress >= wait.progress_every) {
       spdlog::info("waiting for pods: {}", summary);

@@ -40,8 +40,8 @@ Expected<SourceOptions> source_options(const Params& params) {
   options.launcher_as_node = params.flag(param::kLauncherAsNode);
   if (params.is_set(param::kSlots)) {
     if (params.integer(param::kSlots) < 1) {
-      return make_error(Exit::kUsage, "--slots {}: slots must be 1 or more (TMPI_SLOTS)",
-                        params.text(param::kSlots));
+      return make_error(Exit::kUsage, "--slots {}: slots must be 1 or more ({})", params.text(param::kSlots),
+                        env_name(param::kSlots.name));
     }
     options.slots = static_cast<int>(params.integer(param::kSlots));
   }

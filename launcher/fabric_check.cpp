@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/json_fields.h"
+#include "common/param_names.h"
+#include "common/params.h"
 #include "common/process.h"
 #include "launcher/fabric_timeout.h"
 
@@ -171,8 +173,9 @@ Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& 
   auto ran = run_capture(build_command(plan), job.env, options.step_timeout * 20, stopped);
   if (!ran && stopped && stopped()) return ran.take_error();
   if (!ran) {
-    return make_error(ran.error().exit, "nccl-check ({}): {}; raise TMPI_STEP_TIMEOUT, or use --check none",
-                      choice_name(backend, kFabricBackendSpellings), ran.error().message);
+    return make_error(ran.error().exit, "nccl-check ({}): {}; raise {}, or use --check none",
+                      choice_name(backend, kFabricBackendSpellings), ran.error().message,
+                      env_name(param::kStepTimeout.name));
   }
   return read_fabric_check(ran->output, ran->status, job.launcher_name,
                            expected_placement(job.topology, job.plan.np));

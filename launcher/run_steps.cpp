@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/param_names.h"
+#include "common/params.h"
 #include "common/process.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
@@ -102,9 +104,9 @@ Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared
       std::lock_guard lock(shared.mutex);
       if (shared.tally.barrier) return ok_status();
       if (shared.tally.deadline) {
-        return make_error(Exit::kTempFail,
-                          "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                          deadline.budget().count() / 1000, *shared.tally.deadline);
+        return make_error(Exit::kTempFail, "rendezvous timed out after {} s: {}; raise {}",
+                          deadline.budget().count() / 1000, *shared.tally.deadline,
+                          env_name(param::kRendezvousTimeout.name));
       }
     } else {  // ssh: poll every sshd ourselves
       auto rows = check_ssh(names, options.ssh_port, job.private_key, 16, Millis(3000));
@@ -112,9 +114,9 @@ Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared
       std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
                                         names.size(), rows.front().host, rows.front().reason);
       if (deadline.expired()) {
-        return make_error(Exit::kTempFail,
-                          "ssh wait timed out after {} s: {}\n{}raise TMPI_RENDEZVOUS_TIMEOUT",
-                          deadline.budget().count() / 1000, summary, render_table(rows));
+        return make_error(Exit::kTempFail, "ssh wait timed out after {} s: {}\n{}raise {}",
+                          deadline.budget().count() / 1000, summary, render_table(rows),
+                          env_name(param::kRendezvousTimeout.name));
       }
       if (Clock::now() - last_progress >= Millis(5000)) {
         spdlog::info("ssh wait: {}", summary);

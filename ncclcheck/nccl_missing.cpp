@@ -8,7 +8,7 @@ Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& /*progress*/, int /
                                                    const std::string& host) {
   return make_error(
       Exit::kUnavailable,
-      "this nccl-check on {} was built without NCCL (no nccl.h under TMPI_CUDA_ROOT); rebuild it where "
+      "this nccl-check on {} was built without NCCL (its build found no nccl.h); rebuild it where "
       "CUDA and NCCL are installed, or use --backend mpi",
       host);
 }

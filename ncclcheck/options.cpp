@@ -65,7 +65,7 @@ std::optional<std::string> options_disagreement(const std::vector<std::string>& 
       "the ranks were given different options, and would run different tests: {} is {} on rank 0 but {} on "
       "rank {} ({} of {} rank(s) differ from rank 0). Give every rank the same: put the flags on "
       "nccl-check's "
-      "command line, or pass each TMPI_ variable to every rank (mpirun -x NAME; a variable set in the "
+      "command line, or pass each of its variables to every rank (mpirun -x NAME; a variable set in the "
       "launcher's container reaches only the ranks that mpirun starts there)",
       flag, here, there, other - per_rank.begin(), count, per_rank.size());
 }

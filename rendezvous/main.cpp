@@ -48,9 +48,9 @@ Status serve(const Params& params) {
     spdlog::error("rendezvous: host {} lost: {}", host, why);
   };
   callbacks.deadline = [&](const std::string& summary) {
-    failure =
-        make_error(Exit::kTempFail, "rendezvous timed out after {} s: {}; raise TMPI_RENDEZVOUS_TIMEOUT",
-                   params.duration(param::kRendezvousTimeout).count() / 1000, summary);
+    failure = make_error(Exit::kTempFail, "rendezvous timed out after {} s: {}; raise {}",
+                         params.duration(param::kRendezvousTimeout).count() / 1000, summary,
+                         env_name(param::kRendezvousTimeout.name));
     io.stop();
   };
   // After the end, serve two more beat intervals so that every sidecar hears of it.

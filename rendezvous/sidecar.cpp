@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/http_client.h"
+#include "common/param_names.h"
+#include "common/params.h"
 #include "common/proof.h"
 #include "common/ssh_probe.h"
 #include "common/utf8.h"
@@ -94,9 +96,9 @@ Status Sidecar::run() {
   std::string last_problem = "the coordinator never answered";
   while (!stop_.load()) {
     if (clock_.now() - last_contact >= options_.deadline) {
-      return make_error(Exit::kTempFail,
-                        "gave up after {} s without the coordinator at {}: {}; raise TMPI_DEADLINE",
-                        options_.deadline.count() / 1000, options_.coordinator, last_problem);
+      return make_error(Exit::kTempFail, "gave up after {} s without the coordinator at {}: {}; raise {}",
+                        options_.deadline.count() / 1000, options_.coordinator, last_problem,
+                        env_name(param::kDeadline.name));
     }
     if (clock_.now() - last_probe >= probe_interval()) {
       probe_ssh_now();

@@ -73,7 +73,7 @@ for i in "${!presets[@]}"; do
   log=build/$preset/ctest-summary.log
   # One ctest job per core, and one more for the image build, which takes no core of its own
   # (tests/CMakeLists.txt, TMPI_BESIDE): every other test takes one of nproc "cores".
-  resources=build/$preset/ctest-resources.json
+  resources=$PWD/build/$preset/ctest-resources.json  # absolute: ctest reads it from the build folder
   printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}]}]}\n' \
     "$jobs" >"$resources"
   # shellcheck disable=SC2086 # TMPI_CTEST_ARGS is a list of words
