@@ -9,28 +9,6 @@
 
 namespace tmpi::launch {
 
-std::string_view event_reason(FailureKind kind) {
-  switch (kind) {
-    case FailureKind::kJobFailed:
-      return "JobFailed";
-    case FailureKind::kRankFailed:
-      return "RankFailed";
-    case FailureKind::kRankMisplaced:
-      return "RankMisplaced";
-    case FailureKind::kHostLost:
-      return "HostLost";
-    case FailureKind::kPreflightFailed:
-      return "PreflightFailed";
-    case FailureKind::kRendezvousTimeout:
-      return "RendezvousTimeout";
-    case FailureKind::kJobStopped:
-      return "JobStopped";
-    case FailureKind::kJobTimeout:
-      return "JobTimeout";
-  }
-  return "JobFailed";
-}
-
 std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHosts& ask_hosts) {
   if (outcome.primary) return outcome.primary;
   if (outcome.mpirun_status != 0 || outcome.secondary) {

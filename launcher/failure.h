@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/backoff.h"
+#include "common/choice.h"
 
 namespace tmpi::launch {
 
@@ -34,8 +35,20 @@ enum class FailureKind {
   kJobTimeout,         // the job ran past --timeout
 };
 
+inline constexpr Spellings<FailureKind, 8> kFailureKindSpellings{
+    {{"JobFailed", FailureKind::kJobFailed},
+     {"RankFailed", FailureKind::kRankFailed},
+     {"RankMisplaced", FailureKind::kRankMisplaced},
+     {"HostLost", FailureKind::kHostLost},
+     {"PreflightFailed", FailureKind::kPreflightFailed},
+     {"RendezvousTimeout", FailureKind::kRendezvousTimeout},
+     {"JobStopped", FailureKind::kJobStopped},
+     {"JobTimeout", FailureKind::kJobTimeout}}};
+
 // The Event reason of a kind: "RankFailed", "HostLost", ...
-std::string_view event_reason(FailureKind kind);
+constexpr std::string_view event_reason(FailureKind kind) {
+  return choice_name(kind, kFailureKindSpellings);
+}
 
 struct Failure {
   int code = 1;

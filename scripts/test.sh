@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds the dev (warnings as errors),
 # asan and fuzz (libFuzzer, bounded runs) presets, and runs every test of each with ctest;
-# beside the dev preset's tests, the house style (scripts/check_style.sh: clang-format and clang-tidy).
+# after the dev preset's tests, the house style (scripts/check_style.sh: clang-format and clang-tidy).
 # Cluster-in-a-box tests need root; they fail, never skip, without it.
 #
 # Every preset runs to the end, whatever an earlier one did: one red test must not hide
 # whole suites. Each preset gets a summary line (passed, failed, the failed tests' names),
 # and the run ends with the totals, and exits non-zero if any build or test failed.
-# Beside the tests, at the lowest CPU priority: the style check (beside dev's) and the next
-# preset's build (beside the others'); ctest gets one job more than cores, for the image
-# build, which takes none of its "cores" resource (tests/CMakeLists.txt).
+# The fuzz build runs beside the asan tests, at the lowest CPU priority (below, why).
 #
 #   TMPI_TEST_PRESETS="dev"   a quicker run (default: dev asan fuzz)
 #   TMPI_FRESH=1              run from nothing: every cache (TMPI_CACHE, normally
@@ -51,16 +49,11 @@ for i in "${!presets[@]}"; do
     total_failed=$((total_failed + 1))
     continue
   fi
-  # Work that needs no test's result runs beside the tests, at the lowest CPU priority, on
-  # what they leave idle: the cluster tests wait on pods, timeouts and the network much of
-  # the time. Beside the dev tests the house style (clang-tidy alone took 7 minutes of a
-  # fresh run after them); beside the others the next preset's build. Their lines are
-  # printed once the tests have ended.
-  style_pid=""
-  if [[ $preset == dev ]]; then
-    nice -n 19 bash scripts/check_style.sh >build/dev/style.log 2>&1 &
-    style_pid=$!
-  elif [[ -n $next ]]; then
+  # The next preset's build runs beside these tests (not beside dev's, whose fabric and fault
+  # rows measure bandwidth and time: a fresh run with the style check beside them was slower
+  # and failed a bandwidth floor), at the lowest CPU priority, on what they leave idle; its
+  # lines are printed when its turn comes.
+  if [[ $preset != dev && -n $next ]]; then
     mkdir -p build
     nice -n 19 bash -c "$(declare -f build_preset); jobs=$jobs; build_preset $next" >"build/$next-build.log" 2>&1 &
     early_pid=$! early_preset=$next
@@ -71,22 +64,13 @@ for i in "${!presets[@]}"; do
   extra=()
   [[ $preset == asan ]] && extra=(-LE extended)
   log=build/$preset/ctest-summary.log
-  # One ctest job per core, and one more for the image build, which takes no core of its own
-  # (tests/CMakeLists.txt, TMPI_BESIDE): every other test takes one of nproc "cores".
-  resources=$PWD/build/$preset/ctest-resources.json  # absolute: ctest reads it from the build folder
-  printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}]}]}\n' \
-    "$jobs" >"$resources"
   # shellcheck disable=SC2086 # TMPI_CTEST_ARGS is a list of words
-  ctest --preset "$preset" -j "$((jobs + 1))" --resource-spec-file "$resources" "${extra[@]}" ${TMPI_CTEST_ARGS:-} \
-    2>&1 | tee "$log"
+  ctest --preset "$preset" -j "$jobs" "${extra[@]}" ${TMPI_CTEST_ARGS:-} 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   style_line=""
-  if [[ -n $style_pid ]]; then
-    echo "== style: clang-format and clang-tidy (run beside the dev tests)"
-    style_status=0
-    wait "$style_pid" || style_status=$?
-    cat build/dev/style.log
-    if [[ $style_status == 0 ]]; then
+  if [[ $preset == dev ]]; then
+    echo "== style: clang-format and clang-tidy"
+    if bash scripts/check_style.sh; then
       style_line="style: format and tidy pass"
       total_passed=$((total_passed + 1))
     else

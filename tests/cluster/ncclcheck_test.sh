@@ -19,6 +19,11 @@ for node in "${nodes[@]}"; do init_node "$node"; done
 # keeps that noise from being a culprit. Real clusters, with cores of their own, want 0.5
 # or more (the default).
 sizes=(--min-bytes 64K --max-bytes 1M --pair-bytes 1M --min-fraction 0.05)
+# The cases where every link is healthy check the plumbing (the table, report.json, MPICH),
+# not the judgement (slow-link and the fabric matrix do). Here the 6 ranks take turns on 2
+# cores, and the ranks waiting for their round spin in MPI's progress loop: a healthy link
+# between two pods was seen at 1/43 of the best one, both looks, so these cases allow 1/100.
+healthy_sizes=(--min-bytes 64K --max-bytes 1M --pair-bytes 1M --min-fraction 0.01)
 check() {  # check [launcher options]: mpi-launcher check in the launcher pod
   in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --iface eth0 --nccl-check "$NC" "${sizes[@]}" "$@"
 }
@@ -35,7 +40,7 @@ case $case_name in
   pass)
     for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done
     out=$(in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" --beat-interval 1s \
-            --check mpi --nccl-check "$NC" "${sizes[@]}" -- true 2>&1) || fail "the run failed: $out"
+            --check mpi --nccl-check "$NC" "${healthy_sizes[@]}" -- true 2>&1) || fail "the run failed: $out"
     expect_contains "$out" "# nccl-check (mpi): 6 rank(s) on 3 host(s); Open MPI" "the table's title"
     expect_contains "$out" "size     time(us)      algbw      busbw   #wrong" "the table"
     expect_contains "$out" "# link ${nodes[0]} <-> ${nodes[2]}:" "a link line"
@@ -61,7 +66,7 @@ case $case_name in
     pass "--check mpi over 3 pods: every size, link and host measured, data right, in report.json" ;;
   mpich)
     out=$(in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --mpi mpich --check mpi \
-            --nccl-check "$NC.mpich" "${sizes[@]}" 2>&1) || fail "the check failed: $out"
+            --nccl-check "$NC.mpich" "${healthy_sizes[@]}" 2>&1) || fail "the check failed: $out"
     expect_contains "$out" "# nccl-check (mpi): 6 rank(s) on 3 host(s); MPICH Version: 4" "MPICH's table"
     expect_contains "$out" "the mpi fabric check passed" "the verdict"
     pass "--check mpi through MPICH hydra" ;;
