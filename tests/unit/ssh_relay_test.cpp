@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -201,18 +203,21 @@ TEST_F(RelayAnswers, AMalformedRequestIsRefusedAndAStoppingRelayLetsWaitersGo) {
 }
 
 // Its end is at once, not a poll slice (100 ms) later: the launcher's exit waits for it
-// (about 50 ms of every launch). Five relays, each idle in its accept loop.
+// (about 50 ms of every launch). Five relays, each idle in its accept loop; an end that
+// waited out the slice takes about 80 ms every time, so the median is judged (one end that
+// lost its core to another test for 60 ms says nothing about the relay).
 TEST_F(RelayAnswers, ItsEndIsPrompt) {
-  std::chrono::steady_clock::duration longest{};
+  std::vector<std::chrono::steady_clock::duration> ends;
   for (int i = 0; i < 5; ++i) {
     auto relay = SshRelay::start({"node-0.job"}, 2222);
     ASSERT_TRUE(relay) << relay.error().message;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the acceptor is in its poll
     auto r0 = std::chrono::steady_clock::now();
     relay->reset();
-    longest = std::max(longest, std::chrono::steady_clock::now() - r0);
+    ends.push_back(std::chrono::steady_clock::now() - r0);
   }
-  EXPECT_LT(longest, std::chrono::milliseconds(50));
+  std::ranges::sort(ends);
+  EXPECT_LT(ends[ends.size() / 2], std::chrono::milliseconds(40));
 }
 
 }  // namespace
