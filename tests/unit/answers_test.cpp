@@ -21,77 +21,80 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kKey = derive_rendezvous_key("answers test key");
+const std::string kAnswersKey = derive_rendezvous_key("answers test key");
 
 TEST(Answers, AnAnswerVerifiesOnlyForItsQuestionItsStatusAndItsKey) {
-  std::string body = answer_body(kKey, Kind::kBeat, "n1", BeatTaken{true, false});
-  auto taken = read_answer<BeatTaken>(kKey, Kind::kBeat, "n1", 200, body);
+  std::string body = answer_body(kAnswersKey, Kind::kBeat, "n1", BeatTaken{true, false});
+  auto taken = read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n1", 200, body);
   ASSERT_TRUE(taken);
   ASSERT_TRUE(std::holds_alternative<BeatTaken>(*taken));
   EXPECT_TRUE(std::get<BeatTaken>(*taken).barrier_open);
   EXPECT_FALSE(std::get<BeatTaken>(*taken).job_ended);
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kBeat, "n2", 200, body)) << "another question's";
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kRankBeat, "n1", 200, body)) << "another kind's";
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kBeat, "n1", 409, body)) << "another status";
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n2", 200, body)) << "another question's";
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kRankBeat, "n1", 200, body)) << "another kind's";
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n1", 409, body)) << "another status";
   EXPECT_FALSE(read_answer<BeatTaken>(derive_rendezvous_key("x"), Kind::kBeat, "n1", 200, body));
   json changed = json::parse(body);
   changed["jobEnded"] = true;
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kBeat, "n1", 200, changed.dump()));
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n1", 200, changed.dump()));
   json unsigned_body = json::parse(body);
   unsigned_body.erase("proof");
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kBeat, "n1", 200, unsigned_body.dump()));
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kBeat, "n1", 200, "<html>busy</html>"));
-  EXPECT_FALSE(read_answer<JobState>(kKey, Kind::kBeat, "n1", 200, R"({"jobEnded": true})"));
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n1", 200, unsigned_body.dump()));
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n1", 200, "<html>busy</html>"));
+  EXPECT_FALSE(read_answer<JobState>(kAnswersKey, Kind::kBeat, "n1", 200, R"({"jobEnded": true})"));
 }
 
 TEST(Answers, EachAnswerRoundTripsAndARefusalIsSignedWithItsStatus) {
-  auto registered = read_answer<Registered>(
-      kKey, Kind::kRegister, "n", 200, answer_body(kKey, Kind::kRegister, "n", Registered{false, 250, true}));
+  auto registered =
+      read_answer<Registered>(kAnswersKey, Kind::kRegister, "n", 200,
+                              answer_body(kAnswersKey, Kind::kRegister, "n", Registered{false, 250, true}));
   ASSERT_TRUE(registered && std::holds_alternative<Registered>(*registered));
   EXPECT_EQ(std::get<Registered>(*registered).beat_millis, 250);
   EXPECT_TRUE(std::get<Registered>(*registered).job_ended);
-  auto stop =
-      read_answer<StartAnswer>(kKey, Kind::kMayStart, "n", 200,
-                               answer_body(kKey, Kind::kMayStart, "n", StartAnswer{Decision::kStop, "why"}));
+  auto stop = read_answer<StartAnswer>(
+      kAnswersKey, Kind::kMayStart, "n", 200,
+      answer_body(kAnswersKey, Kind::kMayStart, "n", StartAnswer{Decision::kStop, "why"}));
   ASSERT_TRUE(stop && std::holds_alternative<StartAnswer>(*stop));
   EXPECT_EQ(std::get<StartAnswer>(*stop).decision, Decision::kStop);
   EXPECT_EQ(std::get<StartAnswer>(*stop).reason, "why");
-  auto epoch = read_answer<EpochTold>(kKey, Kind::kHello, "n", 200,
-                                      answer_body(kKey, Kind::kHello, "n", EpochTold{"e"}));
+  auto epoch = read_answer<EpochTold>(kAnswersKey, Kind::kHello, "n", 200,
+                                      answer_body(kAnswersKey, Kind::kHello, "n", EpochTold{"e"}));
   ASSERT_TRUE(epoch && std::holds_alternative<EpochTold>(*epoch));
   EXPECT_EQ(std::get<EpochTold>(*epoch).epoch, "e");
-  std::string refusal = answer_body(kKey, Kind::kBeat, "n", Refusal{409, kStaleEpoch});
-  auto refused = read_answer<BeatTaken>(kKey, Kind::kBeat, "n", 409, refusal);
+  std::string refusal = answer_body(kAnswersKey, Kind::kBeat, "n", Refusal{409, kStaleEpoch});
+  auto refused = read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n", 409, refusal);
   ASSERT_TRUE(refused && std::holds_alternative<Refusal>(*refused));
   EXPECT_EQ(std::get<Refusal>(*refused).why, kStaleEpoch);
-  EXPECT_FALSE(read_answer<BeatTaken>(kKey, Kind::kBeat, "n", 200, refusal)) << "a 409 is no 200";
-  EXPECT_FALSE(read_answer<StartAnswer>(kKey, Kind::kMayStart, "n", 200,
-                                        answer_body(kKey, Kind::kMayStart, "n", JobState{false})))
+  EXPECT_FALSE(read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, "n", 200, refusal)) << "a 409 is no 200";
+  EXPECT_FALSE(read_answer<StartAnswer>(kAnswersKey, Kind::kMayStart, "n", 200,
+                                        answer_body(kAnswersKey, Kind::kMayStart, "n", JobState{false})))
       << "a signed body of another shape is no answer";
 }
 
 TEST(Answers, TheCoordinatorsAnswersVerifyForTheRequestThatAsked) {
   CoordinatorConfig config;
   config.hosts = {"h.j"};
-  config.key = kKey;
+  config.key = kAnswersKey;
   config.epoch = "e1";
   config.gated = true;
   Coordinator coordinator(config, {}, Clock::time_point{} + 1000h);
   auto now = Clock::time_point{} + 1000h;
   Registration registration{"h.j", 8, 0, true, "", kVersion, random_nonce(), "e1"};
   Reply registered = coordinator.handle(
-      Call{"POST", kRegisterPath, signed_body(kKey, registration), "10.0.0.1", {"10.0.0.1"}}, now);
-  EXPECT_TRUE(
-      read_answer<Registered>(kKey, Kind::kRegister, registration.nonce, registered.status, registered.body));
+      Call{"POST", kRegisterPath, signed_body(kAnswersKey, registration), "10.0.0.1", {"10.0.0.1"}}, now);
+  EXPECT_TRUE(read_answer<Registered>(kAnswersKey, Kind::kRegister, registration.nonce, registered.status,
+                                      registered.body));
   MayStart question{0, "h", "e1", random_nonce()};
-  Reply wait =
-      coordinator.handle(Call{"POST", kMayStartPath, signed_body(kKey, question), "10.0.0.1", {}}, now);
-  auto decided = read_answer<StartAnswer>(kKey, Kind::kMayStart, question.nonce, wait.status, wait.body);
+  Reply wait = coordinator.handle(
+      Call{"POST", kMayStartPath, signed_body(kAnswersKey, question), "10.0.0.1", {}}, now);
+  auto decided =
+      read_answer<StartAnswer>(kAnswersKey, Kind::kMayStart, question.nonce, wait.status, wait.body);
   ASSERT_TRUE(decided && std::holds_alternative<StartAnswer>(*decided)) << wait.body;
   EXPECT_EQ(std::get<StartAnswer>(*decided).decision, Decision::kWait);
   Beat stale{"h.j", 1, "e0", random_nonce()};
-  Reply refused = coordinator.handle(Call{"POST", kBeatPath, signed_body(kKey, stale), "10.0.0.1", {}}, now);
-  auto again = read_answer<BeatTaken>(kKey, Kind::kBeat, stale.nonce, refused.status, refused.body);
+  Reply refused =
+      coordinator.handle(Call{"POST", kBeatPath, signed_body(kAnswersKey, stale), "10.0.0.1", {}}, now);
+  auto again = read_answer<BeatTaken>(kAnswersKey, Kind::kBeat, stale.nonce, refused.status, refused.body);
   ASSERT_TRUE(again && std::holds_alternative<Refusal>(*again)) << refused.body;
   EXPECT_EQ(std::get<Refusal>(*again).status, 409);
   Reply stranger = coordinator.handle(Call{"POST",

@@ -19,7 +19,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kKey =
+const std::string kCoordinatorKey =
     derive_rendezvous_key("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n");
 const std::vector<std::string> kHosts = {"j-node-0-0.j", "j-node-0-1.j", "j-node-0-2.j"};
 const std::map<std::string, std::string> kAddress = {
@@ -37,7 +37,7 @@ class CoordinatorTest : public ::testing::Test {
   CoordinatorConfig config() {
     CoordinatorConfig c;
     c.hosts = kHosts;
-    c.key = kKey;
+    c.key = kCoordinatorKey;
     c.lost_after = 15s;
     c.deadline = 60s;
     c.progress_every = 5s;
@@ -55,15 +55,15 @@ class CoordinatorTest : public ::testing::Test {
     return c;
   }
 
-  static Call register_call(const std::string& host, bool ssh_ready = true, const std::string& key = kKey,
-                            std::string nonce = "") {
+  static Call register_call(const std::string& host, bool ssh_ready = true,
+                            const std::string& key = kCoordinatorKey, std::string nonce = "") {
     if (nonce.empty()) nonce = random_nonce();
     Registration message{host, 8, 8, ssh_ready, ssh_ready ? "" : "sshd refused the job key", "0.1.0", nonce};
     auto address = kAddress.count(host) > 0 ? kAddress.at(host) : "10.9.9.9";
     return Call{"POST", "/v1/register", signed_body(key, message), address, {address}};
   }
   static Call beat_call(const std::string& host, long long seq) {
-    return Call{"POST", "/v1/beat", signed_body(kKey, Beat{host, seq}), kAddress.at(host), {}};
+    return Call{"POST", "/v1/beat", signed_body(kCoordinatorKey, Beat{host, seq}), kAddress.at(host), {}};
   }
   Reply send(const Call& call, std::chrono::seconds at = 0s) { return coordinator_.handle(call, t0_ + at); }
 
@@ -100,7 +100,7 @@ TEST_F(CoordinatorTest, ImpostorsAreRefusedWithAReason) {
 }
 
 TEST_F(CoordinatorTest, ReplayedNonceAndSecondClaimAreRefused) {
-  Call first = register_call(kHosts[0], true, kKey, "nonce-1");
+  Call first = register_call(kHosts[0], true, kCoordinatorKey, "nonce-1");
   EXPECT_EQ(send(first).status, 200);
   EXPECT_EQ(send(first).status, 403);  // the same message again
   Call other = register_call(kHosts[0]);
@@ -144,7 +144,7 @@ TEST_F(CoordinatorTest, APodRecreatedAfterTheBarrierIsLostAtOnce) {
       << events_.lost[0];
 }
 
-Call leave_call(const std::string& host, const std::string& from, const std::string& key = kKey) {
+Call leave_call(const std::string& host, const std::string& from, const std::string& key = kCoordinatorKey) {
   return Call{"POST", "/v1/leave", signed_body(key, Leave{host, random_nonce()}), from, {}};
 }
 
@@ -214,7 +214,7 @@ TEST_F(CoordinatorTest, HostWhoseBeatsStopIsLost) {
 
 TEST_F(CoordinatorTest, JobEndIsToldToSidecars) {
   for (const auto& host : kHosts) send(register_call(host));
-  std::string end = signed_body(kKey, EndJob{random_nonce()});
+  std::string end = signed_body(kCoordinatorKey, EndJob{random_nonce()});
   EXPECT_EQ(send(Call{"POST", "/v1/end", json{{"nonce", "x"}, {"proof", "00"}}.dump(), "", {}}).status, 403);
   EXPECT_EQ(send(Call{"POST", "/v1/end", end, "", {}}).status, 200);
   Reply beat = send(beat_call(kHosts[0], 1));
@@ -233,7 +233,7 @@ std::string address_of(const std::string& host) {
 // A body signed as the rank agent signs it, then changed by `edit` on the way; sent from its
 // host's address, which the host's name resolves to (the service's lookup).
 Call rank_call(const RankReport& report, const std::function<void(json&)>& edit = {}) {
-  json body = json::parse(signed_body(kKey, report));
+  json body = json::parse(signed_body(kCoordinatorKey, report));
   if (edit) edit(body);
   return Call{"POST", "/v1/rank", body.dump(), address_of(report.host), {address_of(report.host)}};
 }
@@ -288,7 +288,8 @@ TEST_F(CoordinatorTest, RankReportsAreSignedInEveryField) {
   EXPECT_EQ(deliver(rank_call(exit, [](json& body) { body["event"] = "restart"; })).status, 400);
 }
 
-Call rank_beat_call(int rank, const std::string& host, long long seq, const std::string& key = kKey) {
+Call rank_beat_call(int rank, const std::string& host, long long seq,
+                    const std::string& key = kCoordinatorKey) {
   return Call{"POST", "/v1/rank-beat", signed_body(key, RankBeat{rank, host, seq}), address_of(host), {}};
 }
 

@@ -31,8 +31,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kKey = derive_rendezvous_key("job key for the flood test");
-constexpr const char* kHost = "127.0.0.5";  // the job's one host: its name is its address
+const std::string kFloodKey = derive_rendezvous_key("job key for the flood test");
+constexpr const char* kFloodHost = "127.0.0.5";  // the job's one host: its name is its address
 
 std::size_t open_descriptors() {
   std::size_t count = 0;
@@ -88,7 +88,7 @@ int idle_connection(const char* from, unsigned short port) {
 
 long post(const std::string& target, unsigned short port, const std::string& body) {
   HttpClient client{TlsConfig{}};  // one per request: a new connection, as the agents make
-  HttpRequest request{"POST", fmt::format("http://127.0.0.1:{}{}", port, target), body, {}, 2s, kHost};
+  HttpRequest request{"POST", fmt::format("http://127.0.0.1:{}{}", port, target), body, {}, 2s, kFloodHost};
   auto response = client.send(request);
   return response ? response->status : -1;
 }
@@ -109,8 +109,8 @@ TEST(Flood, KeylessConnectionsBeyondTheCapDoNotKeepASignedBeatOut) {
   std::atomic<int> lost{0};
   boost::asio::io_context io;
   CoordinatorConfig config;
-  config.hosts = {kHost};
-  config.key = kKey;
+  config.hosts = {kFloodHost};
+  config.key = kFloodKey;
   config.lost_after = 1000ms;
   CoordinatorCallbacks callbacks;
   callbacks.host_lost = [&](const std::string&, const std::string&) { ++lost; };
@@ -132,11 +132,11 @@ TEST(Flood, KeylessConnectionsBeyondTheCapDoNotKeepASignedBeatOut) {
   ASSERT_EQ(read(ready[0], &byte, 1), 1) << "the flood never started";
   std::this_thread::sleep_for(300ms);  // the server takes the backlog: every slot is the flood's
   EXPECT_EQ(post(kRegisterPath, port,
-                 signed_body(kKey, Registration{kHost, 1, 0, true, "", kVersion, random_nonce()})),
+                 signed_body(kFloodKey, Registration{kFloodHost, 1, 0, true, "", kVersion, random_nonce()})),
             200);
   int answered = 0;
   for (int seq = 1; seq <= 15; ++seq) {
-    answered += post(kBeatPath, port, signed_body(kKey, Beat{kHost, seq})) == 200 ? 1 : 0;
+    answered += post(kBeatPath, port, signed_body(kFloodKey, Beat{kFloodHost, seq})) == 200 ? 1 : 0;
     std::this_thread::sleep_for(100ms);
   }
   std::string metrics = get("/metrics", port);

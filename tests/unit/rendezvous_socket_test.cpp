@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kKey = derive_rendezvous_key("job key for the socket test");
+const std::string kSocketKey = derive_rendezvous_key("job key for the socket test");
 
 class Running {
  public:
@@ -32,7 +32,7 @@ class Running {
     CoordinatorConfig config;
     for (int i = 0; i < hosts; ++i)
       config.hosts.push_back(fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200));
-    config.key = kKey;
+    config.key = kSocketKey;
     CoordinatorCallbacks callbacks;
     callbacks.barrier_open = [this] { opened_ = true; };
     service_ = std::make_unique<CoordinatorService>(io_, config, callbacks, limits);
@@ -68,34 +68,34 @@ long post(HttpClient& client, unsigned short port, const std::string& from, cons
 }
 
 json register_body(const std::string& host) {
-  return json::parse(signed_body(kKey, Registration{host, 1, 0, true, "", kVersion, random_nonce()}));
+  return json::parse(signed_body(kSocketKey, Registration{host, 1, 0, true, "", kVersion, random_nonce()}));
 }
 
 TEST(RendezvousSockets, ManyClientThreadsRegisterAndBeat) {
-  constexpr int kHosts = 64, kThreads = 8;
-  Running coordinator(kHosts);
+  constexpr int kHostCount = 64, kThreads = 8;
+  Running coordinator(kHostCount);
   std::atomic<int> accepted{0}, beats{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       HttpClient client{TlsConfig{}};
-      for (int i = t; i < kHosts; i += kThreads) {
+      for (int i = t; i < kHostCount; i += kThreads) {
         std::string host = fmt::format("127.0.{}.{}", 1 + i / 200, 2 + i % 200);
         if (post(client, coordinator.port(), host, "/v1/register", register_body(host)) == 200) ++accepted;
-        json beat = json::parse(signed_body(kKey, Beat{host, 1}));
+        json beat = json::parse(signed_body(kSocketKey, Beat{host, 1}));
         if (post(client, coordinator.port(), host, "/v1/beat", beat) == 200) ++beats;
       }
     });
   }
   for (auto& thread : threads) thread.join();
-  EXPECT_EQ(accepted.load(), kHosts);
-  EXPECT_EQ(beats.load(), kHosts);
+  EXPECT_EQ(accepted.load(), kHostCount);
+  EXPECT_EQ(beats.load(), kHostCount);
   EXPECT_TRUE(coordinator.opened());
   HttpClient client{TlsConfig{}};
   auto hosts = client.send(
       HttpRequest{"GET", fmt::format("http://127.0.0.1:{}/v1/hosts", coordinator.port()), "", {}, 2s, ""});
   ASSERT_TRUE(hosts);
-  EXPECT_EQ(json::parse(hosts->body)["ready"], kHosts);
+  EXPECT_EQ(json::parse(hosts->body)["ready"], kHostCount);
 }
 
 TEST(RendezvousSockets, ANameThatResolvesElsewhereIsRefused) {
@@ -225,7 +225,7 @@ TEST(RendezvousSockets, AtTheCapTheOldestIdleStrangerMakesRoomAndAKeyHolderNever
   std::this_thread::sleep_for(100ms);
   int proven[2];
   for (int& fd : proven) {
-    std::string body = signed_body(kKey, Hello{random_nonce()});
+    std::string body = signed_body(kSocketKey, Hello{random_nonce()});
     fd = held_connection(
         coordinator.port(),
         fmt::format("POST /v1/hello HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", body.size(), body));

@@ -124,7 +124,7 @@ JobHealth health(const std::string& phase, int running) {
   return h;
 }
 
-std::string metric(const nlohmann::json& status, const std::string& name) {
+std::string status_metric(const nlohmann::json& status, const std::string& name) {
   for (const auto& m : status.value("metrics", nlohmann::json::array())) {
     if (m["name"] == name) return m["value"];
   }
@@ -136,10 +136,10 @@ TEST_F(FakeStatusServer, TheTrainJobGetsTheStateAndTheFinalOne) {
   StatusReporter reporter(config(url), {}, clock_);
   reporter.update(health("Running", 4));
   for (int i = 0; i < 500 && reporter.counts().accepted == 0; ++i) clock_.sleep_for(20ms);  // 10 s
-  EXPECT_EQ(metric(trainer_status(), "mpi_phase"), "Running");
+  EXPECT_EQ(status_metric(trainer_status(), "mpi_phase"), "Running");
   EXPECT_TRUE(reporter.finish(health("Succeeded", 0), 5s));
   auto status = trainer_status();
-  EXPECT_EQ(metric(status, "mpi_phase"), "Succeeded");
+  EXPECT_EQ(status_metric(status, "mpi_phase"), "Succeeded");
   EXPECT_EQ(status["progressPercentage"], 100);
   for (const auto& request : requests()) EXPECT_TRUE(request["auth"].get<bool>()) << request;
 }
@@ -151,7 +151,7 @@ TEST_F(FakeStatusServer, ServerErrorsAreRetried) {
   auto counts = reporter.counts();
   EXPECT_EQ(counts.failed, 2);
   EXPECT_EQ(counts.accepted, 1);
-  EXPECT_EQ(metric(trainer_status(), "mpi_phase"), "Failed");
+  EXPECT_EQ(status_metric(trainer_status(), "mpi_phase"), "Failed");
 }
 
 TEST_F(FakeStatusServer, AForbiddenTokenStopsTheUpdatesAndNeverReachesTheLog) {
