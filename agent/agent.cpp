@@ -269,7 +269,7 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
     keep_in_touch(options, id, watch);
     end_if_orphaned(options, id, watch);
     if (g_signal != 0) {
-      kill(child, g_signal);
+      if (!watch.exited) kill(child, g_signal);  // once reaped, its pid may be another process's
       g_signal = 0;
     }
     pollfd fds[2] = {{watch.pipe_open ? err_fd : -1, POLLIN, 0}, {watch.exited ? -1 : exit_fd, POLLIN, 0}};

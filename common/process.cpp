@@ -4,16 +4,21 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "agent/contract.h"  // the trailer's name: constants only, no link to the agent
 #include "common/exec_plan.h"
@@ -35,12 +40,34 @@ ExecPlan plan_for_child(const std::vector<std::string>& argv, const std::map<std
   return {argv, env, std::pair<std::string, std::string>{std::string(contract::kEnvironEnd), "1"}};
 }
 
-// In the child, after fork(): its own process group, the default signal actions, then exec.
-// Only async-signal-safe calls (exec_plan.h): the parent has threads.
+// In the child, after fork(): a session of its own (and so a process group), the default
+// signal actions, then exec. Only async-signal-safe calls (exec_plan.h): the parent has threads.
 [[noreturn]] void exec_child(const ExecPlan& plan) {
-  setpgid(0, 0);
+  setsid();
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) std::signal(signal, SIG_DFL);
   plan.exec();
+}
+
+// The sessions of the commands this process started (their leaders' pids): what end_strays
+// may end. Bounded: a launcher starts a handful.
+std::mutex g_sessions_mutex;
+std::vector<pid_t> g_sessions;
+
+bool started_session(pid_t session) {
+  std::lock_guard lock(g_sessions_mutex);
+  return session > 0 && std::find(g_sessions.begin(), g_sessions.end(), session) != g_sessions.end();
+}
+
+// The parent's half of exec_child: the child's session is remembered, and this returns once
+// the child leads it (its first step), so that a signal to its group sent at once finds it.
+void await_own_session(pid_t child) {
+  {
+    std::lock_guard lock(g_sessions_mutex);
+    if (g_sessions.size() >= 4096) g_sessions.erase(g_sessions.begin());
+    g_sessions.push_back(child);
+  }
+  auto until = Clock::now() + Millis(1000);
+  while (getsid(child) != child && Clock::now() < until) sched_yield();
 }
 
 }  // namespace
@@ -98,7 +125,10 @@ void end_descendants(Clock::time_point kill_at) {
 }
 
 int end_strays() {
-  std::vector<pid_t> strays = children_of(getpid());
+  std::vector<pid_t> strays;
+  for (pid_t pid : children_of(getpid())) {
+    if (started_session(getsid(pid))) strays.push_back(pid);
+  }
   for (pid_t pid : strays) {
     if (getpgid(pid) == pid) kill(-pid, SIGKILL);  // its own group, with whatever it started
     kill(pid, SIGKILL);
@@ -113,7 +143,7 @@ Expected<ProcessGroup> ProcessGroup::spawn(const std::vector<std::string>& argv,
   pid_t pid = fork();
   if (pid < 0) return make_error(Exit::kOsErr, "cannot fork: {}", std::strerror(errno));
   if (pid == 0) exec_child(plan);
-  setpgid(pid, pid);  // also here, so that a signal sent at once finds the group
+  await_own_session(pid);
   return ProcessGroup(pid);
 }
 
@@ -163,6 +193,7 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
     close(out[1]);
     exec_child(plan);
   }
+  await_own_session(pid);
   close(out[1]);
   Captured captured;
   auto end = Clock::now() + timeout;
@@ -201,6 +232,24 @@ Expected<Captured> run_capture(const std::vector<std::string>& argv,
   waitpid(pid, &status, 0);
   captured.status = decode(status);
   return captured;
+}
+
+std::optional<std::uint64_t> capped_nofile(std::uint64_t soft, std::uint64_t hard, std::uint64_t cap) {
+  std::uint64_t fitted = std::min(hard, cap);  // RLIM_INFINITY is the largest value, so capped too
+  if (soft == fitted) return std::nullopt;
+  return fitted;
+}
+
+void fit_descriptor_limit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  auto soft = capped_nofile(limit.rlim_cur, limit.rlim_max);
+  if (!soft) return;
+  std::uint64_t was = limit.rlim_cur;
+  limit.rlim_cur = *soft;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0)
+    spdlog::debug("descriptor limit: soft nofile {} set to {} (the hard limit, at most {})", was, *soft,
+                  kNofileCap);
 }
 
 }  // namespace tmpi::launch

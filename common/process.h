@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -18,7 +19,8 @@ namespace tmpi::launch {
 
 class ProcessGroup {
  public:
-  // Starts argv with extra variables set; stdout and stderr are the launcher's.
+  // Starts argv with extra variables set, in a session (and group) of its own; stdout and
+  // stderr are the launcher's.
   static Expected<ProcessGroup> spawn(const std::vector<std::string>& argv,
                                       const std::map<std::string, std::string>& env);
   // The exit status (128+signal for a signal) once it has exited; nullopt while it runs.
@@ -38,8 +40,12 @@ class ProcessGroup {
 // off by a partition: no FIN ever reaches it, and it would wait for that host forever
 // (cluster.teardown.node-partitioned found one). As a child subreaper (adopt_orphans, once,
 // before the first command), the launcher becomes such an orphan's parent, and end_strays,
-// called when no command of its own runs, ends (SIGKILL, its group too) and reaps each one.
-// Returns how many there were. In a pod the container's end would kill them; in a
+// called when no command of its own runs, ends (SIGKILL, its group too) and reaps each one
+// that belongs to a session this process started: every command starts in a session of its
+// own (ProcessGroup::spawn, run_capture), which what it starts keeps unless it makes its own.
+// An orphan of another session is left alone: as PID 1 of its container, the launcher also
+// adopts what a person's `kubectl exec` shell left running, and that is not the job's.
+// Returns how many it ended. In a pod the container's end would kill them; in a
 // `kubectl exec` shell, or under a supervisor that restarts the launcher, nothing would.
 void adopt_orphans();
 int end_strays();
@@ -66,6 +72,22 @@ struct DoneWhen {
   std::function<bool(const std::string& output)> done;
   Millis linger{5000};
 };
+
+// The soft RLIMIT_NOFILE of a program that serves connections, and of all it starts. The
+// rendezvous coordinator's connection cap is the soft limit less a reserve
+// (rendezvous/http_server.h): containerd 2's soft 1024 would leave it 960 slots for every
+// pod's sidecar and agents, so below kNofileCap the soft limit is raised to the hard one (at
+// most kNofileCap). Past kNofileCap it is lowered to it: Open MPI's daemons close every
+// descriptor up to the soft limit in each child they fork (ORTE's and PRRTE's
+// orte|src/mca/odls/default/odls_default_module.c), and mpirun's start here inherits the
+// launcher's limit, so a container's 1 Mi or unlimited would make every start slow.
+// capped_nofile: the new soft limit, nullopt to keep it as it is.
+inline constexpr std::uint64_t kNofileCap = 65536;
+std::optional<std::uint64_t> capped_nofile(std::uint64_t soft, std::uint64_t hard,
+                                           std::uint64_t cap = kNofileCap);
+// Sets this process's soft limit to capped_nofile's (a debug line says so); called first by
+// mpi-launcher and by `mpi-rendezvous serve`, before any listener takes its cap from it.
+void fit_descriptor_limit();
 
 // Runs argv to completion (killed at `timeout`: Exit::kTempFail) and returns its output.
 // `stopped`, asked about every 200 ms, ends it early: the process group is killed and the

@@ -141,12 +141,6 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
   return {out.begin(), out.end()};
 }
 
-std::optional<std::uint64_t> capped_nofile(std::uint64_t soft, std::uint64_t hard, std::uint64_t cap) {
-  std::uint64_t fitted = std::min(hard, cap);  // RLIM_INFINITY is the largest value, so capped too
-  if (soft == fitted) return std::nullopt;
-  return fitted;
-}
-
 std::string shell_join(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) {

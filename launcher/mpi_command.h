@@ -58,17 +58,6 @@ std::vector<std::string> forwarded_env(const std::vector<std::string>& environme
                                        const std::vector<std::string>& names,
                                        const std::vector<std::string>& prefixes);
 
-// The soft RLIMIT_NOFILE that mpirun, and the daemons and ranks it starts here, get. Open MPI's
-// daemons close every descriptor up to the soft limit in each child they fork (ORTE's and
-// PRRTE's orte|src/mca/odls/default/odls_default_module.c), so a container's 1 Mi or unlimited
-// makes every start slow. Past kNofileCap it is lowered to it. Below it, it is raised to the
-// hard limit (at most kNofileCap): the coordinator's connection cap is the soft limit less a
-// reserve (rendezvous/http_server.h), and containerd 2's soft 1024 would leave it 960 slots
-// for every pod's sidecar and agents. nullopt: keep the soft limit as it is.
-inline constexpr std::uint64_t kNofileCap = 65536;
-std::optional<std::uint64_t> capped_nofile(std::uint64_t soft, std::uint64_t hard,
-                                           std::uint64_t cap = kNofileCap);
-
 // A shell-quoted rendering, for --dry-run and logs.
 std::string shell_join(const std::vector<std::string>& words);
 

@@ -12,8 +12,6 @@
 // first failed rank, a lost host, or a failed check).
 #include "launcher/run.h"
 
-#include <sys/resource.h>
-
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -64,20 +62,6 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
   if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written)
     spdlog::warn("report not written: {}", written.error().message);
   return error;
-}
-
-// The coordinator takes its connection cap from the soft nofile, and mpirun and all it starts
-// here inherit it (mpi_command.h): raised to the hard limit, capped at kNofileCap.
-void cap_descriptor_limit() {
-  struct rlimit limit {};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  auto soft = capped_nofile(limit.rlim_cur, limit.rlim_max);
-  if (!soft) return;
-  std::uint64_t was = limit.rlim_cur;
-  limit.rlim_cur = *soft;
-  if (setrlimit(RLIMIT_NOFILE, &limit) == 0)
-    spdlog::debug("descriptor limit: soft nofile {} set to {} (the hard limit, at most {})", was, *soft,
-                  kNofileCap);
 }
 
 // How mpirun ended: the failure that stopped it (nullopt when it exited on its own), and its status.
@@ -360,7 +344,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     std::cout << shell_join(build_command(prepared->plan)) << "\n";
     return ok_status();
   }
-  cap_descriptor_limit();
+  fit_descriptor_limit();  // before the coordinator's listener takes its cap
   catch_stop_signals();
   JobRun run(options, std::move(*prepared), t0);
   if (Status started = run.start(); !started)

@@ -17,6 +17,7 @@
 #include "common/job_key.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "common/process.h"
 #include "common/proof.h"
 #include "common/topology.h"
 #include "common/utf8.h"
@@ -62,6 +63,7 @@ Status serve(const Params& params) {
       if (!ec) io.stop();
     });
   };
+  launch::fit_descriptor_limit();  // the listener's connection cap is taken from it
   CoordinatorService service(io, config, callbacks);
   TMPI_ASSIGN(unsigned short port,
               service.listen(params.str(param::kListenAddress),

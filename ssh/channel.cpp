@@ -2,14 +2,24 @@
 // it would wait), and ssh_channel_read_nonblocking() both reads the socket and dispatches
 // what came (window adjustments, exit-status, EOF, close), so the loop calls it after every
 // poll, whether or not the socket was readable: libssh may hold data it has already read.
+//
+// The caller's stdout and stderr are written without blocking too (CallerOutput): a relay
+// thread blocked in a write to a pipe that nobody drains would hold the launcher's exit, and
+// report.json, for good. What the caller has not taken waits here, up to kOutputHeld a
+// stream; past that the channel is not read, and its window stops the command, as a full
+// pipe stops it under ssh.
 #include "ssh/channel.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -24,7 +34,8 @@ namespace tmpi::launch {
 namespace {
 
 constexpr int kChannelPollMs = 100;
-constexpr Millis kOpenTimeout(30000);  // the channel's open and the exec's answer, together
+constexpr Millis kOpenTimeout(30000);            // the channel's open and the exec's answer, together
+constexpr std::size_t kOutputHeld = 256 * 1024;  // a stream's output read and not yet taken
 
 struct ChannelFree {
   void operator()(ssh_channel channel) const {
@@ -56,8 +67,8 @@ class EventLoop {
     ssh_event_free(event_);
   }
   bool ready() const { return has_session_; }
-  void watch(int fd, bool* flag) {
-    if (ssh_event_add_fd(event_, fd, POLLIN, &raise_flag, flag) == SSH_OK) fds_.push_back(fd);
+  void watch(int fd, bool* flag, short events = POLLIN) {
+    if (ssh_event_add_fd(event_, fd, events, &raise_flag, flag) == SSH_OK) fds_.push_back(fd);
   }
   void unwatch(int fd) {
     ssh_event_remove_fd(event_, fd);
@@ -79,30 +90,104 @@ void wait_session(ssh_session session, int wake) {
   poll(fds.data(), wake >= 0 ? 2 : 1, kChannelPollMs);
 }
 
-bool write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    ssize_t written = ::write(fd, data, size);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return false;
-    data += written;
-    size -= static_cast<std::size_t>(written);
+// One of the caller's output descriptors, written only as far as it takes at once. A pipe
+// is opened again through /proc with O_NONBLOCK: an open file of its own, so that the flags
+// of the one that MPI shares stay as they are (where /proc is missing, a write waits for
+// POLLOUT and is at most PIPE_BUF, which a pipe with room takes whole). A socket takes
+// MSG_DONTWAIT; a file, /dev/null or a terminal is written as it is. A reader that died
+// drops the output, as ssh would die of it.
+class CallerOutput {
+ public:
+  explicit CallerOutput(int fd) : fd_(fd) {
+    struct stat status {};
+    if (fd < 0 || fstat(fd, &status) != 0) {
+      gone_ = true;
+    } else if (S_ISSOCK(status.st_mode)) {
+      socket_ = true;
+    } else if (S_ISFIFO(status.st_mode)) {
+      own_ = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (own_ >= 0) fd_ = own_;
+      gone_ = own_ < 0 && errno == ENXIO;  // no reader is left
+      guarded_ = own_ < 0;
+    }
+  }
+  CallerOutput(const CallerOutput&) = delete;
+  CallerOutput& operator=(const CallerOutput&) = delete;
+  ~CallerOutput() {
+    if (own_ >= 0) close(own_);
+  }
+
+  std::size_t room() const { return gone_ ? kOutputHeld : kOutputHeld - held_.size(); }
+  bool waiting() const { return !gone_ && !held_.empty(); }
+  int fd() const { return fd_; }
+  void add(const char* data, std::size_t size) {
+    if (!gone_) held_.append(data, size);
+  }
+  void flush() {
+    while (waiting()) {
+      ssize_t written = write_now();
+      if (written > 0) {
+        held_.erase(0, static_cast<std::size_t>(written));
+      } else if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+      } else if (written == 0 || errno != EINTR) {
+        gone_ = true;
+        held_.clear();
+      }
+    }
+  }
+
+ private:
+  ssize_t write_now() {
+    if (socket_) return send(fd_, held_.data(), held_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    std::size_t size = held_.size();
+    if (guarded_) {
+      pollfd writable{fd_, POLLOUT, 0};
+      if (poll(&writable, 1, 0) != 1 || (writable.revents & POLLOUT) == 0) {
+        errno = (writable.revents & (POLLERR | POLLHUP)) != 0 ? EPIPE : EAGAIN;
+        return -1;
+      }
+      size = std::min<std::size_t>(size, PIPE_BUF);
+    }
+    return ::write(fd_, held_.data(), size);
+  }
+
+  int fd_ = -1;
+  int own_ = -1;  // the pipe opened again, closed here
+  bool socket_ = false, guarded_ = false, gone_ = false;
+  std::string held_;
+};
+
+struct CallerOutputs {
+  CallerOutput out, err;
+  bool waiting() const { return out.waiting() || err.waiting(); }
+};
+
+// Moves what the channel holds into the caller's outputs, as far as each has room, and
+// writes what each takes now. False if the session failed.
+bool drain(ssh_channel channel, CallerOutputs& outputs) {
+  std::array<char, 32768> buffer{};
+  for (int is_stderr : {0, 1}) {
+    CallerOutput& output = is_stderr != 0 ? outputs.err : outputs.out;
+    output.flush();
+    while (output.room() > 0) {
+      auto wanted = static_cast<uint32_t>(std::min(buffer.size(), output.room()));
+      int got = ssh_channel_read_nonblocking(channel, buffer.data(), wanted, is_stderr);
+      if (got == SSH_ERROR) return false;
+      if (got <= 0) break;
+      output.add(buffer.data(), static_cast<std::size_t>(got));
+      output.flush();
+    }
   }
   return true;
 }
 
-// Moves what the channel holds to the caller; false if the session failed.
-bool drain(ssh_channel channel, const RemoteCall& call) {
-  std::array<char, 32768> buffer{};
-  for (int is_stderr : {0, 1}) {
-    while (true) {
-      int got = ssh_channel_read_nonblocking(channel, buffer.data(), buffer.size(), is_stderr);
-      if (got == SSH_ERROR) return false;
-      if (got <= 0) break;
-      // A caller's stdout that is gone (its reader died) drops the output, as ssh would die of it.
-      write_all(is_stderr != 0 ? call.err : call.out, buffer.data(), static_cast<std::size_t>(got));
-    }
-  }
-  return true;
+// Keeps `fd` in the loop's wait exactly while `wanted` (`watched`: whether it is now).
+void watch_while(EventLoop& loop, int fd, bool wanted, bool& watched, bool* flag, short events) {
+  if (wanted == watched) return;
+  if (wanted) loop.watch(fd, flag, events);
+  if (!wanted) loop.unwatch(fd);
+  watched = wanted;
 }
 
 // "PROBLEM (libssh's error)": the session failed, and no further command may use it.
@@ -176,10 +261,11 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   if (auto failed = start_command(session, channel.get(), call, stop)) return *failed;
   // The loop's one wait: an event holding the session (libssh reads and dispatches every
   // packet that comes, which ssh_channel_read_nonblocking() stops doing once the remote side
-  // sent EOF: the exit-status and the close after it would wait forever) and the caller's
-  // socket and stdin, whose callbacks only raise flags.
+  // sent EOF: the exit-status and the close after it would wait forever), the caller's socket,
+  // its stdin while the channel's window can take more, and its outputs while output waits
+  // for them; their callbacks only raise flags.
   struct Flags {
-    bool caller_left = false, stdin_ready = false, woken = false;
+    bool caller_left = false, stdin_ready = false, output_ready = false, woken = false;
   } flags;
   EventLoop loop(session);
   if (!loop.ready()) return session_lost(session, "no event loop");
@@ -187,28 +273,30 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   if (call.wake >= 0) loop.watch(call.wake, &flags.woken);  // `stop` is then set: seen at the top
   StdinRelay in;
   in.open = call.in >= 0;
+  CallerOutputs outputs{CallerOutput(call.out), CallerOutput(call.err)};
+  std::array<bool, 3> watched{};  // stdin, stdout, stderr
+  bool ended = false;
   while (true) {
-    bool drained = drain(channel.get(), call);
-    bool eof = ssh_channel_is_eof(channel.get()) != 0;
+    bool drained = drain(channel.get(), outputs);
     // The command's end: the channel closed, or its output ended and its exit status came.
-    if (ssh_channel_is_closed(channel.get()) != 0 ||
-        (eof && drained && ssh_channel_get_exit_status(channel.get()) >= 0)) {
-      drain(channel.get(), call);  // what came in the same packets as the close
-      break;
+    // The loop goes on until the caller has taken the output.
+    if (!ended &&
+        (ssh_channel_is_closed(channel.get()) != 0 || (ssh_channel_is_eof(channel.get()) != 0 && drained &&
+                                                       ssh_channel_get_exit_status(channel.get()) >= 0))) {
+      ended = true;
+      drained = drain(channel.get(), outputs);  // what came in the same packets as the close
     }
+    if (ended && (!outputs.waiting() || !drained)) break;
     if (!drained) return session_lost(session, "the connection failed");
     if (stop.load()) return RemoteExit{255, "the launcher stopped", false};
-    // stdin is watched only while nothing read from it waits for the channel's window.
-    bool watch = in.open && in.pending.empty();
-    if (watch != in.watched) {
-      if (watch) loop.watch(call.in, &flags.stdin_ready);
-      if (!watch) loop.unwatch(call.in);
-      in.watched = watch;
-    }
+    watch_while(loop, call.in, !ended && in.open && in.pending.empty(), watched[0], &flags.stdin_ready,
+                POLLIN);
+    watch_while(loop, outputs.out.fd(), outputs.out.waiting(), watched[1], &flags.output_ready, POLLOUT);
+    watch_while(loop, outputs.err.fd(), outputs.err.waiting(), watched[2], &flags.output_ready, POLLOUT);
     flags.stdin_ready = false;
     loop.wait(kChannelPollMs);
     if (flags.caller_left) return RemoteExit{255, "the caller went away", false};
-    if (!pass_stdin(channel.get(), call, in, flags.stdin_ready))
+    if (!ended && !pass_stdin(channel.get(), call, in, flags.stdin_ready))
       return session_lost(session, "the connection failed");
   }
   if (ssh_is_connected(session) == 0) return session_lost(session, "the connection closed");

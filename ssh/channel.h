@@ -6,8 +6,10 @@
 // caller's descriptors, its stdin comes from theirs (EOF passed on as EOF), and the loop ends
 // when the remote side closes the channel, when the caller goes away (MPI killed its ssh: the
 // channel is closed, as sshd would see a killed ssh's connection close), or when the relay
-// stops. No step waits on the network for longer than that poll: a host cut off by a
-// partition holds one relay thread for at most 100 ms after the launcher stops.
+// stops. No step waits on the network, or on the caller, for longer than that poll: a host
+// cut off by a partition, or a caller whose output pipe nobody drains (its output waits in a
+// bounded buffer, and the channel's window holds the command back), holds one relay thread
+// for at most 100 ms after the launcher stops.
 #pragma once
 
 #include <atomic>

@@ -29,7 +29,7 @@ namespace {
 
 constexpr int kRelayPollMs = 100;
 constexpr Millis kRequestTimeout(5000);
-constexpr std::size_t kMaxCallers = 65536;  // requests in a launch: MPI asks once per host
+constexpr std::size_t kMaxCallers = 65536;  // requests at once: MPI asks once per host
 // mpirun may ask before the check has reached its host; the check's handshakes end within
 // their own 10 s timeout, so this only bounds a check that never reports.
 constexpr Millis kVerdictTimeout(60000);
@@ -176,7 +176,7 @@ SshRelay::~SshRelay() {
   changed_.notify_all();
   [[maybe_unused]] ssize_t woken = write(wake_[1], "x", 1);  // every poll below returns now
   if (acceptor_.joinable()) acceptor_.join();
-  std::vector<std::jthread> callers;
+  std::vector<Caller> callers;
   {
     std::lock_guard lock(mutex_);
     callers.swap(callers_);
@@ -244,13 +244,19 @@ void SshRelay::accept_loop() {
       continue;
     }
     std::lock_guard lock(mutex_);
+    std::erase_if(callers_, [](const Caller& ended) { return ended.done->load(); });
     if (callers_.size() >= kMaxCallers) {  // a flood of requests (MPI asks once a host): ssh serves the rest
       answer(caller, "fallback");
       close(caller);
       continue;
     }
     try {
-      callers_.emplace_back([this, caller] { serve(caller); });
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      callers_.push_back({std::jthread([this, caller, done] {
+                            serve(caller);
+                            done->store(true);  // its last step: joining it then waits for nothing
+                          }),
+                          done});
     } catch (const std::system_error& e) {  // no thread to be had: that daemon's ssh is the real one
       answer(caller, "fallback");
       close(caller);

@@ -93,8 +93,15 @@ class SshRelay {
   std::map<std::string, Slot> slots_;
   std::map<std::string, std::string> short_names_;  // "node-0" -> its full name; "" if two share it
   Counts counts_;
-  std::vector<std::jthread> callers_;  // one per request, joined at destruction
-  std::jthread acceptor_;              // started by start(), once everything above exists
+  // One thread a request. A thread that has answered raises its flag, and is joined when the
+  // next request comes (a terminated thread holds its stack until joined); those still
+  // running are joined at destruction, each ending as soon as it sees stop_.
+  struct Caller {
+    std::jthread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Caller> callers_;
+  std::jthread acceptor_;  // started by start(), once everything above exists
 };
 
 }  // namespace tmpi::launch

@@ -352,8 +352,26 @@ case $case_name in
     rm -f "$CIB_DIR/stub/used"
     rs "${nodes[0]}.$sub" true || fail "the host did not serve again after its caller was killed"
     [[ ! -e $CIB_DIR/stub/used ]] || fail "the host went to ssh after its caller was killed: $(cat "$CIB_DIR/stub/used")"
+    # A caller whose output nobody reads (a FIFO held open and never read): the relay keeps
+    # at most its bounded buffer, the channel's window holds the command back, and nothing
+    # blocks, so the relay's end is prompt and the command is ended (a blocking write once
+    # held the launcher's exit, and report.json, for good).
+    mkfifo "$CIB_DIR/stalled"
+    exec {held}<>"$CIB_DIR/stalled"
+    rs "${nodes[1]}" 'head -c 50000000 /dev/zero; echo done' > "$CIB_DIR/stalled" 2>/dev/null & stalled=$!
+    sleep 1
+    # (pods share the host's pid namespace; the pattern matches the remote head alone, not
+    # mpi-ssh's command line that carries it, nor itself)
+    pgrep -f '^head -c 5000000[0]' >/dev/null || fail "the stalled command is not running"
     exec {PROBE[1]}>&-
-    read -r -t 10 counts <&"${PROBE[0]}" || fail "the relay probe did not end"
+    t1=$(date +%s%N)
+    read -r -t 10 counts <&"${PROBE[0]}" || fail "the relay probe did not end (a caller's undrained output held it)"
+    (( $(ms_since "$t1") < 2000 )) || fail "the relay took $(ms_since "$t1") ms to end beside an undrained caller"
+    rc=0; wait "$stalled" || rc=$?
+    [[ $rc == 255 ]] || fail "the stalled caller: mpi-ssh exited $rc, expected 255 (the launcher stopped)"
+    exec {held}>&-
+    for _ in $(seq 1 20); do pgrep -f '^head -c 5000000[0]' >/dev/null || break; sleep 0.25; done
+    ! pgrep -f '^head -c 5000000[0]' >/dev/null || fail "the stalled command outlived its channel"
     [[ $counts == "relayed 4, fell back 1, failed 0" ]] || fail "the probe's counts: $counts"
     row "MPI's ssh, at the defaults (the ssh check beside the launch)" "every daemon over the check's connections, no ssh client run (Open MPI, MPICH)" "both jobs in $relayed_ms ms"
     pass "Open MPI's and MPICH's daemons ran over the ssh check's connections; the real ssh never ran" ;;

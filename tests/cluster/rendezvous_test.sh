@@ -8,11 +8,21 @@ coordinator_log="$CIB_DIR/coordinator.log"
 "$CIB" stop "$late"   # not scheduled yet
 init_launcher
 for node in "${nodes[0]}" "${nodes[1]}"; do init_node "$node"; done
-"$CIB" exec "$launcher" -- "$TMPI_BUILD_DIR/bin/mpi-rendezvous" serve --hosts "$ETC_MPI/hosts.json" \
+# Under containerd 2's descriptor limits (soft 1024) with room above them: the coordinator's
+# connection cap is its soft limit less a reserve, so it raises the soft limit to the hard one.
+"$CIB" exec "$launcher" -- prlimit --nofile=1024:8192 "$TMPI_BUILD_DIR/bin/mpi-rendezvous" serve --hosts "$ETC_MPI/hosts.json" \
   --rendezvous-timeout 60s --beat-interval 1s --lost-after 3s > "$coordinator_log" 2>&1 &
 coordinator=$!
 for node in "${nodes[0]}" "${nodes[1]}"; do start_sidecar "$node" --deadline 60s; done
 wait_for "waiting for $late.$sub (no registration)" "$coordinator_log" 15
+serving=""
+for pid in $(pgrep -f "mpi-rendezvous serve --hosts $ETC_MPI/hosts.json"); do
+  [[ $(readlink "/proc/$pid/exe") == */bin/mpi-rendezvous ]] && serving=$pid
+done
+[[ -n $serving ]] || fail "no mpi-rendezvous serve process found"
+soft=$(awk '/^Max open files/ { print $4 }' "/proc/$serving/limits")
+[[ $soft == 8192 ]] || fail "mpi-rendezvous serve kept a soft nofile of $soft under a hard 8192 (expected it raised to 8192)"
+pass "the coordinator raised its soft nofile from 1024 to the hard 8192"
 sleep 10
 # The late pod's sidecar starts before its sshd, as a native sidecar does: it asks sshd
 # again every 0.5 s (not every 15 s) and says so at once, so the barrier opens within 4 s.

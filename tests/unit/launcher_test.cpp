@@ -210,37 +210,52 @@ TEST(Process, AForkThatFailsIsAnErrorAndSignalsNobody) {
 
 // Open MPI starts each ssh in a process group of its own, so ending mpirun's group leaves
 // the ssh to a host cut off by a partition (cluster.teardown.node-partitioned found one): the
-// launcher adopts such an orphan and ends it. Here a stray in its own group holds a pipe's
-// only writer; its end is seen as the pipe's EOF. (In a child: the subreaper is for life.)
-TEST(Process, AnOrphanInAGroupOfItsOwnIsAdoptedAndEnded) {
+// launcher adopts such an orphan and ends it. Here the stand-in for mpirun (a shell started as
+// the launcher starts mpirun) leaves a stray in a group of its own (perl's setpgrp) holding a
+// pipe's only writer; its end is seen as the pipe's EOF. An orphan of a session the launcher
+// did not start (a person's `kubectl exec` shell left it) holds another pipe, and is left
+// alone. (In a child: the subreaper is for life.)
+TEST(Process, AnOrphanOfACommandsSessionIsEndedAndAnotherSessionsIsLeftAlone) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     adopt_orphans();
-    int pipe_fds[2];
-    if (pipe(pipe_fds) != 0) _exit(9);
-    pid_t middle = fork();
-    if (middle == 0) {
-      if (fork() == 0) {  // the stray: mpirun's ssh
-        setpgid(0, 0);
-        close(pipe_fds[0]);
+    int ours[2], theirs[2];
+    if (pipe(ours) != 0 || pipe(theirs) != 0) _exit(9);
+    pid_t shell = fork();  // the other session's: setsid, start a stray, go
+    if (shell == 0) {
+      setsid();
+      if (fork() == 0) {
+        close(theirs[0]);
+        close(ours[1]);
         sleep(60);
         _exit(0);
       }
-      _exit(0);  // mpirun ends: the stray is an orphan
+      _exit(0);
     }
-    close(pipe_fds[1]);
-    waitpid(middle, nullptr, 0);
+    waitpid(shell, nullptr, 0);
+    close(theirs[1]);
+    auto mpirun =
+        ProcessGroup::spawn({"/bin/sh", "-c", "perl -e 'setpgrp; exec @ARGV' sleep 60 & exit 0"}, {});
+    if (!mpirun) _exit(8);
+    close(ours[1]);
+    while (!mpirun->poll()) usleep(10000);
     int ended = end_strays();
-    pollfd readable{pipe_fds[0], POLLIN, 0};
+    pollfd readable{ours[0], POLLIN, 0};
     char byte = 0;
-    ssize_t got = poll(&readable, 1, 5000) > 0 ? read(pipe_fds[0], &byte, 1) : -1;
+    ssize_t got = poll(&readable, 1, 5000) > 0 ? read(ours[0], &byte, 1) : -1;
+    pollfd other{theirs[0], POLLIN, 0};
+    bool other_alive = poll(&other, 1, 200) == 0;  // no EOF: its writer lives
+    for (pid_t pid : descendants()) kill(pid, SIGKILL);
+    end_descendants(Clock::now());
+    if (!other_alive) _exit(20);
     _exit(ended == 1 && got == 0 ? 0 : 10 + ended);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child was killed: signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "9: no pipe; 10+N: N strays ended (1 expected), or the stray lives on";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "8: no spawn; 9: no pipe; 10+N: N strays ended (1 expected), or "
+                                       "ours lives on; 20: the other session's orphan was ended";
 }
 
 // What the launcher says of the strays it ended, at the default level (info) and at debug.

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "common/params.h"
+#include "common/process.h"
 #include "launcher/mpi_command.h"
 #include "launcher/mpirun_grammar.h"
 

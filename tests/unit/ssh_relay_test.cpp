@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -87,6 +88,32 @@ struct Ran {
   int status = -1;
   std::string out, err;
 };
+
+// A request with a length past the bound and no descriptors, sent to the relay at
+// `socket_path`; its answer ("" when none came).
+std::string junk_request(const std::string& socket_path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(), sizeof address.sun_path - 1);
+  std::string junk = "tmpi-ssh-relay 1\n\xff\xff\xff\xff";
+  char answer[128] = {};
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      write(fd, junk.data(), junk.size()) != static_cast<ssize_t>(junk.size()) ||
+      read(fd, answer, sizeof answer - 1) <= 0)
+    answer[0] = '\0';
+  close(fd);
+  return answer;
+}
+
+// This process's virtual size, in KiB (/proc/self/status).
+long virtual_kib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stol(line.substr(7));
+  }
+  return -1;
+}
 
 class RelayAnswers : public ::testing::Test {
  protected:
@@ -172,17 +199,8 @@ TEST_F(RelayAnswers, AHostTheCheckRefusedFailsWithTheChecksReason) {
 TEST_F(RelayAnswers, AMalformedRequestIsRefusedAndAStoppingRelayLetsWaitersGo) {
   auto relay = SshRelay::start({"node-0.job"}, 2222);
   ASSERT_TRUE(relay) << relay.error().message;
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, (*relay)->socket_path().c_str(), sizeof address.sun_path - 1);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  std::string junk = "tmpi-ssh-relay 1\n\xff\xff\xff\xff";  // a length past the bound, and no descriptors
-  ASSERT_EQ(write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
-  char answer[128] = {};
-  ASSERT_GT(read(fd, answer, sizeof answer - 1), 0);
-  EXPECT_EQ(std::string(answer), "fail the request to the launcher's ssh relay was malformed\n");
-  close(fd);
+  EXPECT_EQ(junk_request((*relay)->socket_path()),
+            "fail the request to the launcher's ssh relay was malformed\n");
   // node-0 has no verdict yet: the request waits, until the relay goes.
   std::string socket_path = (*relay)->socket_path();
   std::chrono::steady_clock::duration reset_took{};
@@ -200,6 +218,20 @@ TEST_F(RelayAnswers, AMalformedRequestIsRefusedAndAStoppingRelayLetsWaitersGo) {
   EXPECT_EQ(ran.status, 255);
   EXPECT_NE(ran.err.find("mpi-ssh: node-0.job: "), std::string::npos) << ran.err;
   EXPECT_FALSE(std::filesystem::exists(socket_path)) << "the relay's folder outlived it";
+}
+
+// A thread that has answered its request is joined when the next request comes, not kept to
+// the end: a terminated thread holds its stack (8 MiB of address space) until it is joined,
+// and a long job's relay would gather one a request.
+TEST_F(RelayAnswers, AnsweredCallersAreJoinedAsNewOnesCome) {
+  auto relay = SshRelay::start({"node-0.job"}, 2222);
+  ASSERT_TRUE(relay) << relay.error().message;
+  ASSERT_NE(junk_request((*relay)->socket_path()), "");
+  long before = virtual_kib();
+  for (int i = 0; i < 200; ++i) ASSERT_NE(junk_request((*relay)->socket_path()), "") << "request " << i;
+  long grown_mib = (virtual_kib() - before) / 1024;
+  EXPECT_LT(grown_mib, 200) << "200 answered requests grew the address space by " << grown_mib << " MiB";
+  EXPECT_EQ((*relay)->counts().failed, 201);
 }
 
 // Its end is at once, not a poll slice (100 ms) later: the launcher's exit waits for it
