@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which translation units clang-tidy reads so that every given source is checked once.
+"""Which translation units clang-tidy reads so that every given source is checked.
 
 The dev preset compiles in unity batches: CMake writes files of `#include "/abs/x.cpp"`
 lines (build/.../Unity/unity_N_cxx.cxx), and compile_commands.json names those batches, not
