@@ -196,28 +196,37 @@ TEST_F(RelayAnswers, AHostTheCheckRefusedFailsWithTheChecksReason) {
   EXPECT_EQ((*relay)->counts().failed, 1);
 }
 
+// A relay that stops tells a request still waiting for its verdict: a waiter left to its
+// verdict timeout (a minute) would hold the launcher's end; the 3 s bound catches that. The
+// stop's own length is judged by the median of three, as in ItsEndIsPrompt: one stop that
+// lost its core beside other tests says nothing (a single stop took 119 ms so under asan).
 TEST_F(RelayAnswers, AMalformedRequestIsRefusedAndAStoppingRelayLetsWaitersGo) {
-  auto relay = SshRelay::start({"node-0.job"}, 2222);
-  ASSERT_TRUE(relay) << relay.error().message;
-  EXPECT_EQ(junk_request((*relay)->socket_path()),
-            "fail the request to the launcher's ssh relay was malformed\n");
-  // node-0 has no verdict yet: the request waits, until the relay goes.
-  std::string socket_path = (*relay)->socket_path();
-  std::chrono::steady_clock::duration reset_took{};
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    auto r0 = std::chrono::steady_clock::now();
-    relay->reset();
-    reset_took = std::chrono::steady_clock::now() - r0;
-  });
-  auto t0 = std::chrono::steady_clock::now();
-  Ran ran = mpi_ssh(socket_path, {"node-0.job", "true"});
-  stopper.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
-  EXPECT_LT(reset_took, std::chrono::milliseconds(100)) << "a waiter is told at once";
-  EXPECT_EQ(ran.status, 255);
-  EXPECT_NE(ran.err.find("mpi-ssh: node-0.job: "), std::string::npos) << ran.err;
-  EXPECT_FALSE(std::filesystem::exists(socket_path)) << "the relay's folder outlived it";
+  std::vector<std::chrono::steady_clock::duration> resets;
+  for (int round = 0; round < 3; ++round) {
+    auto relay = SshRelay::start({"node-0.job"}, 2222);
+    ASSERT_TRUE(relay) << relay.error().message;
+    EXPECT_EQ(junk_request((*relay)->socket_path()),
+              "fail the request to the launcher's ssh relay was malformed\n");
+    // node-0 has no verdict yet: the request waits, until the relay goes.
+    std::string socket_path = (*relay)->socket_path();
+    std::chrono::steady_clock::duration reset_took{};
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      auto r0 = std::chrono::steady_clock::now();
+      relay->reset();
+      reset_took = std::chrono::steady_clock::now() - r0;
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    Ran ran = mpi_ssh(socket_path, {"node-0.job", "true"});
+    stopper.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+    resets.push_back(reset_took);
+    EXPECT_EQ(ran.status, 255);
+    EXPECT_NE(ran.err.find("mpi-ssh: node-0.job: "), std::string::npos) << ran.err;
+    EXPECT_FALSE(std::filesystem::exists(socket_path)) << "the relay's folder outlived it";
+  }
+  std::ranges::sort(resets);
+  EXPECT_LT(resets[1], std::chrono::milliseconds(60)) << "a waiter is told at once";
 }
 
 // A thread that has answered its request is joined when the next request comes, not kept to
