@@ -134,9 +134,20 @@ int pass_start_gate(const RankAgentOptions& options, const RankIdentity& id) {
     return 0;
   }
   bool stopped = verdict.answer == GateAnswer::kStop;
-  std::fprintf(stderr, "mpi-rank: rank %d: not starting it: %s\n", id.rank,
-               log::printable(stopped ? "the launcher says: " + verdict.reason : verdict.reason).c_str());
-  return static_cast<int>(stopped ? Exit::kUnavailable : Exit::kTempFail);
+  std::string why =
+      fmt::format("mpi-rank: rank {}: not starting it: {}", id.rank,
+                  log::printable(stopped ? "the launcher says: " + verdict.reason : verdict.reason));
+  std::fprintf(stderr, "%s\n", why.c_str());
+  auto code = static_cast<int>(stopped ? Exit::kUnavailable : Exit::kTempFail);
+  // Where only the answers were forged on the way, the report passes: the job stops at once.
+  if (!stopped) {
+    RankReport gave_up;
+    gave_up.event = rdv::RankEventKind::kExit;
+    gave_up.code = code;
+    gave_up.tail = why;
+    report(options, id, gave_up);
+  }
+  return code;
 }
 
 // The MPI daemon that started this agent (orted, prted, hydra_pmi_proxy) waits for a word from

@@ -112,6 +112,13 @@ Reply Coordinator::handle(const Call& call, Clock::time_point now) {
     if (call.target == "/readyz") {
       return barrier_open_ ? Reply{200, "ready\n", "text/plain"} : Reply{503, summary() + "\n", "text/plain"};
     }
+    bool view = call.target == "/metrics" || call.target == "/v1/hosts";
+    if (view && !from_inside_pod(call)) {
+      return refuse(403, "",
+                    fmt::format("{} is served on loopback only: run `mpi-launcher hosts` or curl in the "
+                                "launcher's pod (kubectl exec), or kubectl port-forward to it",
+                                call.target));
+    }
     if (call.target == "/metrics") return Reply{200, metrics(), "text/plain; version=0.0.4"};
     if (call.target == "/v1/hosts") return Reply{200, hosts_json(now), "application/json"};
   } else if (call.method == "POST") {

@@ -19,8 +19,9 @@
 //        (a request of another epoch is a 409, "register again").
 //   POST /v1/leave     a sidecar's SIGTERM: before the barrier its host waits again (a new
 //        pod may come); after it, the host is lost at once, not after lost_after.
-//   GET /v1/hosts (the health table), /healthz, /readyz (200 once the barrier is open),
-//   /metrics (Prometheus text).
+//   GET /v1/hosts (the health table) and /metrics (Prometheus text) from inside the pod only
+//   (loopback: they name every host and its address, nothing a stranger needs); /healthz and
+//   /readyz (200 once the barrier is open) from anywhere, as the kubelet probes them.
 #pragma once
 
 #include <functional>
@@ -45,6 +46,10 @@ struct Call {
   std::vector<std::string> resolved;  // what the claimed host resolves to (register only)
   nlohmann::json parsed = nullptr;    // the body, once host_to_resolve has parsed it
 };
+
+// A call from this process (no peer) or over loopback: from inside the coordinator's own pod,
+// where a person's `kubectl exec` and `kubectl port-forward` arrive, and no other pod does.
+bool from_inside_pod(const Call& call);
 
 struct Reply {
   int status = 200;

@@ -29,13 +29,18 @@ Reply Coordinator::hello(const Call& call) {
       200, answer_body(config_.key, Kind::kHello, std::get<Hello>(parsed).nonce, EpochTold{config_.epoch}));
 }
 
+bool from_inside_pod(const Call& call) {
+  if (call.peer.empty()) return true;
+  boost::system::error_code not_an_address;
+  auto peer = boost::asio::ip::make_address(call.peer, not_an_address);
+  return !not_an_address && peer.is_loopback();
+}
+
 // The end stops loss detection for the rest of the job, so it is taken only from this
 // process (a call with no peer: the launcher's own) or from loopback (`mpi-rendezvous end`
 // beside the coordinator): never from the network, where every key holder could send it.
 Reply Coordinator::end(const Call& call) {
-  boost::system::error_code not_an_address;
-  auto peer = boost::asio::ip::make_address(call.peer, not_an_address);
-  if (!call.peer.empty() && (not_an_address || !peer.is_loopback()))
+  if (!from_inside_pod(call))
     return refuse(403, "",
                   "the end is taken only from loopback: run `mpi-rendezvous end` beside the coordinator");
   json body = parse_body(call.body);

@@ -181,7 +181,7 @@ case $case_name in
     wait_for "registered with" "$CIB_DIR/pods/${nodes[1]}/sidecar.log" 30
     start_sidecar "${nodes[0]}" --deadline 60s
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
-    metrics=$(in_pod "${nodes[0]}" curl -s "http://$launcher.$sub:29410/metrics")
+    metrics=$(in_pod "$launcher" curl -s "http://127.0.0.1:29410/metrics")
     rc=0; wait "$pid" || rc=$?
     [[ $rc == 0 ]] || fail "a pod recreated before the barrier: expected exit 0, got $rc: $(cat "$CIB_DIR/launcher.log")"
     grep -q '^tmpi_rendezvous_reregistrations_total 1$' <<<"$metrics" || fail "no reregistration counted: $metrics"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The rendezvous with real sidecars and sshd: a pod that starts 10 s late is waited for,
-# and its sshd later still; the barrier opens as soon as that sshd accepts the job key; curl of /v1/hosts and /metrics shows every host; a node killed after
+# and its sshd later still; the barrier opens as soon as that sshd accepts the job key; curl of /v1/hosts and /metrics shows every host
+# (inside the launcher's pod only: another pod gets 403); a node killed after
 # the barrier is reported lost in time; the other sidecars exit 0 when the job ends.
 source "$(dirname "$0")/lib.sh"
 launcher=$(launcher_pod); nodes=($(node_pods)); late=${nodes[2]}; sub=$(subdomain)
@@ -45,7 +46,12 @@ metrics=$(in_pod "$launcher" curl -sf "http://127.0.0.1:29410/metrics")
 expect_contains "$metrics" 'tmpi_rendezvous_hosts{state="ready"} 3' "metrics"
 expect_contains "$metrics" 'tmpi_rendezvous_barrier_open 1' "metrics"
 expect_eq "$(in_pod "${nodes[0]}" curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:29411/readyz)" 200 "sidecar /readyz"
-pass "curl shows every host ready"
+# From another pod, the views are refused (they name every host and address); the probe is not.
+for view in /v1/hosts /metrics; do
+  expect_eq "$(in_pod "${nodes[0]}" curl -s -o /dev/null -w '%{http_code}' "http://$launcher.$sub:29410$view")" 403 "$view from a node"
+done
+expect_eq "$(in_pod "${nodes[0]}" curl -s -o /dev/null -w '%{http_code}' "http://$launcher.$sub:29410/readyz")" 200 "/readyz from a node"
+pass "curl shows every host ready, inside the launcher's pod only"
 
 killed=${nodes[1]}
 t0=$SECONDS

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fault matrix: every fault the project promises to handle, run on the cluster in a box,
 # one after another, as one table. Each row is a case of tests/cluster/launcher_test.sh,
-# teardown_test.sh, faults_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
+# teardown_test.sh, faults_test.sh, attacks_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
 # case prints its own row (fault, outcome, time to detect, and what of the job was still
 # running in any pod before the pods were torn down: tests/cluster/lib.sh, row), and this
 # script adds what outlived the cluster: any namespace, process or file of the run. Both
@@ -49,6 +49,9 @@ cases=(
   "launcher|2|$src/tests/cluster/faults_test.sh|disk-full"
   "launcher|2|$src/tests/cluster/faults_test.sh|impostor"
   "launcher|2|$src/tests/cluster/faults_test.sh|descriptors"
+  "launcher|2|$src/tests/cluster/attacks_test.sh|flood"
+  "launcher|2|$src/tests/cluster/attacks_test.sh|replay"
+  "launcher|2|$src/tests/cluster/attacks_test.sh|forged-answer"
   "launcher|2|$src/tests/cluster/faults_test.sh|hostile-names"
   "launcher|2|$src/tests/cluster/launcher_test.sh|invalid-utf8"
   "agent|0|$src/tests/launcher/mpi_rank_test.sh|"

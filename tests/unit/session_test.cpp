@@ -2,7 +2,7 @@
 // signed request is of one launch's epoch, so a body captured in one launch is refused by
 // the next, on the engine with its time given (no clock, no sockets) and over real
 // sockets into a restarted coordinator; the sidecar learns the epoch from the signed
-// challenge, and learns it again after the restart.
+// challenge, and learns it again after the restart; the views are served inside the pod only.
 #include <future>
 #include <thread>
 
@@ -135,6 +135,28 @@ TEST(Session, TheEndIsTakenFromLoopbackOnlyNeverFromTheNetwork) {
   EXPECT_FALSE(launch.engine.job_ended()) << "a key holder on the network must not end loss detection";
   EXPECT_EQ(end_from("127.0.0.1").status, 200);
   EXPECT_TRUE(launch.ended);
+}
+
+// The views name every host and its address: a stranger on the pod network gets a 403 that says
+// where they are served; a person in the launcher's pod (kubectl exec or port-forward: both
+// arrive over loopback) and the launcher itself get them. The probes stay open to all.
+TEST(Session, TheViewsAreServedInsideThePodOnly) {
+  Launch launch("epoch-4");
+  auto get_from = [&](const char* path, const std::string& peer) {
+    return launch.engine.handle(Call{"GET", path, "", peer, {}}, kT0);
+  };
+  for (const char* view : {"/v1/hosts", "/metrics"}) {
+    for (const char* stranger : {"10.0.0.9", "fd00::9", "not an address"}) {
+      Reply refused = get_from(view, stranger);
+      EXPECT_EQ(refused.status, 403) << view << " from " << stranger;
+      EXPECT_EQ(refused.body.find(kHost), std::string::npos) << refused.body;
+      EXPECT_NE(refused.body.find("loopback only"), std::string::npos) << refused.body;
+    }
+    for (const char* inside : {"127.0.0.1", "::1", ""}) EXPECT_EQ(get_from(view, inside).status, 200) << view;
+  }
+  EXPECT_NE(get_from("/v1/hosts", "::1").body.find(kHost), std::string::npos);
+  EXPECT_EQ(get_from("/healthz", "10.0.0.9").status, 200);
+  EXPECT_EQ(get_from("/readyz", "10.0.0.9").status, 503) << "the barrier is closed: not ready, but answered";
 }
 
 // The agents read the epoch (and the gate's opt-out) from their environment: mpirun passes
