@@ -119,7 +119,8 @@ def tcp_segments(raw):
 
 
 def whole_requests(stream):
-    """The complete HTTP requests at the start of a connection's bytes."""
+    """The complete HTTP messages (requests, or answers with a Content-Length) at the start of
+    a connection's bytes."""
     while True:
         end = stream.find(b"\r\n\r\n")
         if end < 0:
@@ -179,7 +180,7 @@ def replay(args):
     with socket.create_connection(host_port(args.target), timeout=5) as sock:
         sock.sendall(request)
         answer = b""
-        while b"\r\n\r\n" not in answer or len(answer) < answer.index(b"\r\n\r\n") + 4 + content_length(answer):
+        while not any(whole_requests(answer)):
             chunk = sock.recv(65536)
             if not chunk:
                 break
@@ -187,14 +188,6 @@ def replay(args):
     head, _, body = answer.partition(b"\r\n\r\n")
     took_ms = int((time.monotonic() - began) * 1000)
     print(head.split(b" ")[1].decode(), f"{took_ms}ms", body.decode(errors="replace"))
-
-
-def content_length(answer):
-    for line in answer.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value.strip())
-    return 0
 
 
 def insider(args):
