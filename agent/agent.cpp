@@ -25,25 +25,20 @@
 #include "agent/contract.h"
 #include "agent/gate.h"
 #include "agent/placement.h"
+#include "agent/reports.h"
 #include "agent/stderr_tail.h"
 #include "common/exec_plan.h"
 #include "common/job_key.h"
 #include "common/log.h"
 #include "common/param_names.h"
 #include "common/params.h"
-#include "common/plain_http.h"
 #include "common/process.h"
-#include "common/proof.h"
 #include "common/utf8.h"
 #include "rendezvous/protocol.h"
 
 namespace tmpi::launch {
 
-using rdv::kRankBeatPath;
-using rdv::kRankPath;
-using rdv::RankBeat;
 using rdv::RankReport;
-using rdv::signed_body;
 
 namespace {
 
@@ -54,45 +49,6 @@ constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // pa
 volatile std::sig_atomic_t g_signal = 0;
 void remember_signal(int signal) {
   g_signal = signal;
-}
-
-std::string hostname() {
-  char name[256] = {0};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-// Tells the coordinator of this rank's start or exit; `message` holds the event's fields,
-// and this adds the rank, the host and a fresh nonce, and signs it all (rendezvous/protocol.h).
-bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport message) {
-  if (options.coordinator.empty()) return false;
-  message.rank = id.rank;
-  message.host = hostname();
-  message.nonce = random_nonce();
-  message.epoch = options.epoch;
-  auto since = Clock::now();
-  const std::string key = derive_rendezvous_key(options.private_key);
-  auto sent = plain_http("POST", options.coordinator, kRankPath, signed_body(key, message), Millis(3000));
-  bool taken = sent && rdv::job_state_taken(key, rdv::Kind::kRank, message.nonce, sent->status, sent->body);
-  const std::string_view event = choice_name(message.event, rdv::kRankEventKindSpellings);
-  if (!taken) spdlog::warn("rank {}: could not report {} to {}", id.rank, event, options.coordinator);
-  spdlog::debug("rank {}: reported {} in {} ms", id.rank, event,
-                std::chrono::duration_cast<Millis>(Clock::now() - since).count());
-  return taken;
-}
-
-// Tells the coordinator that this rank still runs, so that its host counts as alive without a
-// sidecar. One short try (1 s): a beat that does not get through is made good by the next,
-// and the loop that forwards signals and stderr waits at most that long.
-bool beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
-  if (options.coordinator.empty()) return false;
-  const std::string key = derive_rendezvous_key(options.private_key);
-  RankBeat message{id.rank, hostname(), seq, options.epoch, random_nonce()};
-  auto sent = plain_http("POST", options.coordinator, kRankBeatPath, signed_body(key, message), Millis(1000));
-  bool taken =
-      sent && rdv::job_state_taken(key, rdv::Kind::kRankBeat, message.nonce, sent->status, sent->body);
-  if (!taken) spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
-  return taken;
 }
 
 // The coordinator has not answered for lost_after and one beat more, after it had answered
@@ -198,9 +154,10 @@ int refuse_unforked(const RankAgentOptions& options, const RankIdentity& id, int
 // What the agent knows of its running rank, and of the coordinator.
 struct RankWatch {
   Clock::time_point start;
-  bool start_reported = false;
+  bool start_sent = false;   // a start report was tried: its exit is reported too
+  bool start_taken = false;  // ... and taken: then it beats
   long long beats = 0;
-  Clock::time_point next_beat{};
+  Clock::time_point next_word{};                  // when the next report or beat is due
   std::optional<Clock::time_point> last_contact;  // the coordinator's last answer
   std::optional<Clock::time_point> orphaned_at;   // when this agent gave the job up (SIGTERM)
   int status = 0;
@@ -208,22 +165,28 @@ struct RankWatch {
   Clock::time_point exited_at{};
 };
 
-// The start is reported once the rank has run for a while, so that the ranks' start-up,
-// when every core is busy with MPI_Init, is spared a storm of requests (bench row 1); then
-// a beat every --beat-interval.
+// When the start is first reported (agent/reports.h): at once for a host's first rank, whose
+// word the coordinator expects, 2 s in for the others.
+Clock::time_point first_word_due(const RankIdentity& id, Clock::time_point start) {
+  return id.local_rank == 0 ? start : start + kStartReportAfter;
+}
+
+// The start report, until one is taken (one that did not get through is sent again a beat
+// later, briefly, as a beat is), then a beat every --beat-interval.
 void keep_in_touch(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch) {
-  if (watch.exited) return;
-  if (!watch.start_reported && Clock::now() - watch.start >= kStartReportAfter) {
+  if (watch.exited || Clock::now() < watch.next_word) return;
+  bool taken = false;
+  if (!watch.start_taken) {
     RankReport started;
     started.event = rdv::RankEventKind::kStart;
-    if (report(options, id, started)) watch.last_contact = Clock::now();
-    watch.start_reported = true;
-    watch.next_beat = Clock::now() + options.beat_interval;
+    taken = report(options, id, started, watch.start_sent ? Millis(1000) : Millis(3000));
+    watch.start_sent = true;
+    watch.start_taken = taken;
+  } else {
+    taken = beat(options, id, ++watch.beats);
   }
-  if (watch.start_reported && Clock::now() >= watch.next_beat) {
-    if (beat(options, id, ++watch.beats)) watch.last_contact = Clock::now();
-    watch.next_beat = Clock::now() + options.beat_interval;
-  }
+  if (taken) watch.last_contact = Clock::now();
+  watch.next_word = Clock::now() + options.beat_interval;
 }
 
 // The coordinator has given this host up (orphaned()): the rank and all it started get
@@ -252,9 +215,7 @@ void end_if_orphaned(const RankAgentOptions& options, const RankIdentity& id, Ra
 // grace ends, or the 1 s after the exit for its stderr; 20 ms at most without a pidfd.
 timespec next_wait(const RankWatch& watch, int exit_fd) {
   auto now = Clock::now();
-  auto until = watch.exited ? watch.exited_at + Millis(1000)
-                            : (watch.start_reported ? std::min(now + Millis(1000), watch.next_beat)
-                                                    : watch.start + kStartReportAfter);
+  auto until = watch.exited ? watch.exited_at + Millis(1000) : std::min(now + Millis(1000), watch.next_word);
   if (watch.orphaned_at && !watch.exited) until = std::min(until, *watch.orphaned_at + kOrphanGrace);
   auto wait = std::chrono::ceil<Millis>(until - now);
   if (!watch.exited && exit_fd < 0) wait = std::min(wait, Millis(20));
@@ -308,9 +269,10 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
   }
   // A rank that exits 0 before its start was due to be reported sends nothing: mpirun's own
   // exit status says it, and the launcher records it so. On 2 shared cores, 16 short ranks'
-  // reports cost the job 2% (bench row 1); a failure, or the end of a rank that has run
-  // for a while, is always reported, before this agent exits and so before mpirun ends.
-  if (code != 0 || watch.start_reported) {
+  // reports cost the job 2% (bench row 1); a failure, or the end of a rank whose start was
+  // reported (a host's first rank always), is reported, before this agent exits and so before
+  // mpirun ends.
+  if (code != 0 || watch.start_sent) {
     RankReport exit;
     exit.event = rdv::RankEventKind::kExit;
     exit.code = code;
@@ -346,6 +308,7 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
   RankWatch watch;
   watch.start = Clock::now();
+  watch.next_word = first_word_due(*id, watch.start);
   // Built before the fork: the child only execs (common/exec_plan.h).
   const ExecPlan plan(command, torch_env(*id, options.master_addr, options.master_port));
   pid_t child = fork();

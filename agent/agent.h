@@ -3,7 +3,8 @@
 // that Megatron-LM and DeepSpeed read, runs CMD, forwards signals to it, keeps the last
 // lines of its stderr, and reports its start and its exit (code or signal, and that tail)
 // to the launcher's coordinator, so that the first failed rank stops the whole job. (A
-// rank that exits 0 within 2 s reports nothing: mpirun's exit status says it.) Cut off from
+// rank that exits 0 within 2 s reports nothing, mpirun's exit status says it, but for each
+// host's first rank, whose start the coordinator expects: agent/reports.h.) Cut off from
 // the coordinator, it ends its rank itself, and all the rank started: it becomes their
 // subreaper then, so a wrapper shell's python cannot slip away as an orphan when the shell
 // ends first. Only then: a job that ends as usual is ended by its MPI daemon, as before.

@@ -166,6 +166,7 @@ void set_agent_parameters(const JobOptions& options, Job& job) {
 // probe job checks instead. A user's mpirun option that places by other than slot: neither.
 void choose_placement_check(const JobOptions& options, Job& job, const std::string& user_placement) {
   job.probe_placement = options.placement == PlacementCheck::kProbe && user_placement.empty();
+  job.placed_by_slot = user_placement.empty();
   if (!user_placement.empty()) {
     spdlog::info(
         "placement: the mpirun option {} places ranks other than by slot; the agents' by-slot "

@@ -4,6 +4,7 @@
 // that the job's steps read in one place and the threading sits in another.
 #pragma once
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,15 @@ class JobRendezvous {
     config.epoch = job.epoch;       // the agents have it from their environment
     config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
     config.np = job.plan.np;        // a report of a rank outside [0, np) is refused
+    // Every host that runs ranks by the plan reports, or is named lost (coordinator.h).
+    if (job.placed_by_slot) {
+      // One round of the slots is every host that gets a rank.
+      int first_round = std::min(job.plan.np, job.topology.total_slots());
+      for (const std::string& host : expected_placement(job.topology, first_round)) {
+        if (config.ranked_hosts.empty() || config.ranked_hosts.back() != host)
+          config.ranked_hosts.push_back(host);
+      }
+    }
     beat_ = config.beat_interval;
     rdv::CoordinatorCallbacks callbacks;
     if (options.sidecars) {

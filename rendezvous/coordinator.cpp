@@ -305,6 +305,7 @@ void Coordinator::tick(Clock::time_point now) {
   }
   if (job_ended_) return;
   check_agents(now);
+  check_unheard(now);
   if (!barrier_open_) return;
   for (auto& [name, entry] : hosts_) {
     if (entry.state == HostState::kReady && silent_too_long(entry.last_beat, now)) {

@@ -11,7 +11,9 @@
 //   POST /v1/end       once, from `mpi-rendezvous end` on loopback, never from the network.
 //   POST /v1/rank      the rank agents' start and exit reports.
 //   POST /v1/rank-beat a running rank's agent, every beat: with or without sidecars, a
-//        host whose running ranks' agents all fall silent for lost_after is lost.
+//        host whose running ranks' agents all fall silent for lost_after is lost. So is a host
+//        of the plan (config.ranked_hosts) that none has reported from, lost_after after the
+//        job's first report: down since the start, it never said a word.
 //   POST /v1/may-start a rank agent, before it starts its rank: "wait" while the start gate
 //        is closed (config.gated: the launcher's preflight runs beside the launch), then
 //        "start", or "stop" with the preflight's reason; "start" when the job has no gate.
@@ -112,6 +114,11 @@ struct CoordinatorConfig {
   Millis deadline{300000};      // the barrier must open by then
   Millis progress_every{5000};  // at most one progress line this often
   bool gated = false;           // the start gate is closed until open_gate() or stop_gate()
+  // The hosts that run ranks by the plan (by-slot placement). Once the job's first rank report
+  // is taken, each is expected: one not heard from by a rank report within lost_after of it is
+  // lost (a host dead from the start sends nothing at all). Empty: only hosts heard from are
+  // followed (a user's mapping, which the launcher cannot foresee).
+  std::vector<std::string> ranked_hosts;
 };
 
 enum class StartGate { kClosed, kOpen, kStopped };
@@ -178,6 +185,8 @@ class Coordinator {
   Reply rank_beat(const Call& call, Clock::time_point now);
   std::string canonical_host(const std::string& host) const;
   void check_agents(Clock::time_point now);
+  void check_unheard(Clock::time_point now);
+  void name_lost(const std::string& host, const std::string& why);
   bool silent_too_long(Clock::time_point last_beat, Clock::time_point now) const;
   Reply leave(const Call& call);
   Reply may_start(const Call& call);
@@ -210,13 +219,16 @@ class Coordinator {
   // The address each host's rank reports were last found to come from (by DNS): the next
   // report from there needs no lookup. One per host of hosts.json.
   std::map<std::string, std::string> report_address_;
-  std::set<std::string> agents_lost_;
+  std::set<std::string> agents_lost_;  // hosts named lost by their agents' silence (once each)
+  // The hosts heard from by a taken rank report, and when the job's first one was taken: the
+  // clock of the hosts of config.ranked_hosts that have said nothing yet.
+  std::set<std::string> heard_;
+  std::optional<Clock::time_point> first_word_;
   ServerCounts server_counts_;
   RefusalLog refusal_log_;
   Clock::time_point now_{};           // the time of the request being handled, for refuse()'s log
   std::string route_;                 // its target
-  Clock::time_point last_refusal_{};  // the last tick that saw the server refuse a connection  // hosts named
-                                      // lost by their agents' silence (once each)
+  Clock::time_point last_refusal_{};  // the last tick that saw the server refuse a connection
   StartGate gate_;
   std::string gate_reason_;  // why it was stopped
 };

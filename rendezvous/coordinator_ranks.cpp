@@ -1,5 +1,6 @@
 // The coordinator's rank reports (see coordinator.h): the agents' start, exit and misplaced
-// reports, their beats, and the liveness that those beats give a host. Every key holder
+// reports, their beats, and the liveness that those beats give a host; and the hosts of the
+// plan that never said a word. Every key holder
 // can sign, so a report is bound to its sender as far as a shared key allows: a rank in
 // [0, np), a host of hosts.json, and the address that host registered from or that its name
 // resolves to (the DNS lookup is the service's, before handle(), and only for a signed,
@@ -118,6 +119,8 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
               : event.event == RankEventKind::kExit ? "rank_exits"
                                                     : "rank_misplaced"];
   ranks_[event.rank] = event;
+  if (std::string host = canonical_host(event.host); hosts_.contains(host)) heard_.insert(host);
+  if (!first_word_) first_word_ = now;
   if (event.event != RankEventKind::kStart) {
     agents_.erase(event.rank);
   } else {
@@ -187,16 +190,37 @@ void Coordinator::check_agents(Clock::time_point now) {
   }
   for (const auto& [host, seen] : latest) {
     if (!silent_too_long(seen.first, now) || !agents_lost_.insert(host).second) continue;
-    std::string why = fmt::format("no beat from its {} running rank agent(s) for {} s", seen.second,
-                                  ms_between(seen.first, now) / 1000);
-    auto entry = hosts_.find(host);
-    if (entry != hosts_.end()) {
-      if (entry->second.state == HostState::kLost) continue;  // named already, by its sidecar
-      set_state(entry->second, HostState::kLost);
-      entry->second.reason = why;
-    }
-    if (callbacks_.host_lost) callbacks_.host_lost(host, why);
+    name_lost(host, fmt::format("no beat from its {} running rank agent(s) for {} s", seen.second,
+                                ms_between(seen.first, now) / 1000));
   }
+}
+
+// A host of the plan that no rank report has come from, lost_after after the job's first
+// one: MPI starts the ranks of every host together (Open MPI none before every daemon has
+// reported), so by then it is down, maybe since the start and with no FIN to say so (a node
+// that lost power), or its agents cannot reach the launcher. Either way the job would wait
+// for ranks that never join, until --timeout. Before the first report, MPI's own start-up
+// runs, whose length says nothing of any host. One more lost_after when the server refused
+// connections meanwhile (silent_too_long): the first word may be what was turned away.
+void Coordinator::check_unheard(Clock::time_point now) {
+  if (!first_word_ || !silent_too_long(*first_word_, now)) return;
+  for (const std::string& host : config_.ranked_hosts) {
+    if (heard_.contains(host) || !agents_lost_.insert(host).second) continue;
+    name_lost(host, fmt::format("none of its ranks has reported, {} s after the job's first rank did: "
+                                "down since the start, or its rank agents cannot reach the launcher",
+                                ms_between(*first_word_, now) / 1000));
+  }
+}
+
+// Named lost once, unless its sidecar named it first.
+void Coordinator::name_lost(const std::string& host, const std::string& why) {
+  auto entry = hosts_.find(host);
+  if (entry != hosts_.end()) {
+    if (entry->second.state == HostState::kLost) return;
+    set_state(entry->second, HostState::kLost);
+    entry->second.reason = why;
+  }
+  if (callbacks_.host_lost) callbacks_.host_lost(host, why);
 }
 
 }  // namespace tmpi::rdv

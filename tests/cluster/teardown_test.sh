@@ -7,6 +7,9 @@
 #   node-killed[-ssh][-defaults]  a node dies mid-run: exit 75 within 10 s (at the defaults:
 #                             named within --lost-after, 15 s), naming the host; with sidecars,
 #                             or without (--wait ssh: the rank agents' beats)
+#   node-silent-{0.5s,6s}[-ssh][-defaults]  a node dies silently (its link down, then its
+#                             processes) 0.5 s or 6 s after its rank began: named within
+#                             --lost-after, with sidecars or without
 #   node-deleted[-ssh]        at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
@@ -83,6 +86,51 @@ case $case_name in
     row "$fault (${wait_mode[*]:-sidecars}; $settings)" "exit 75, the host named" \
       "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later$ended"
     pass "a killed node (${wait_mode[*]:-sidecars}; $settings): named after $detect s, torn down $teardown s later" ;;
+  node-silent-0.5s|node-silent-0.5s-ssh-defaults|node-silent-6s|node-silent-6s-ssh)
+    # A node that dies silently, as one that loses power: its link goes down first, then its
+    # processes die, so no FIN or RST tells anyone. 0.5 s after its rank began is before its
+    # agents have said a word but the host's first rank's start report (due at once), 6 s is
+    # after they all have. Either way the host is named within --lost-after of its last word
+    # and the job stopped: before, a death in the first 2 s under --wait ssh was never named
+    # (the agents' start reports came 2 s in, and only a host that had reported was watched).
+    wait_mode=(); if [[ $case_name == *-ssh* ]]; then wait_mode=(--wait ssh); else with_sidecars; fi
+    delay=${case_name#node-silent-}; delay=${delay%%s*}
+    if [[ $case_name == *-defaults ]]; then
+      settings="defaults" goal=15 limit=25
+      in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" "${wait_mode[@]}" \
+        -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    else
+      settings="--lost-after 3s" goal=3 limit=10
+      launch "${wait_mode[@]}" -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    fi
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    # The victim's first rank runs (seen within 50 ms), then the delay.
+    deadline=$((SECONDS + 30))
+    until grep -qE ': sleep 60 ?$' <<<"$(job_leftovers "${nodes[1]}")"; do
+      ((SECONDS < deadline)) || fail "no rank runs on ${nodes[1]} 30 s after the launch"
+      sleep 0.05
+    done
+    sleep "$delay"
+    t0=$(date +%s.%N)
+    ns=$("$CIB" ns "${nodes[1]}")
+    ip -n "${ns%-p*}-br" link set "v${ns##*-p}" down
+    "$CIB" stop "${nodes[1]}"
+    timeout "$limit" tail -s 0.1 --pid="$pid" -f /dev/null || fail "the launcher still runs $limit s after the node died silently: $(cat "$CIB_DIR/launcher.log")"
+    t_exit=$(date +%s.%N)
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 75 ]] || fail "a silently dead host: expected exit 75 (a retry may pass), got $rc: $log"
+    named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the dead host is not named: $log"
+    ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
+    t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
+    detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
+    # Its last word came at most a beat before the cut: named within --lost-after and a second.
+    (( $(bc <<<"$detect <= $goal + 1") )) || fail "named $detect s after the silent death (goal: $goal s): $log"
+    check_teardown "$teardown" "$log"
+    row "a node dying silently ${delay} s after its rank began (${wait_mode[*]:-sidecars}; $settings)" \
+      "exit 75, the host named" "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
+    pass "a silent death ${delay} s in (${wait_mode[*]:-sidecars}; $settings): named after $detect s, torn down $teardown s later" ;;
   node-deleted|node-deleted-ssh)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
     # sidecar said it was leaving, this took ~20 s to name and 10 s more to tear down.
