@@ -43,6 +43,9 @@ using rdv::RankReport;
 namespace {
 
 constexpr Millis kStartReportAfter(2000);
+// A start report is sent at most this often: one whose answer came late may have been taken,
+// and the coordinator takes a repeated one as the same start (coordinator_ranks.cpp).
+constexpr int kStartTries = 3;
 constexpr Millis kOrphanGrace(5000);  // an orphaned rank's, then its daemon's, time to end after SIGTERM
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
@@ -56,7 +59,9 @@ void remember_signal(int signal) {
 // stop this rank any more (the MPI daemon's link may be cut too, with no FIN to tell it), and
 // a rank left running on the far side of a partition keeps its GPUs and may still write the
 // job's checkpoints. An agent that never reached the coordinator (a NetworkPolicy in the way)
-// is not orphaned: the coordinator never counted it either, so its rank runs on, unreported.
+// has no answer to count from, and is not orphaned: the coordinator names its host lost
+// instead, as one of the plan never heard from (rendezvous/coordinator.h), and the launcher
+// ends the job through MPI.
 bool orphaned(const RankAgentOptions& options, std::optional<Clock::time_point> last_contact) {
   return last_contact && Clock::now() - *last_contact >= options.lost_after + options.beat_interval;
 }
@@ -154,8 +159,8 @@ int refuse_unforked(const RankAgentOptions& options, const RankIdentity& id, int
 // What the agent knows of its running rank, and of the coordinator.
 struct RankWatch {
   Clock::time_point start;
-  bool start_sent = false;   // a start report was tried: its exit is reported too
-  bool start_taken = false;  // ... and taken: then it beats
+  int start_tries = 0;       // start reports sent: after one, its exit is reported too
+  bool start_taken = false;  // one was taken (or kStartTries were sent): then it beats
   long long beats = 0;
   Clock::time_point next_word{};                  // when the next report or beat is due
   std::optional<Clock::time_point> last_contact;  // the coordinator's last answer
@@ -172,16 +177,15 @@ Clock::time_point first_word_due(const RankIdentity& id, Clock::time_point start
 }
 
 // The start report, until one is taken (one that did not get through is sent again a beat
-// later, briefly, as a beat is), then a beat every --beat-interval.
+// later, briefly, as a beat is; kStartTries in all), then a beat every --beat-interval.
 void keep_in_touch(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch) {
   if (watch.exited || Clock::now() < watch.next_word) return;
   bool taken = false;
   if (!watch.start_taken) {
     RankReport started;
     started.event = rdv::RankEventKind::kStart;
-    taken = report(options, id, started, watch.start_sent ? Millis(1000) : Millis(3000));
-    watch.start_sent = true;
-    watch.start_taken = taken;
+    taken = report(options, id, started, watch.start_tries == 0 ? Millis(3000) : Millis(1000));
+    watch.start_taken = taken || ++watch.start_tries >= kStartTries;
   } else {
     taken = beat(options, id, ++watch.beats);
   }
@@ -272,7 +276,7 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
   // reports cost the job 2% (bench row 1); a failure, or the end of a rank whose start was
   // reported (a host's first rank always), is reported, before this agent exits and so before
   // mpirun ends.
-  if (code != 0 || watch.start_sent) {
+  if (code != 0 || watch.start_tries > 0 || watch.start_taken) {
     RankReport exit;
     exit.event = rdv::RankEventKind::kExit;
     exit.code = code;
@@ -348,8 +352,9 @@ Status rank_command(RankCommandOptions options, const std::vector<std::string>& 
     // has its reason in the output.
     std::fprintf(
         stderr,
-        "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named. "
-        "Point --ssh-dir (%s) at the folder that holds the job key\n",
+        "mpi-rank: this rank cannot report to the launcher at %s: %s; a failure of it will not be named, "
+        "and a host none of whose ranks reports is named lost. Point --ssh-dir (%s) at the folder that "
+        "holds the job key\n",
         agent.coordinator.c_str(), key.error().message.c_str(), env_name(param::kSshDir.name).c_str());
     agent.coordinator.clear();
   }

@@ -29,6 +29,10 @@ using Doc = nlohmann::ordered_json;
 
 // The package's runtimes (manifests/base): only Open MPI has one of its own.
 inline constexpr std::string_view kOpenMpiRuntime = "trainer-mpi-openmpi-v0-1";
+// The runtimes' HOME, where they mount the pod's home emptyDir (manifests/base, the `home`
+// volume): whatever an image has there is hidden at run time, as mpi-operator's example
+// images keep their programs (/home/mpiuser/pi).
+inline constexpr std::string_view kRuntimeHome = "/home/mpiuser";
 // What the converter's runtimePatches are managed by (a domain-prefixed path, as Trainer's
 // webhook requires).
 inline constexpr std::string_view kPatchManager = "trainer-mpi.kubeflow.org/convert";

@@ -108,6 +108,10 @@ const std::vector<NoHome>& no_home_table() {
        "the TrainJob's image reaches the launcher pod only: node pods run the runtime's image, so put the "
        "program "
        "in the runtime's image (FROM it, in a runtime of your own) or on a volume"},
+      {"home",
+       "the runtime mounts the pod's home, an emptyDir, at /home/mpiuser (HOME), which hides what the image "
+       "has there: install the program elsewhere in the image (/opt/NAME, /usr/local/bin) and name that "
+       "path"},
       {"Worker.command", "not needed: the runtime's node pods run sshd, mpi-init and the rendezvous sidecar"},
       {"Launcher.command",
        "the Launcher had args and no command (the image's ENTRYPOINT ran them); the TrainJob runs the args "

@@ -167,12 +167,19 @@ Status launcher_command(const Doc& container, const std::string& path, Doc& trai
   TMPI_ASSIGN(const Doc* command, array_at(container, "command", path + ".command"));
   TMPI_ASSIGN(const Doc* args, array_at(container, "args", path + ".args"));
   Doc words = Doc::array();
-  for (const Doc* part : {command, args}) {
+  for (const auto& [part, name] : {std::pair{command, "command"}, std::pair{args, "args"}}) {
+    std::size_t index = 0;
     for (const auto& word : part != nullptr ? *part : Doc::array()) {
       if (!word.is_string())
         return make_error(Exit::kData, "{}: every word of command and args must be a string (quote it)",
                           path);
+      // A program under the runtime's HOME is not there at run time: the home emptyDir hides it.
+      if (std::string_view text = word.get_ref<const std::string&>();
+          text.starts_with(std::string(kRuntimeHome) + "/"))
+        out.unmapped.push_back(
+            {fmt::format("{}.{}[{}] ({})", path, name, index, text), std::string(advice_for("home"))});
       words.push_back(word);
+      ++index;
     }
   }
   if (words.empty())

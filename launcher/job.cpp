@@ -161,15 +161,27 @@ void set_agent_parameters(const JobOptions& options, Job& job) {
   if (options.ssh_dir_given) job.env[env_name(param::kSshDir.name)] = options.ssh_dir;
 }
 
+// A mapping of the user's set in the environment rather than on the mpirun line: Open MPI's
+// and PRRTE's rmaps parameters, Intel MPI's ranks per host. "" when there is none.
+std::string placement_from_env() {
+  for (const auto& [name, value] : current_environment()) {
+    if (name.starts_with("OMPI_MCA_rmaps") || name.starts_with("PRTE_MCA_rmaps") || name == "I_MPI_PERHOST")
+      return name + "=" + value;
+  }
+  return "";
+}
+
 // Each agent checks its own host before it starts its rank (agent/placement.h), given the
 // hosts in rank order; past kMaxRankHostsBytes, or under --placement probe, the preflight's
-// probe job checks instead. A user's mpirun option that places by other than slot: neither.
-void choose_placement_check(const JobOptions& options, Job& job, const std::string& user_placement) {
+// probe job checks instead. A user's mpirun option that places by other than slot (or such a
+// variable): neither.
+void choose_placement_check(const JobOptions& options, Job& job, std::string user_placement) {
+  if (user_placement.empty()) user_placement = placement_from_env();
   job.probe_placement = options.placement == PlacementCheck::kProbe && user_placement.empty();
   job.placed_by_slot = user_placement.empty();
   if (!user_placement.empty()) {
     spdlog::info(
-        "placement: the mpirun option {} places ranks other than by slot; the agents' by-slot "
+        "placement: {} places ranks other than by slot; the agents' by-slot "
         "placement check is off",
         user_placement);
     return;

@@ -27,7 +27,7 @@ struct Job {
   // their names to the agents (agent/placement.h).
   bool probe_placement = false;
   // The ranks go to the hosts by slot, as the hostfile gives them (expected_placement): no
-  // mapping option of the user's. Then every host that gets a rank is expected to report.
+  // mapping option of the user's, on the mpirun line or in the environment.
   bool placed_by_slot = true;
   // The ssh step runs beside the launch (JobOptions::start_gate), and no rank starts before
   // it passed: held by its agent at the start gate, or by the MPI's own launch order.

@@ -52,8 +52,11 @@ class JobRendezvous {
     config.epoch = job.epoch;       // the agents have it from their environment
     config.gated = job.start_gate;  // closed from the start: no agent can ask before it is
     config.np = job.plan.np;        // a report of a rank outside [0, np) is refused
-    // Every host that runs ranks by the plan reports, or is named lost (coordinator.h).
-    if (job.placed_by_slot) {
+    // Every host that runs ranks by the plan reports, or is named lost (coordinator.h): where
+    // the ranks start together, as Open MPI starts them (none before every daemon is up) and
+    // the start gate does; hydra's proxies with no gate start theirs as each one connects.
+    const bool together = job.plan.flavour == Flavour::kOpenMpi4 || job.plan.flavour == Flavour::kOpenMpi5;
+    if (job.placed_by_slot && (together || job.agents_ask)) {
       // One round of the slots is every host that gets a rank.
       int first_round = std::min(job.plan.np, job.topology.total_slots());
       for (const std::string& host : expected_placement(job.topology, first_round)) {

@@ -145,6 +145,11 @@ class Coordinator {
   // host registered from, or was last found at, needs none.
   std::optional<std::string> host_to_resolve(Call& call) const;
   Reply handle(const Call& call, Clock::time_point now);
+  // The service's DNS lookup for a request that names `host` began, or ended (before its
+  // handle()). A host whose first report waits on a lookup is not judged silent meanwhile:
+  // lookups run one at a time, and one slow answer holds every report queued behind it.
+  void lookup_started(const std::string& host);
+  void lookup_ended(const std::string& host);
   // Timers: progress, the deadline, lost hosts. Call it about once a second.
   void tick(Clock::time_point now);
   void end_job();
@@ -224,6 +229,7 @@ class Coordinator {
   // clock of the hosts of config.ranked_hosts that have said nothing yet.
   std::set<std::string> heard_;
   std::optional<Clock::time_point> first_word_;
+  std::map<std::string, int> lookups_;  // DNS lookups under way, by the host they are for
   ServerCounts server_counts_;
   RefusalLog refusal_log_;
   Clock::time_point now_{};           // the time of the request being handled, for refuse()'s log

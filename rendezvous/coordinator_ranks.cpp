@@ -115,12 +115,18 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
                   report.seconds,
                   truncate_utf8(report.tail, kTailBytes),
                   truncate_utf8(report.expected, 253)};
+  if (std::string host = canonical_host(event.host); hosts_.contains(host)) heard_.insert(host);
+  if (!first_word_) first_word_ = now;
+  // A start sent again (its first answer came too late for the agent, which sends up to three)
+  // is the same start: the launcher counts each rank's start once, and its beats go on.
+  auto last = ranks_.find(event.rank);
+  if (event.event == RankEventKind::kStart && last != ranks_.end() &&
+      last->second.event == RankEventKind::kStart && last->second.host == event.host)
+    return signed_reply(200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_}));
   ++counters_[event.event == RankEventKind::kStart  ? "rank_starts"
               : event.event == RankEventKind::kExit ? "rank_exits"
                                                     : "rank_misplaced"];
   ranks_[event.rank] = event;
-  if (std::string host = canonical_host(event.host); hosts_.contains(host)) heard_.insert(host);
-  if (!first_word_) first_word_ = now;
   if (event.event != RankEventKind::kStart) {
     agents_.erase(event.rank);
   } else {
@@ -205,11 +211,20 @@ void Coordinator::check_agents(Clock::time_point now) {
 void Coordinator::check_unheard(Clock::time_point now) {
   if (!first_word_ || !silent_too_long(*first_word_, now)) return;
   for (const std::string& host : config_.ranked_hosts) {
-    if (heard_.contains(host) || !agents_lost_.insert(host).second) continue;
+    if (heard_.contains(host) || lookups_.contains(host) || !agents_lost_.insert(host).second) continue;
     name_lost(host, fmt::format("none of its ranks has reported, {} s after the job's first rank did: "
                                 "down since the start, or its rank agents cannot reach the launcher",
                                 ms_between(*first_word_, now) / 1000));
   }
+}
+
+void Coordinator::lookup_started(const std::string& host) {
+  ++lookups_[host];
+}
+
+void Coordinator::lookup_ended(const std::string& host) {
+  auto it = lookups_.find(host);
+  if (it != lookups_.end() && --it->second <= 0) lookups_.erase(it);
 }
 
 // Named lost once, unless its sidecar named it first.

@@ -34,10 +34,12 @@ void CoordinatorService::stop() {
 void CoordinatorService::on_call(Call call, Respond respond) {
   auto host = engine_.host_to_resolve(call);
   if (!host) return respond(engine_.handle(call, Clock::now()));
+  engine_.lookup_started(*host);
   resolver_.async_resolve(
       *host, "",
-      [this, call = std::move(call), respond = std::move(respond)](
+      [this, host = *host, call = std::move(call), respond = std::move(respond)](
           const boost::system::error_code& ec, const asio::ip::tcp::resolver::results_type& results) mutable {
+        engine_.lookup_ended(host);
         if (!ec) {
           for (const auto& entry : results) call.resolved.push_back(entry.endpoint().address().to_string());
         }

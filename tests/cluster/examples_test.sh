@@ -54,6 +54,8 @@
 #                  (DeepSpeed and Megatron-LM cannot be installed here); the runtime's pods and
 #                  mpi-launcher's flags are the example's. Debian's torch stands in for the
 #                  image's venv.
+#   pi             mpi-operator's pi MPIJob through `mpi-launcher convert`, its program moved
+#                  out of the home emptyDir as convert says; its mpirun line through the hand-off.
 # Checked: the TrainJob's command exits 0; nccl-check passes over numProcPerNode ranks on each
 # of numNodes hosts, the launcher included, and report.json agrees; each mpi-rendezvous exits
 # 0 by itself after the job's end, and the launcher's other sidecars exit 0 when the kubelet
@@ -100,7 +102,23 @@ case $kind in
     python3 "$here/../examples/cpu_smoke.py" "${smoke_options[@]}" "$here/../../examples/trainjob-$kind.yaml" > "$trainjob" ||
       fail "cpu_smoke.py"
     mkdir -p "$CIB_DIR/image-bin" ;;
-  *) fail "unknown kind '$kind' (hello, sdk, sdk-container, deepspeed or megatron)" ;;
+  pi)
+    # mpi-operator's pi MPIJob (tests/launcher/mpijobs/pi.yaml, as upstream has it), converted as
+    # a user converts it. convert names its program's path, which the runtime's home emptyDir
+    # hides, and the user installs the program elsewhere, as convert says: here this build's
+    # pi (mpi_pi.c, written anew), in a folder of the pods' PATH, stands for it. The MPIJob's
+    # `mpirun -n 2 ...` goes through the image's mpirun hand-off to mpi-launcher.
+    trainjob="$CIB_DIR/pi-trainjob.yaml"
+    "$TMPI_BUILD_DIR/bin/mpi-launcher" convert "$here/../launcher/mpijobs/pi.yaml" > "$trainjob" 2> "$CIB_DIR/convert.log" ||
+      fail "convert: $(cat "$CIB_DIR/convert.log")"
+    expect_contains "$(cat "$CIB_DIR/convert.log")" "args[2] (/home/mpiuser/pi): the runtime mounts the pod's home" \
+      "convert names the program that the home emptyDir hides"
+    mkdir -p "$CIB_DIR/image-bin"
+    install -m 755 "$TMPI_BUILD_DIR/tests/cluster/mpi_pi_openmpi" "$CIB_DIR/image-bin/pi"
+    install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
+    ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
+    sed -i "s|/home/mpiuser/pi|$CIB_DIR/image-bin/pi|" "$trainjob" ;;
+  *) fail "unknown kind '$kind' (hello, sdk, sdk-container, deepspeed, megatron or pi)" ;;
 esac
 if [[ -n $image_root ]]; then
   [[ $kind == hello || $kind == sdk* ]] || fail "an image runs the hello and the SDK's TrainJobs only (the PyTorch image cannot be built here)"
@@ -301,6 +319,10 @@ elif [[ $kind == sdk-container ]]; then
     registry.example/team-a/my-trainer:1 "$mode: the launcher's node container's image"
   expect_contains "$out" "result: pass" "$mode: the demo's nccl-check"
   expect_contains "$out" "$ranks rank(s) on $hosts host(s)" "$mode: every slot of every host"
+elif [[ $kind == pi ]]; then
+  expect_contains "$out" "launching $ranks ranks" "$mode: mpi-launcher took the MPIJob's mpirun line"
+  for ((r = 0; r < ranks; r++)); do expect_contains "$out" "pi worker $r of $ranks on " "$mode: rank $r"; done
+  grep -qE "^pi is approximately 3\.14159265[0-9]*, error [0-9.e+-]+: ok$" <<<"$out" || fail "$mode: no estimate of pi: $out"
 elif [[ $kind == deepspeed || $kind == megatron ]]; then
   expect_contains "$out" "fabric check: nccl-check --backend mpi over $ranks ranks" "$mode: the example's --check mpi"
   for ((r = 0; r < ranks; r++)); do

@@ -10,6 +10,9 @@
 #   node-silent-{0.5s,6s}[-ssh][-defaults]  a node dies silently (its link down, then its
 #                             processes) 0.5 s or 6 s after its rank began: named within
 #                             --lost-after, with sidecars or without
+#   node-unheard-ssh          a node whose agents cannot reach the launcher (its port dropped):
+#                             named, as one never heard from, within --lost-after of the
+#                             first report
 #   node-deleted[-ssh]        at the defaults, a node pod deleted as the kubelet does it
 #                             (SIGTERM, then SIGKILL): named within 2 s (its sidecar says it
 #                             is leaving), the teardown within 3 s more
@@ -131,6 +134,28 @@ case $case_name in
     row "a node dying silently ${delay} s after its rank began (${wait_mode[*]:-sidecars}; $settings)" \
       "exit 75, the host named" "named in $(printf '%.2f' "$detect") s, torn down $(printf '%.2f' "$teardown") s later"
     pass "a silent death ${delay} s in (${wait_mode[*]:-sidecars}; $settings): named after $detect s, torn down $teardown s later" ;;
+  node-unheard-ssh)
+    # A host of the plan whose agents never get a word through: node 1 drops what it sends to
+    # the launcher's rendezvous port (a NetworkPolicy's doing; ssh stays open, so MPI runs
+    # there). Its ranks run, but unreported: once node 0's first rank has reported, node 1
+    # is named within --lost-after, as a host down from the start would be, and the job ends.
+    ns=$("$CIB" ns "${nodes[1]}")
+    ip netns exec "$ns" nft -f - <<'NFT' || fail "nft"
+table inet unheard {
+  chain output { type filter hook output priority 0; tcp dport 29410 drop; }
+}
+NFT
+    t0=$(date +%s.%N)
+    rc=0; out=$(launch --wait ssh -- sleep 60 2>&1) || rc=$?
+    took=$(bc <<<"$(date +%s.%N) - $t0")
+    [[ $rc == 75 ]] || fail "a host never heard from: expected exit 75, got $rc: $out"
+    named=$(grep -m 1 -E "host ${nodes[1]}.$sub lost" <<<"$out") || fail "the silent host is not named: $out"
+    expect_contains "$named" "none of its ranks has reported" "the reason"
+    ! grep -qE "host ${nodes[0]}.$sub lost" <<<"$out" || fail "the heard host was named lost: $out"
+    (( $(bc <<<"$took <= 30") )) || fail "the job took $took s to end (goal: --lost-after after the first report): $out"
+    row "a node whose rank agents cannot reach the launcher (its port dropped; --wait ssh; --lost-after 3s)" \
+      "exit 75, the host named: none of its ranks reported" "the job ended in $(printf '%.2f' "$took") s"
+    pass "a host never heard from (--wait ssh): named, exit 75, $took s" ;;
   node-deleted|node-deleted-ssh)
     # Every parameter at its default (beat 5 s, lost-after 15 s, grace 10 s): before the
     # sidecar said it was leaving, this took ~20 s to name and 10 s more to tear down.

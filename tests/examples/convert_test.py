@@ -35,11 +35,15 @@ CONTAINER = "spec.mpiReplicaSpecs.{}.template.spec.containers[0].{}"
 COMMON = {"spec.runPolicy.cleanPodPolicy", CONTAINER.format("Worker", "image")}
 PI = COMMON | {"spec.sshAuthMountPath", CONTAINER.format("Launcher", "securityContext"),
                CONTAINER.format("Worker", "securityContext"), CONTAINER.format("Worker", "args")}
+# The pi program in the image's /home/mpiuser, which the runtime's home emptyDir hides.
+PI_PROGRAM = " (/home/mpiuser/pi)"
 HYDRA = PI | {"spec.mpiImplementation", CONTAINER.format("Launcher", "command"),
+              CONTAINER.format("Launcher", "args[3]") + PI_PROGRAM,
               CONTAINER.format("Launcher", "imagePullPolicy"), CONTAINER.format("Worker", "imagePullPolicy"),
               CONTAINER.format("Worker", "readinessProbe")}
 UNMAPPED = {
-    "pi.yaml": PI | {"spec.runPolicy.ttlSecondsAfterFinished", CONTAINER.format("Worker", "command")},
+    "pi.yaml": PI | {"spec.runPolicy.ttlSecondsAfterFinished", CONTAINER.format("Worker", "command"),
+                     CONTAINER.format("Launcher", "args[2]") + PI_PROGRAM},
     "pi-mpich.yaml": HYDRA,
     "pi-intel.yaml": HYDRA,
     "tensorflow-mnist.yaml": COMMON | {CONTAINER.format("Launcher", "resources")},

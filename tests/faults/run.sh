@@ -43,6 +43,7 @@ cases=(
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-0.5s-ssh-defaults"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-6s"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-6s-ssh"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-unheard-ssh"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-deleted"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-deleted-ssh"
   "launcher|2|$src/tests/cluster/teardown_test.sh|sigterm"

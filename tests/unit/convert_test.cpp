@@ -125,7 +125,11 @@ TEST(Convert, PiBecomesATrainJobOnTheOpenMpiRuntime) {
     EXPECT_TRUE(named(out, field)) << field;
   EXPECT_TRUE(named(out, "spec.sshAuthMountPath", "/etc/mpi-ssh"));
   EXPECT_TRUE(named(out, "spec.runPolicy.cleanPodPolicy", "ends every rank"));
-  EXPECT_EQ(out.unmapped.size(), 7U) << ::testing::PrintToString(fields(out));
+  // The program lives in the image's /home/mpiuser, which the runtime's home emptyDir hides.
+  EXPECT_TRUE(named(out,
+                    "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].args[2] (/home/mpiuser/pi)",
+                    "emptyDir, at /home/mpiuser"));
+  EXPECT_EQ(out.unmapped.size(), 8U) << ::testing::PrintToString(fields(out));
 }
 
 TEST(Convert, TheLayoutCountsHostsThatRunRanks) {

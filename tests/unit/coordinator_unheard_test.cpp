@@ -37,6 +37,7 @@ struct Plan {
     c.host_lost = [this](const std::string& host, const std::string& why) {
       lost.push_back(host + ": " + why);
     };
+    c.rank_event = [this](const RankEvent& event) { events.push_back(event.rank); };
     return c;
   }
   // Host i's address is 10.0.0.(i+1); its short name is what the agents send, as gethostname().
@@ -58,6 +59,7 @@ struct Plan {
   }
   void tick(std::chrono::seconds at) { coordinator.tick(kUnheardT0 + at); }
   std::vector<std::string> lost;
+  std::vector<int> events;  // the ranks whose reports reached the launcher, in order
   Coordinator coordinator;
 };
 
@@ -145,6 +147,41 @@ TEST(UnheardHosts, AHostHeardOnceIsJudgedByItsBeatsAndTheEndStopsAllJudging) {
   ended.coordinator.end_job();  // mpirun has exited: nothing more is expected of anyone
   ended.tick(100s);
   EXPECT_TRUE(ended.lost.empty()) << ended.lost.front();
+}
+
+TEST(UnheardHosts, AHostWhoseReportWaitsOnADnsLookupIsNotJudgedMeanwhile) {
+  Plan plan({kUnheardHosts[0], kUnheardHosts[1]});
+  ASSERT_EQ(plan.report(0, 0, RankEventKind::kStart, 0s).status, 200);
+  // Host 1's first report arrived at 1 s, but its lookup waits behind a slow one until 20 s.
+  plan.coordinator.lookup_started(kUnheardHosts[1]);
+  ASSERT_EQ(plan.beat(0, 0, 1, 10s).status, 200);
+  plan.tick(16s);
+  EXPECT_TRUE(plan.lost.empty()) << "a host named lost while its report waited on DNS: " << plan.lost.front();
+  plan.coordinator.lookup_ended(kUnheardHosts[1]);
+  ASSERT_EQ(plan.report(2, 1, RankEventKind::kStart, 20s).status, 200);
+  plan.tick(21s);
+  EXPECT_TRUE(plan.lost.empty()) << plan.lost.front();
+  // A lookup that ends with the report refused (another address) leaves the host unheard.
+  Plan refused({kUnheardHosts[0], kUnheardHosts[1]});
+  ASSERT_EQ(refused.report(0, 0, RankEventKind::kStart, 0s).status, 200);
+  refused.coordinator.lookup_started(kUnheardHosts[1]);
+  refused.coordinator.lookup_ended(kUnheardHosts[1]);
+  ASSERT_EQ(refused.beat(0, 0, 1, 10s).status, 200);
+  refused.tick(16s);
+  ASSERT_EQ(refused.lost.size(), 1U);
+  EXPECT_EQ(refused.lost[0].substr(0, refused.lost[0].find(':')), kUnheardHosts[1]);
+}
+
+TEST(UnheardHosts, AStartSentAgainIsTheSameStart) {
+  // The agent sends its start again when the first answer came too late for it: taken, and
+  // answered, but told to the launcher once, which counts each rank's start once.
+  Plan plan(kUnheardHosts);
+  ASSERT_EQ(plan.report(4, 2, RankEventKind::kStart, 0s).status, 200);
+  ASSERT_EQ(plan.beat(4, 2, 1, 1s).status, 200);
+  ASSERT_EQ(plan.report(4, 2, RankEventKind::kStart, 1s).status, 200);
+  EXPECT_EQ(plan.beat(4, 2, 1, 2s).status, 403) << "the beats' seq goes on from before the start sent again";
+  ASSERT_EQ(plan.report(4, 2, RankEventKind::kExit, 2s).status, 200);
+  EXPECT_EQ(plan.events, (std::vector<int>{4, 4})) << "a start and an exit, each once";
 }
 
 }  // namespace
