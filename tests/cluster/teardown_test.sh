@@ -4,9 +4,10 @@
 # names the cause and how soon nothing of the job is left. One case per run:
 #   node-partitioned[-ssh]    at the defaults, a node cut off (its link down, processes alive):
 #                             named within --lost-after (15 s), torn down within 3 s more
-#   node-killed[-ssh][-defaults]  a node dies mid-run: exit 75 within 10 s (at the defaults:
-#                             named within --lost-after, 15 s), naming the host; with sidecars,
-#                             or without (--wait ssh: the rank agents' beats)
+#   node-killed[-ssh]         a node dies mid-run: exit 75 within 10 s, naming the host; with
+#                             sidecars, or without (--wait ssh: the rank agents' beats). Its
+#                             FINs name it at once, whatever --lost-after (the defaults' rows of
+#                             detection by silence are node-partitioned and node-silent)
 #   node-silent-{0.5s,6s}[-ssh][-defaults]  a node dies silently (its link down, then its
 #                             processes) 0.5 s or 6 s after its rank began: named within
 #                             --lost-after, with sidecars or without
@@ -26,13 +27,13 @@
 source "$(dirname "$0")/launcher_lib.sh"
 
 case $case_name in
-  node-killed|node-killed-ssh|node-killed-defaults|node-killed-ssh-defaults|node-partitioned|node-partitioned-ssh)
+  node-killed|node-killed-ssh|node-partitioned|node-partitioned-ssh)
     # Hard: every process of the pod SIGKILLed, its network gone. With sidecars their beats
     # stop; without (--wait ssh), the running ranks' agents' beats do. With short beats
-    # (--lost-after 3s) the launcher ends within 10 s; at the defaults the host is named
-    # within --lost-after (15 s) and the teardown takes at most 3 s more.
+    # (--lost-after 3s) the launcher ends within 10 s; cut off at the defaults, the host is
+    # named within --lost-after (15 s) and the teardown takes at most 3 s more.
     wait_mode=(); if [[ $case_name == *-ssh* ]]; then wait_mode=(--wait ssh); else with_sidecars; fi
-    if [[ $case_name == *-defaults || $case_name == node-partitioned* ]]; then
+    if [[ $case_name == node-partitioned* ]]; then
       settings="defaults" limit=25
       in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" "${wait_mode[@]}" \
         -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &

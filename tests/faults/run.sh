@@ -35,8 +35,6 @@ cases=(
   "launcher|2|$src/tests/cluster/teardown_test.sh|mpirun-lingers"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed-ssh"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed-defaults"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed-ssh-defaults"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-partitioned"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-partitioned-ssh"
   "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-0.5s"
