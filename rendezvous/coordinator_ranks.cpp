@@ -207,11 +207,17 @@ void Coordinator::check_agents(Clock::time_point now) {
 // that lost power), or its agents cannot reach the launcher. Either way the job would wait
 // for ranks that never join, until --timeout. Before the first report, MPI's own start-up
 // runs, whose length says nothing of any host. One more lost_after when the server refused
-// connections meanwhile (silent_too_long): the first word may be what was turned away.
+// connections meanwhile (silent_too_long): the first word may be what was turned away. A host
+// whose sidecar has registered and beats is heard from: its ranks may be held (at the start
+// gate, by MPI), and its silence is the sidecar's rule to judge.
 void Coordinator::check_unheard(Clock::time_point now) {
   if (!first_word_ || !silent_too_long(*first_word_, now)) return;
   for (const std::string& host : config_.ranked_hosts) {
-    if (heard_.contains(host) || lookups_.contains(host) || !agents_lost_.insert(host).second) continue;
+    auto entry = hosts_.find(host);
+    if (heard_.contains(host) || lookups_.contains(host) ||
+        (entry != hosts_.end() && entry->second.state == HostState::kReady))
+      continue;
+    if (!agents_lost_.insert(host).second) continue;
     name_lost(host, fmt::format("none of its ranks has reported, {} s after the job's first rank did: "
                                 "down since the start, or its rank agents cannot reach the launcher",
                                 ms_between(*first_word_, now) / 1000));

@@ -172,6 +172,34 @@ TEST(UnheardHosts, AHostWhoseReportWaitsOnADnsLookupIsNotJudgedMeanwhile) {
   EXPECT_EQ(refused.lost[0].substr(0, refused.lost[0].find(':')), kUnheardHosts[1]);
 }
 
+TEST(UnheardHosts, AHostWhoseSidecarBeatsIsHeardFrom) {
+  // With sidecars, a host's ranks may be held (its agents at a start gate whose answers are
+  // forged on its path, then reporting their own exit): its sidecar speaks for it.
+  Plan plan({kUnheardHosts[0], kUnheardHosts[1]});
+  for (std::size_t host : {0U, 1U}) {
+    Registration hello{kUnheardHosts[host], 2, 0, true, "", kVersion, random_nonce()};
+    Call call{
+        "POST", kRegisterPath, signed_body(kUnheardKey, hello), Plan::address(host), {Plan::address(host)}};
+    ASSERT_EQ(plan.coordinator.handle(call, kUnheardT0).status, 200);
+  }
+  ASSERT_EQ(plan.report(0, 0, RankEventKind::kStart, 0s).status, 200);
+  for (long long seq = 1; seq <= 3; ++seq) {
+    for (std::size_t host : {0U, 1U}) {
+      Call beat{"POST",
+                kBeatPath,
+                signed_body(kUnheardKey, Beat{kUnheardHosts[host], seq}),
+                Plan::address(host),
+                {}};
+      ASSERT_EQ(plan.coordinator.handle(beat, kUnheardT0 + std::chrono::seconds(seq * 5)).status, 200);
+    }
+    ASSERT_EQ(plan.beat(0, 0, seq, std::chrono::seconds(seq * 5)).status, 200);
+    plan.tick(std::chrono::seconds(seq * 5));
+  }
+  plan.tick(16s);
+  EXPECT_TRUE(plan.lost.empty()) << "a host whose sidecar beats was named for its ranks' silence: "
+                                 << plan.lost.front();
+}
+
 TEST(UnheardHosts, AStartSentAgainIsTheSameStart) {
   // The agent sends its start again when the first answer came too late for it: taken, and
   // answered, but told to the launcher once, which counts each rank's start once.
