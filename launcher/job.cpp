@@ -166,7 +166,7 @@ void set_agent_parameters(const JobOptions& options, Job& job) {
 std::string placement_from_env() {
   for (const auto& [name, value] : current_environment()) {
     if (name.starts_with("OMPI_MCA_rmaps") || name.starts_with("PRTE_MCA_rmaps") || name == "I_MPI_PERHOST")
-      return name + "=" + value;
+      return fmt::format("{}={}", name, value);
   }
   return "";
 }
