@@ -35,6 +35,14 @@ check_teardown() {
   (( $(bc <<<"$1 <= 3 + $slack") )) ||
     fail "the teardown took $1 s after naming the host (goal: 3 s, and $slack s for the exit): $2"
 }
+# judge_lost LOG T0 T_EXIT: node 1 named lost (or gone) in the launcher's LOG, node 0 not;
+# sets `named` (that line), `detect` (seconds from T0 to it) and `teardown` (from it to T_EXIT).
+judge_lost() {
+  named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$1") || fail "${nodes[1]} is not named: $1"
+  ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$1" || fail "the live host was named lost: $1"
+  local t_named; t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
+  detect=$(bc <<<"$t_named - $2"); teardown=$(bc <<<"$3 - $t_named")
+}
 status_env=()  # Trainer's status server variables, once start_status_server has run
 # A launch that hangs ends at 240 s (exit 124), before ctest's 300 s: the case then fails
 # with the launcher's output, which a test killed by ctest would lose.

@@ -62,14 +62,11 @@ case $case_name in
     rc=0; wait "$pid" || rc=$?
     [[ $rc == 75 ]] || fail "a lost host: expected exit 75 (a retry may pass), got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
-    named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the lost host is not named: $log"
-    ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
+    judge_lost "$log" "$t0" "$t_exit"
     [[ $(jq -r '[.exit.code, .exit.side, .exit.name, .exit.retry] | join(" ")' "$report") == "75 launcher temporary true" ]] ||
       fail "report exit: $(jq .exit "$report")"
     # Without sidecars nothing registers: no line may say the launcher waits for registrations.
     [[ $case_name != *-ssh* || $log != *"rendezvous: "* ]] || fail "a rendezvous progress line without sidecars: $log"
-    t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
-    detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
     check_teardown "$teardown" "$log"
     ended=""
     if [[ $case_name == node-partitioned* ]]; then
@@ -125,10 +122,7 @@ case $case_name in
     rc=0; wait "$pid" || rc=$?
     log=$(cat "$CIB_DIR/launcher.log")
     [[ $rc == 75 ]] || fail "a silently dead host: expected exit 75 (a retry may pass), got $rc: $log"
-    named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the dead host is not named: $log"
-    ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
-    t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
-    detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
+    judge_lost "$log" "$t0" "$t_exit"
     # Its last word came at most a beat before the cut: named within --lost-after and a second.
     (( $(bc <<<"$detect <= $goal + 1") )) || fail "named $detect s after the silent death (goal: $goal s): $log"
     check_teardown "$teardown" "$log"
@@ -177,10 +171,7 @@ NFT
     wait "$deleting" || true
     [[ $rc == 75 ]] || fail "a deleted node: expected exit 75, got $rc: $(cat "$CIB_DIR/launcher.log")"
     log=$(cat "$CIB_DIR/launcher.log")
-    named=$(grep -m 1 -E "host ${nodes[1]}.$sub (lost|is gone)" <<<"$log") || fail "the deleted host is not named: $log"
-    ! grep -qE "host ${nodes[0]}.$sub (lost|is gone)" <<<"$log" || fail "the live host was named lost: $log"
-    t_named=$(date -d "$(cut -d' ' -f1 <<<"$named")" +%s.%N)
-    detect=$(bc <<<"$t_named - $t0"); teardown=$(bc <<<"$t_exit - $t_named")
+    judge_lost "$log" "$t0" "$t_exit"
     (( $(bc <<<"$detect <= 2") )) || fail "named $detect s after the deletion (goal: 2 s): $log"
     check_teardown "$teardown" "$log"
     [[ $case_name == *-ssh ]] || expect_contains "$named" "its pod is being deleted" "the reason the sidecar gave"
