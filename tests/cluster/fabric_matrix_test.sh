@@ -8,9 +8,9 @@
 #   slow-100x   node 2's eth0 shaped to 20 Mbit/s (tbf), ~100x slower than its peers
 #   slow-10x    the same at 200 Mbit/s
 #   slow-1000x  the same at 2 Mbit/s
-#   two-slow    nodes 1 and 2 at 20 Mbit/s: every link has a slow end, node 0's too, so no
-#               pair test can tell which hosts are slow; the row must say so (not
-#               localised, the three hosts as candidates), and name no host alone
+#   two-slow    nodes 1 and 2 at 20 Mbit/s both ways: every link has a slow end, node 0's
+#               too, so no pair test can tell which hosts are slow; the row must say so
+#               (not localised, the three hosts as candidates), and name no host alone
 #   drop        every packet between nodes 1 and 2 dropped (nftables), ssh left alone
 source "$(dirname "$0")/lib.sh"
 row_name=$1
@@ -22,6 +22,16 @@ for node in "${nodes[@]}"; do init_node "$node"; done
 ns_of() { "$CIB" ns "$1"; }
 shape() {  # shape POD RATE: what leaves POD's eth0 at RATE
   ip netns exec "$(ns_of "$1")" tc qdisc add dev eth0 root tbf rate "$2" burst 32kb latency 50ms
+}
+# shape_both_ways POD RATE: a slow NIC, slow in both directions: POD's eth0 and the bridge's
+# end of its veth (what enters POD). A pair test sends both ways in turn, so a link between
+# two hosts shaped one way only is twice as slow as a link with one such end: right at the
+# default floor (half the reference), a coin flip between "not localised" and a slow link.
+shape_both_ways() {
+  local ns; ns=$(ns_of "$1")
+  shape "$1" "$2"
+  ip -n "${ns%-p*}-br" link show "v${ns##*-p}" >/dev/null || fail "no bridge end v${ns##*-p} for $1"
+  ip netns exec "${ns%-p*}-br" tc qdisc add dev "v${ns##*-p}" root tbf rate "$2" burst 32kb latency 50ms
 }
 # drop_between A B: in A's namespace, every packet to or from B, but ssh (the launch of
 # mpirun's daemons may go through either pod), is dropped.
@@ -39,7 +49,7 @@ case $row_name in
   slow-100x) shape "${nodes[2]}" 20mbit; want=("${nodes[2]}") ;;
   slow-10x) shape "${nodes[2]}" 200mbit; want=("${nodes[2]}") ;;
   slow-1000x) shape "${nodes[2]}" 2mbit; want=("${nodes[2]}") ;;
-  two-slow) shape "${nodes[1]}" 20mbit; shape "${nodes[2]}" 20mbit; want=("${nodes[@]}"); kind="not localised" ;;
+  two-slow) shape_both_ways "${nodes[1]}" 20mbit; shape_both_ways "${nodes[2]}" 20mbit; want=("${nodes[@]}"); kind="not localised" ;;
   drop) drop_between "${nodes[2]}" "${nodes[1]}"; want=("${nodes[1]} <-> ${nodes[2]}") ;;
   *) fail "unknown row $row_name" ;;
 esac
