@@ -141,7 +141,9 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, Ss
   if (ssh_userauth_publickey(session.get(), user.c_str(), key.get()) != SSH_AUTH_SUCCESS) {
     return {false, fmt::format("sshd refused the job key for user {}", user)};
   }
-  if (auto problem = command_problem(session.get(), user, target.timeout)) return {false, *problem};
+  if (target.run_command) {
+    if (auto problem = command_problem(session.get(), user, target.timeout)) return {false, *problem};
+  }
   if (keep != nullptr) *keep = std::move(session);
   return {true, ""};
 }

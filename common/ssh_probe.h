@@ -19,6 +19,9 @@ struct SshTarget {
   int port = 2222;
   std::string user;  // default: the running user
   Millis timeout{5000};
+  // Whether the check runs `exec true` too (ssh_probe.cpp, command_problem). The launcher's
+  // relay skips it where MPI's daemon start over the same session is the proof (ssh/relay.h).
+  bool run_command = true;
 };
 
 struct SshVerdict {

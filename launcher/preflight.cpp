@@ -114,7 +114,7 @@ std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
 
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency, Millis timeout,
-                                const SshOutcome& outcome, const GiveUp& give_up) {
+                                const SshOutcome& outcome, const GiveUp& give_up, bool run_command) {
   std::vector<CheckRow> rows(hosts.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -122,7 +122,7 @@ std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
       SshSessionPtr session;
       try {
         SshVerdict verdict =
-            probe_ssh(SshTarget{hosts[i], port, "", timeout}, private_key, outcome ? &session : nullptr);
+            probe_ssh(SshTarget{hosts[i], port, "", timeout, run_command}, private_key, outcome ? &session : nullptr);
         if (!verdict.ok) rows[i] = {hosts[i], "ssh", verdict.problem};
       } catch (const std::exception& e) {  // on a worker, a throw would be std::terminate
         rows[i] = {hosts[i], "ssh", fmt::format("the check failed: {}", e.what())};

@@ -55,13 +55,14 @@ std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
                                           const std::string& private_key, Millis budget = kLostHostBudget,
                                           const GiveUp& stop = {});
 // Each host's verdict as soon as it is known, from the worker that reached it: the session
-// that passed (for the ssh relay, ssh/relay.h), or none and the problem.
+// that passed (for the ssh relay, ssh/relay.h), or none and the problem. Without
+// `run_command`, a host passes once it has shown the job's host key and taken the job key.
 using SshOutcome =
     std::function<void(const std::string& host, SshSessionPtr session, const std::string& problem)>;
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
                                 const std::string& private_key, int concurrency = 16,
                                 Millis timeout = Millis(10000), const SshOutcome& outcome = {},
-                                const GiveUp& give_up = {});
+                                const GiveUp& give_up = {}, bool run_command = true);
 
 // Where rank r must run: hosts in hostfile order, each filled to its slots, round after
 // round if np exceeds the slots (by-slot mapping, the default of Open MPI and hydra).

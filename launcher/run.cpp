@@ -102,6 +102,7 @@ class JobRun {
   std::vector<std::string> launcher_addresses() const;
   void start_relay();
   void ssh_verdict(const std::vector<CheckRow>& rows);
+  void name_failed_daemons(const Ended& ended);
   JobTally tally() {
     std::lock_guard lock(shared_.mutex);
     return shared_.tally;
@@ -126,6 +127,7 @@ class JobRun {
   // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
   std::unique_ptr<SshRelay> relay_;
   std::optional<SshCheckBeside> ssh_beside_;
+  bool daemons_prove_commands_ = false;  // the check left its `exec true` to the daemons' start
   std::optional<Failure> preflight_failure_;
   std::optional<ProcessGroup> mpi_;
 };
@@ -197,6 +199,7 @@ Status JobRun::launch() {
     start_relay();
     if (relay_) addresses.relay_socket = relay_->socket_path();
     ssh_beside_.emplace(job_, options_.job.ssh_port, relay_.get());
+    daemons_prove_commands_ = ssh_beside_->daemons_prove_commands();
   }
   auto spawned = ProcessGroup::spawn(command_, launch_environment(job_, std::move(addresses)));
   if (!spawned) return fail_before_launch(spawned.error(), FailureKind::kJobFailed);
@@ -216,6 +219,19 @@ void JobRun::ssh_verdict(const std::vector<CheckRow>& rows) {
   coordinator_.stop_gate(failed.message);
   std::lock_guard lock(shared_.mutex);
   shared_.tally.failure = preflight_failure_;
+}
+
+// Where the daemons' start over the relay was the ssh check's proof that each account runs
+// commands, a daemon that exited non-zero before any rank started fails the check, as its
+// `exec true` would have: exit 69, the host and what its daemon printed (run_steps.h).
+void JobRun::name_failed_daemons(const Ended& ended) {
+  if (!relay_ || !daemons_prove_commands_ || preflight_failure_ || ended.failure || ended.status == 0 ||
+      tally().started > 0)
+    return;
+  std::vector<CheckRow> rows = daemon_start_rows(relay_->failed_starts(), ssh_login_user());
+  if (rows.empty()) return;
+  Error failed = preflight_failed(rows);
+  preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, FailureKind::kPreflightFailed};
 }
 
 // The snapshot is taken on the coordinator's thread, whose callbacks take the mutex: not under it.
@@ -260,6 +276,7 @@ Ended JobRun::supervise() {
 std::optional<Failure> JobRun::verdict(Ended ended) {
   phase_done("job", launched_);
   if (ssh_beside_) ssh_verdict(ssh_beside_->wait());  // mpirun ended first: its verdict still decides
+  name_failed_daemons(ended);
   // mpirun, stopped, may exit before its daemons have ended their ranks: they are waited for
   // (ssh/relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
   // will answer, and the report would wait for nothing).

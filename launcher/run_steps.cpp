@@ -54,8 +54,10 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
                     rows.size());
 }
 
-SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay) {
-  auto check = [this, hosts = job.topology.host_names(), ssh_port, key = job.private_key, relay] {
+SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay)
+    : daemons_prove_commands_(relay != nullptr && !job.agents_ask) {
+  auto check = [this, hosts = job.topology.host_names(), ssh_port, key = job.private_key, relay,
+                run_command = !daemons_prove_commands_] {
     auto since = Clock::now();
     SshOutcome to_relay;
     if (relay != nullptr) {
@@ -66,7 +68,8 @@ SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay) {
     }
     // A stop (the pod is being deleted) leaves the hosts not yet taken unchecked: the launcher
     // waits for this verdict after mpirun, and silent hosts would hold it 10 s a round of 16.
-    std::vector<CheckRow> rows = check_ssh(hosts, ssh_port, key, 16, Millis(10000), to_relay, stop_requested);
+    std::vector<CheckRow> rows =
+        check_ssh(hosts, ssh_port, key, 16, Millis(10000), to_relay, stop_requested, run_command);
     seconds_ = std::chrono::duration<double>(Clock::now() - since).count();  // read after the future's get()
     return rows;
   };
@@ -91,6 +94,27 @@ std::vector<CheckRow> SshCheckBeside::wait() {
   } catch (const std::exception& e) {  // check_ssh catches per host; what is left is memory
     return {{"(all)", "ssh", fmt::format("the check failed: {}", e.what())}};
   }
+}
+
+std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed, const std::string& user) {
+  std::vector<CheckRow> rows;
+  for (const auto& start : failed) {
+    std::string said;  // on one line: a shell's message spans lines
+    for (char c : start.said) {
+      bool blank = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+      if (!blank) said += c;
+      if (blank && !said.empty() && said.back() != ' ') said += ' ';
+    }
+    while (!said.empty() && said.back() == ' ') said.pop_back();
+    rows.push_back(
+        {start.host, "ssh",
+         fmt::format("sshd took the job key, but MPI's daemon exited {} there as user {} before any rank "
+                     "started{}; the account's shell must run commands (not nologin), and MPI must be "
+                     "installed as on the launcher",
+                     start.status, user,
+                     said.empty() ? ", printing nothing" : fmt::format(": \"{}\"", truncate_utf8(said, 160, "...")))});
+  }
+  return rows;
 }
 
 Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared) {

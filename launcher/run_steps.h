@@ -73,6 +73,11 @@ Status preflight(const PreflightOptions& options, const Job& job, nlohmann::json
 // beside it: exit 69, the table of `rows` on stderr, and no rank started.
 Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUnavailable);
 
+// The ssh check's rows for the daemons that mpirun could not start over the relay, where
+// that start was the check's proof of commands (SshCheckBeside::daemons_prove_commands):
+// each host, its daemon's exit status and what it printed, on one line.
+std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed, const std::string& user);
+
 // The ssh step beside the launch: check_ssh() over the job's hosts on a thread of its own,
 // started at construction. Its handshakes are bounded (10 s each), so wait() is too. Take its
 // rows once, by poll() or wait(); it must not move while it runs (hold it in an optional).
@@ -86,8 +91,15 @@ class SshCheckBeside {
   std::vector<CheckRow> wait();
   // The check's own time, for report.json's preflight steps ("ssh"), once its rows are taken.
   double seconds() const { return seconds_; }
+  // Whether the check leaves out its `exec true`: mpirun starts every daemon itself, each over
+  // the relay on the checked session (Open MPI up to 64 hosts, job.h's agents_ask false), so
+  // a daemon's start is the proof that the account runs commands, and a start that failed is
+  // named from the relay (daemon_start_rows). Under hydra, past 64 hosts, or with no relay,
+  // the check runs it: a proxy or a tree-spawned daemon starts where the relay cannot see.
+  bool daemons_prove_commands() const { return daemons_prove_commands_; }
 
  private:
+  bool daemons_prove_commands_ = false;
   std::future<std::vector<CheckRow>> result_;
   std::optional<std::vector<CheckRow>> ran_here_;  // no thread could be started: it ran here
   double seconds_ = 0;

@@ -36,6 +36,7 @@ namespace {
 constexpr int kChannelPollMs = 100;
 constexpr Millis kOpenTimeout(30000);            // the channel's open and the exec's answer, together
 constexpr std::size_t kOutputHeld = 256 * 1024;  // a stream's output read and not yet taken
+constexpr std::size_t kSaidKept = 240;            // of its output, for naming a daemon that failed
 
 struct ChannelFree {
   void operator()(ssh_channel channel) const {
@@ -164,8 +165,9 @@ struct CallerOutputs {
 };
 
 // Moves what the channel holds into the caller's outputs, as far as each has room, and
-// writes what each takes now. False if the session failed.
-bool drain(ssh_channel channel, CallerOutputs& outputs) {
+// writes what each takes now; the first kSaidKept bytes are kept in `said` too. False if the
+// session failed.
+bool drain(ssh_channel channel, CallerOutputs& outputs, std::string& said) {
   std::array<char, 32768> buffer{};
   for (int is_stderr : {0, 1}) {
     CallerOutput& output = is_stderr != 0 ? outputs.err : outputs.out;
@@ -177,6 +179,7 @@ bool drain(ssh_channel channel, CallerOutputs& outputs) {
       if (got <= 0) break;
       output.add(buffer.data(), static_cast<std::size_t>(got));
       output.flush();
+      said.append(buffer.data(), std::min(static_cast<std::size_t>(got), kSaidKept - said.size()));
     }
   }
   return true;
@@ -208,7 +211,7 @@ std::optional<RemoteExit> start_command(ssh_session session, ssh_channel channel
       if (rc == SSH_OK) return std::nullopt;
       if (rc != SSH_AGAIN) return session_lost(session, fmt::format("sshd refused to {}", what));
       if (stop.load() || caller_gone(call.caller))
-        return RemoteExit{255, "stopped before the command started", false};
+        return RemoteExit{255, "stopped before the command started", false, ""};
       if (deadline.expired())
         return session_lost(session,
                             fmt::format("sshd did not {} in {} s", what, kOpenTimeout.count() / 1000));
@@ -276,32 +279,34 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   CallerOutputs outputs{CallerOutput(call.out), CallerOutput(call.err)};
   std::array<bool, 3> watched{};  // stdin, stdout, stderr
   bool ended = false;
+  std::string said;
   while (true) {
-    bool drained = drain(channel.get(), outputs);
+    bool drained = drain(channel.get(), outputs, said);
     // The command's end: the channel closed, or its output ended and its exit status came.
     // The loop goes on until the caller has taken the output.
     if (!ended &&
         (ssh_channel_is_closed(channel.get()) != 0 || (ssh_channel_is_eof(channel.get()) != 0 && drained &&
                                                        ssh_channel_get_exit_status(channel.get()) >= 0))) {
       ended = true;
-      drained = drain(channel.get(), outputs);  // what came in the same packets as the close
+      drained = drain(channel.get(), outputs, said);  // what came in the same packets as the close
     }
     if (ended && (!outputs.waiting() || !drained)) break;
     if (!drained) return session_lost(session, "the connection failed");
-    if (stop.load()) return RemoteExit{255, "the launcher stopped", false};
+    if (stop.load()) return RemoteExit{255, "the launcher stopped", false, ""};
     watch_while(loop, call.in, !ended && in.open && in.pending.empty(), watched[0], &flags.stdin_ready,
                 POLLIN);
     watch_while(loop, outputs.out.fd(), outputs.out.waiting(), watched[1], &flags.output_ready, POLLOUT);
     watch_while(loop, outputs.err.fd(), outputs.err.waiting(), watched[2], &flags.output_ready, POLLOUT);
     flags.stdin_ready = false;
     loop.wait(kChannelPollMs);
-    if (flags.caller_left) return RemoteExit{255, "the caller went away", false};
+    if (flags.caller_left) return RemoteExit{255, "the caller went away", false, ""};
     if (!ended && !pass_stdin(channel.get(), call, in, flags.stdin_ready))
       return session_lost(session, "the connection failed");
   }
   if (ssh_is_connected(session) == 0) return session_lost(session, "the connection closed");
   int status = ssh_channel_get_exit_status(channel.get());
   RemoteExit result;
+  result.said = std::move(said);
   result.status = status >= 0 && status <= 255 ? status : 255;
   if (status < 0) result.problem = "the command ended with no exit status (a signal?)";
   return result;

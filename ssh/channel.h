@@ -30,6 +30,9 @@ struct RemoteExit {
   int status = 255;           // the command's exit status; 255 as ssh for anything else
   std::string problem;        // empty when the command ran to its end
   bool session_lost = false;  // the connection itself failed: no further command may use it
+  // The first bytes of its output, stdout and stderr as they came: what a daemon that could
+  // not start said (an account's nologin, a program not found), for the relay to name it.
+  std::string said;
 };
 
 // Whether the caller's socket is readable or hung up: it never writes after its request, so

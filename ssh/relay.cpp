@@ -161,7 +161,7 @@ SshRelay::SshRelay(std::shared_ptr<ScratchDir> dir, int listener, std::array<int
       wake_(wake),
       port_(port) {
   for (const auto& host : hosts) {
-    slots_[host];
+    slots_[host].host = host;
     std::string short_name = host.substr(0, host.find('.'));
     auto [it, added] = short_names_.emplace(short_name, host);
     if (!added && it->second != host) it->second.clear();  // two hosts share it: ambiguous
@@ -221,6 +221,15 @@ bool SshRelay::wait_idle(Millis budget) {
 SshRelay::Counts SshRelay::counts() const {
   std::lock_guard lock(mutex_);
   return counts_;
+}
+
+std::vector<SshRelay::FailedStart> SshRelay::failed_starts() const {
+  std::lock_guard lock(mutex_);
+  std::vector<FailedStart> out;
+  for (const auto& [host, slot] : slots_) {
+    if (slot.failed) out.push_back(*slot.failed);
+  }
+  return out;
 }
 
 SshRelay::Slot* SshRelay::find_slot(const std::string& host) {
@@ -320,6 +329,8 @@ void SshRelay::serve(int caller) {
       slot->state = Slot::State::kRefused;
       slot->problem = ended.problem;
     }
+    if (!ended.session_lost && ended.problem.empty() && ended.status != 0 && !slot->failed)
+      slot->failed = FailedStart{slot->host, ended.status, std::move(ended.said)};
     changed_.notify_all();  // wait_idle
   }
   if (!ended.problem.empty()) spdlog::debug("ssh relay: {}: {}", call.host, ended.problem);

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,12 +66,25 @@ class SshRelay {
   };
   Counts counts() const;
 
+  // Each host's first command that ran and exited non-zero: its status and the first bytes it
+  // printed. Where mpirun ended before any rank started, this is the daemon that could not
+  // start, and why in its own words (an account's nologin: "This account is currently not
+  // available."), which the launcher names in place of the ssh check's `exec true`.
+  struct FailedStart {
+    std::string host;
+    int status = 0;
+    std::string said;
+  };
+  std::vector<FailedStart> failed_starts() const;
+
  private:
   struct Slot {
+    std::string host;  // its name as the check reports on it
     enum class State { kPending, kReady, kRefused } state = State::kPending;
     SshSessionPtr session;
     std::string problem;
     bool busy = false;
+    std::optional<FailedStart> failed;  // its first command that exited non-zero
   };
   SshRelay(std::shared_ptr<ScratchDir> dir, int listener, std::array<int, 2> wake, int port,
            const std::vector<std::string>& hosts);

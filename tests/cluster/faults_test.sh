@@ -5,6 +5,10 @@
 #   pod-never-comes    node 1's sidecar never starts: exit 75 at --rendezvous-timeout, naming it
 #   late-pod           node 1's sidecar starts 6 s late: the job waits for it, then runs (exit 0)
 #   unresolvable       node 1's name no longer resolves (--wait none): exit 69 before any rank
+#   ssh-no-command     node 1's account runs no command (nologin's shell): under Open MPI at
+#                      the defaults its daemon's start over the relay is the ssh check's proof,
+#                      and the host is named with what the daemon printed; with --ssh-check
+#                      before, `exec true` is: exit 69 before any rank both ways
 #   rank-killed        rank 1 is killed by SIGKILL: exit 137 (128+9), the rank named, the job's side
 #   launcher-killed    every process of the launcher pod SIGKILLed: the ranks and MPI daemons
 #                      on the nodes end by themselves
@@ -55,6 +59,33 @@ case $case_name in
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
     row "a name that does not resolve" "exit 69 before any rank, the host named" "$(ms_since "$t0") ms"
     pass "an unresolvable host: exit 69, named" ;;
+  ssh-no-command)
+    # The account sshd logs node 1's callers in as, with nologin for its shell, as uid
+    # 65534's is in most images: the job key is taken, and every command prints "This account
+    # is currently not available." and exits 1.
+    ns=$("$CIB" ns "${nodes[1]}")
+    # Written in place: the pod's /etc/passwd is a bind mount of this file (sed -i would
+    # put a new file beside it, which the pod never sees).
+    passwd=$(sed -E 's#^(root:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*):.*$#\1:/usr/sbin/nologin#' "/etc/netns/$ns/passwd")
+    printf '%s\n' "$passwd" > "/etc/netns/$ns/passwd"
+    grep -q '^root:.*:/usr/sbin/nologin$' "/etc/netns/$ns/passwd" || fail "node 1's shell not set: $(cat "/etc/netns/$ns/passwd")"
+    for mode in beside before; do
+      flags=(); [[ $mode == before ]] && flags=(--ssh-check before)
+      t0=$(date +%s%N); rc=0; out=$(launch --wait none "${flags[@]}" -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+      [[ $rc == 69 ]] || fail "$mode: expected exit 69, got $rc: $out"
+      expect_contains "$out" "${nodes[1]}.$sub" "$mode: the host is named"
+      expect_contains "$out" "preflight failed on 1 check(s); no rank was started" "$mode: the preflight's verdict"
+      if [[ $mode == beside ]]; then
+        expect_contains "$out" "but MPI's daemon exited 1 there as user root before any rank started: \"This account is currently not available.\"" "the daemon's own words"
+      else
+        expect_contains "$out" "runs no command as user root: \`exec true\` exited 1 (This account is currently not available.)" "exec true's verdict"
+      fi
+      [[ $(grep -c "^${nodes[0]}" <<<"$out") == 0 ]] || fail "$mode: node 0, whose account runs commands, was named: $out"
+      [[ ! -e $CIB_DIR/rank-started ]] || fail "$mode: a rank started"
+      [[ $(jq -r '.exit.code' "$report") == 69 ]] || fail "$mode: report.json: $(jq -c .exit "$report")"
+      row "an account whose shell runs no command (nologin), ssh check $mode the launch" "exit 69 before any rank, the host and its shell's words named" "$(ms_since "$t0") ms to the launcher's exit"
+    done
+    pass "a node whose account runs no command: exit 69 before any rank, named by the daemon's start (Open MPI) or by exec true (--ssh-check before)" ;;
   rank-killed)
     with_sidecars
     t0=$SECONDS; rc=0

@@ -25,6 +25,7 @@ cases=(
   "launcher|2|$src/tests/cluster/faults_test.sh|recreated-before"
   "launcher|2|$src/tests/cluster/faults_test.sh|recreated-after"
   "launcher|2|$src/tests/cluster/launcher_test.sh|ssh-refused"
+  "launcher|2|$src/tests/cluster/faults_test.sh|ssh-no-command"
   "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds"
   "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds-openmpi"
   "launcher|2|$src/tests/cluster/faults_test.sh|unresolvable"

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "initcontainer/ssh_identity.h"
+#include "launcher/run_steps.h"
 
 namespace tmpi::launch {
 namespace {
@@ -197,6 +198,43 @@ TEST(Preflight, TheTableShowsOutsideTextAsTheLogDoes) {
   EXPECT_EQ(table.find("\n2026-12-03"), std::string::npos) << "a line that looks like a record: " << table;
   EXPECT_NE(table.find("\n    | 2026-12-03"), std::string::npos) << table;
   EXPECT_LT(table.size(), 2500U) << "a reason is cut at 1 KiB";
+}
+
+// Where mpirun starts every daemon over the relay, the daemon's start is the proof that the
+// account runs commands, and the check leaves its `exec true` out; anywhere else it keeps it.
+TEST(Preflight, TheCheckLeavesItsCommandToTheDaemonsOnlyWhereMpirunStartsThemAllOverTheRelay) {
+  auto relay = SshRelay::start({}, 2222);
+  ASSERT_TRUE(relay) << relay.error().message;
+  Job job;  // no hosts: each check below ends at once
+  job.agents_ask = false;
+  EXPECT_TRUE(SshCheckBeside(job, 2222, relay->get()).daemons_prove_commands());
+  EXPECT_FALSE(SshCheckBeside(job, 2222, nullptr).daemons_prove_commands()) << "no relay: mpirun's own ssh";
+  job.agents_ask = true;  // hydra, past 64 hosts, a routing tree of the user's
+  EXPECT_FALSE(SshCheckBeside(job, 2222, relay->get()).daemons_prove_commands());
+}
+
+// A daemon that could not start is named as the check would have named its host: the
+// status, the account, and what it printed on one line, cut, or that it printed nothing.
+TEST(Preflight, ADaemonThatCouldNotStartIsARowOfTheSshCheck) {
+  std::vector<SshRelay::FailedStart> failed = {
+      {"node-1.job", 1, "This account is currently\n  not available.\r\n"},
+      {"node-2.job", 127, ""},
+      {"node-3.job", 2, std::string(500, 'x')}};
+  auto rows = daemon_start_rows(failed, "mpiuser");
+  ASSERT_EQ(rows.size(), 3U);
+  EXPECT_EQ(rows[0].host, "node-1.job");
+  EXPECT_EQ(rows[0].check, "ssh");
+  EXPECT_NE(rows[0].reason.find("MPI's daemon exited 1 there as user mpiuser before any rank started: "
+                                "\"This account is currently not available.\""),
+            std::string::npos)
+      << rows[0].reason;
+  EXPECT_NE(rows[0].reason.find("not nologin"), std::string::npos) << "the likely fix: " << rows[0].reason;
+  EXPECT_NE(rows[1].reason.find("exited 127 there as user mpiuser before any rank started, printing nothing"),
+            std::string::npos)
+      << rows[1].reason;
+  EXPECT_NE(rows[2].reason.find(std::string(157, 'x') + "...\""), std::string::npos) << rows[2].reason;
+  EXPECT_EQ(rows[2].reason.find(std::string(161, 'x')), std::string::npos) << "cut at 160 bytes";
+  EXPECT_TRUE(daemon_start_rows({}, "mpiuser").empty());
 }
 
 }  // namespace
