@@ -121,8 +121,8 @@ std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,
     for (std::size_t i; !(give_up && give_up()) && (i = next++) < hosts.size();) {
       SshSessionPtr session;
       try {
-        SshVerdict verdict =
-            probe_ssh(SshTarget{hosts[i], port, "", timeout, run_command}, private_key, outcome ? &session : nullptr);
+        SshVerdict verdict = probe_ssh(SshTarget{hosts[i], port, "", timeout, run_command}, private_key,
+                                       outcome ? &session : nullptr);
         if (!verdict.ok) rows[i] = {hosts[i], "ssh", verdict.problem};
       } catch (const std::exception& e) {  // on a worker, a throw would be std::terminate
         rows[i] = {hosts[i], "ssh", fmt::format("the check failed: {}", e.what())};

@@ -96,7 +96,8 @@ std::vector<CheckRow> SshCheckBeside::wait() {
   }
 }
 
-std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed, const std::string& user) {
+std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed,
+                                        const std::string& user) {
   std::vector<CheckRow> rows;
   for (const auto& start : failed) {
     std::string said;  // on one line: a shell's message spans lines
@@ -112,7 +113,8 @@ std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>
                      "started{}; the account's shell must run commands (not nologin), and MPI must be "
                      "installed as on the launcher",
                      start.status, user,
-                     said.empty() ? ", printing nothing" : fmt::format(": \"{}\"", truncate_utf8(said, 160, "...")))});
+                     said.empty() ? ", printing nothing"
+                                  : fmt::format(": \"{}\"", truncate_utf8(said, 160, "...")))});
   }
   return rows;
 }

@@ -76,7 +76,8 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUna
 // The ssh check's rows for the daemons that mpirun could not start over the relay, where
 // that start was the check's proof of commands (SshCheckBeside::daemons_prove_commands):
 // each host, its daemon's exit status and what it printed, on one line.
-std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed, const std::string& user);
+std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed,
+                                        const std::string& user);
 
 // The ssh step beside the launch: check_ssh() over the job's hosts on a thread of its own,
 // started at construction. Its handshakes are bounded (10 s each), so wait() is too. Take its

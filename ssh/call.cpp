@@ -67,6 +67,8 @@ bool plain_host(std::string_view host) {
 // One option and its argument, into `call`; false when the relay cannot honour it.
 bool take_option(char flag, std::string_view value, SshCall& call) {
   if (flag == 'n') call.no_stdin = true;
+  if (flag == 'i') call.identity_file = value;
+  if (flag == 'F') call.config_file = value;
   if (kIgnoredFlags.find(flag) != std::string_view::npos) return true;
   if (kIgnoredWithArgument.find(flag) != std::string_view::npos) return true;
   if (flag == 'l') {
@@ -90,6 +92,9 @@ bool take_option(char flag, std::string_view value, SshCall& call) {
     call.user = setting;
     return true;
   }
+  if (key == "identityfile") call.identity_file = setting;
+  if (key == "userknownhostsfile") call.known_hosts_file = setting;
+  if (key == "stricthostkeychecking") call.strict_host_keys = lower(setting) == "yes";
   return kIgnoredOptions.contains(key);
 }
 

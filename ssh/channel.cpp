@@ -36,7 +36,7 @@ namespace {
 constexpr int kChannelPollMs = 100;
 constexpr Millis kOpenTimeout(30000);            // the channel's open and the exec's answer, together
 constexpr std::size_t kOutputHeld = 256 * 1024;  // a stream's output read and not yet taken
-constexpr std::size_t kSaidKept = 240;            // of its output, for naming a daemon that failed
+constexpr std::size_t kSaidKept = 240;           // of its output, for naming a daemon that failed
 
 struct ChannelFree {
   void operator()(ssh_channel channel) const {
@@ -272,8 +272,8 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   } flags;
   EventLoop loop(session);
   if (!loop.ready()) return session_lost(session, "no event loop");
-  loop.watch(call.caller, &flags.caller_left);
-  if (call.wake >= 0) loop.watch(call.wake, &flags.woken);  // `stop` is then set: seen at the top
+  if (call.caller >= 0) loop.watch(call.caller, &flags.caller_left);  // none: the client is its own caller
+  if (call.wake >= 0) loop.watch(call.wake, &flags.woken);            // `stop` is then set: seen at the top
   StdinRelay in;
   in.open = call.in >= 0;
   CallerOutputs outputs{CallerOutput(call.out), CallerOutput(call.err)};

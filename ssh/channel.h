@@ -22,7 +22,7 @@ namespace tmpi::launch {
 struct RemoteCall {
   std::string command;              // for the remote user's shell, as ssh sends it
   int in = -1, out = -1, err = -1;  // the caller's stdin, stdout, stderr
-  int caller = -1;                  // the caller's socket: readable or hung up once it is gone
+  int caller = -1;                  // the caller's socket: readable or hung up once it is gone; -1: none
   int wake = -1;                    // readable once `stop` is set: every wait ends then
 };
 

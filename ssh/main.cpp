@@ -3,13 +3,15 @@
 // the command over the check's connection to that host, hands the relay its stdin, stdout
 // and stderr, and exits with the remote command's status, as ssh would. Where the relay
 // cannot serve it (no relay, an option it does not honour, a host it does not hold), it
-// becomes the real ssh with the same arguments, so that the worst case is today's launch.
+// becomes the real ssh with the same arguments, so that the worst case is today's launch;
+// or, where the running uid has no passwd entry and ssh would not start, mpi-ssh-client.
 //
 // MPI starts one of these per host and may kill it (SIGTERM) when it tears the job down:
 // the relay sees its socket close and closes the channel, as sshd sees a killed ssh's
 // connection close. Small on purpose: libc and the request's format (ssh/call.h), nothing
 // else, since it starts once per daemon.
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -29,7 +31,22 @@ namespace {
 
 using tmpi::launch::SshCall;
 
+// Where OpenSSH's client cannot run, since passwd has no entry for this uid (it would exit
+// "No user exists for uid N" before connecting: an arbitrary uid with no nss_wrapper), the
+// libssh client installed beside this program runs the call (ssh/client.h).
+void become_client_without_passwd(char** argv) {
+  if (getpwuid(getuid()) != nullptr) return;
+  char self[4096];
+  ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (size <= 0) return;
+  std::string client(self, static_cast<std::size_t>(size));
+  client = client.substr(0, client.rfind('/') + 1) + "mpi-ssh-client";
+  argv[0] = const_cast<char*>("mpi-ssh-client");
+  execv(client.c_str(), argv);  // returns only if it could not start: ssh says why then
+}
+
 [[noreturn]] void become_ssh(char** argv) {
+  become_client_without_passwd(argv);
   argv[0] = const_cast<char*>("ssh");
   execvp("ssh", argv);
   std::fprintf(stderr, "mpi-ssh: cannot run ssh: %s\n", std::strerror(errno));

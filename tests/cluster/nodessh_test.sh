@@ -7,14 +7,14 @@
 # SSH_CLIENT; exit-signal; env requests (a listed one passed, another refused); a wrong key
 # refused; `ssh -L` refused by name; the client killed and the command's process group gone
 # (a group that ignores SIGHUP too: SIGKILL after the grace); mpirun's hello over 2 nodes; no
-# [fail] from ssh-audit.
+# [fail] from ssh-audit; mpi-launcher run under Open MPI 4 and MPICH, with the fabric check.
 # Usage (under cib run): nodessh_test.sh
 source "$(dirname "$0")/lib.sh"
 uid=1234567
 sub=$(subdomain); launcher=$(launcher_pod); nodes=($(node_pods)); node=${nodes[0]}.$sub
 as_uid=(setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs --bounding-set -all --inh-caps -all)
 
-init_launcher
+init_launcher --slots 2
 for pod in "${nodes[@]}"; do
   in_pod "$pod" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
   home="$CIB_DIR/pods/$pod/home"
@@ -143,3 +143,42 @@ audit=$(in_pod "$launcher" ssh-audit -n -p 2222 "$node" 2>&1) || true
 expect_contains "$audit" "(kex) curve25519-sha256" "ssh-audit's report"
 if grep -F "[fail]" <<<"$audit"; then fail "ssh-audit fails an algorithm:"$'\n'"$audit"; fi
 pass "ssh-audit: no [fail] ($(grep -c -F '[warn]' <<<"$audit") warn)"
+
+# mpi-launcher run, its clients unchanged, the launcher too as uid $uid with no passwd entry
+# (OpenSSH's client would exit "No user exists for uid"): the ssh wait and check (libssh;
+# `exec true` under hydra), Open MPI's daemons through mpi-ssh and the relay, hydra's
+# proxies through its launcher-exec wrapper, the fabric check's mpirun through mpi-ssh and
+# mpi-ssh-client (no relay there), every rank under mpi-rank as the server's uid.
+launcher_home="$CIB_DIR/pods/$launcher/home"
+chown -R "$uid:$uid" "$launcher_home"
+mkdir -p "$CIB_DIR/launcher-tmp"; chown "$uid:$uid" "$CIB_DIR/launcher-tmp"
+[[ -z $(in_pod "$launcher" getent passwd "$uid") ]] || fail "uid $uid has a passwd entry in $launcher"
+for mpi in openmpi mpich; do
+  rc=0; out=$(in_pod "$launcher" "${as_uid[@]}" env TMPDIR="$CIB_DIR/launcher-tmp" "$TMPI_BUILD_DIR/bin/mpi-launcher" run \
+    --hosts "$ETC_MPI/hosts.json" --report "$CIB_DIR/launcher-tmp/report.json" --iface eth0 --wait ssh --mpi "$mpi" \
+    --check mpi -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_$mpi" 2>&1) || rc=$?
+  expect_eq "$rc" 0 "mpi-launcher run ($mpi) as uid $uid against mpi-sshd: $out"
+  expect_contains "$out" "result: pass" "$mpi's fabric check"
+  expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "$mpi's allreduce under the launcher"
+  expect_contains "$out" "rank 3/4 on ${nodes[1]}" "$mpi's placement"
+  ! grep -q "No user exists" <<<"$out" || fail "OpenSSH's client ran for uid $uid: $out"
+done
+# mpi-ssh-client itself: a host its known-hosts file does not list, and a key the server
+# refuses, each end before any command with exit 255 and the reason, as ssh's would.
+client=(in_pod "$launcher" "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-ssh-client" -F /dev/null -p 2222)
+known="$launcher_home/.ssh/known_hosts"
+rc=0; out=$("${client[@]}" -i "$launcher_home/.ssh/$key" -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \
+  "$node" "touch $CIB_DIR/pods/${nodes[0]}/home/ran" 2>&1) || rc=$?
+expect_eq "$rc" 255 "an unlisted host's exit"
+expect_contains "$out" "/dev/null lists no host key for $node (port 2222)" "an unlisted host"
+cp "$CIB_DIR/stranger" "$CIB_DIR/launcher-tmp/stranger"; chown "$uid:$uid" "$CIB_DIR/launcher-tmp/stranger"
+rc=0; out=$("${client[@]}" -i "$CIB_DIR/launcher-tmp/stranger" -o UserKnownHostsFile="$known" -o StrictHostKeyChecking=yes \
+  "$node" "touch $CIB_DIR/pods/${nodes[0]}/home/ran" 2>&1) || rc=$?
+expect_eq "$rc" 255 "a refused key's exit"
+expect_contains "$out" "$node refused the key $CIB_DIR/launcher-tmp/stranger" "a refused key"
+rc=0; out=$("${client[@]}" -i "$launcher_home/.ssh/$key" -o UserKnownHostsFile="$known" "$node" true 2>&1) || rc=$?
+expect_eq "$rc" 255 "no strict host key checking"
+expect_contains "$out" "cannot run this as ssh would: no -o UserKnownHostsFile with -o StrictHostKeyChecking=yes" "the refusal"
+[[ ! -e $CIB_DIR/pods/${nodes[0]}/home/ran ]] || fail "a command ran for a client that should have been refused"
+pass "mpi-ssh-client: an unlisted host, a refused key and no strict checking end with 255 and the reason"
+pass "mpi-launcher run as uid $uid with no passwd entry (Open MPI 4 and MPICH, with the fabric check) over mpi-sshd"

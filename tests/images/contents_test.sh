@@ -49,7 +49,7 @@ for file in "$root"/opt/trainer-mpi/bin/* "${mpi_programs[@]/#/$root}"; do
   checked=$((checked + 1))
 done
 ((checked >= 7)) || fail "only $checked ELF programs checked"
-for program in mpi-init mpi-rendezvous mpi-launcher mpi-rank mpi-ssh nccl-check; do
+for program in mpi-init mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check; do
   out=$(in_image "$program" --help 2>&1) || fail "$program --help exited $? as uid 1000: $out"
 done
 [[ ! -e $root/opt/trainer-mpi/bin/nccl-check.mpich ]] || fail "nccl-check.mpich left beside nccl-check"

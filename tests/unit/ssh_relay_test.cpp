@@ -21,6 +21,7 @@
 
 #include "agent/contract.h"
 #include "ssh/call.h"
+#include "ssh/client.h"
 #include "ssh/relay.h"
 
 namespace tmpi::launch {
@@ -66,6 +67,49 @@ TEST(SshCall, LeavesToSshWhatTheRelayCannotHonour) {
         Args{"node;rm", "true"}, Args{"ssh://node:22", "true"}, Args{"-Z", "node", "true"}, Args{}}) {
     EXPECT_NE(parse_ssh_call(args).not_relayable, "") << ::testing::PrintToString(args);
   }
+}
+
+// mpi-ssh-client runs a call itself where OpenSSH's client cannot (no passwd entry): it
+// takes the launcher's own options, and refuses by name what it would not honour as ssh does.
+TEST(SshCall, AClientOfItsOwnTakesTheLaunchersOptionsAndRefusesTheRest) {
+  Args launchers = {"-F",         "/dev/null",
+                    "-p",         "2222",
+                    "-i",         "/h/.ssh/id_ed25519",
+                    "-o",         "IdentitiesOnly=yes",
+                    "-o",         "UserKnownHostsFile=/h/.ssh/known_hosts",
+                    "-o",         "StrictHostKeyChecking=yes",
+                    "-o",         "BatchMode=yes",
+                    "node-0.job", "orted",
+                    "-mca",       "x"};
+  SshCall call = parse_ssh_call(launchers);
+  EXPECT_EQ(call.identity_file, "/h/.ssh/id_ed25519");
+  EXPECT_EQ(call.known_hosts_file, "/h/.ssh/known_hosts");
+  EXPECT_TRUE(call.strict_host_keys);
+  EXPECT_EQ(call.config_file, "/dev/null");
+  EXPECT_EQ(client_cannot_serve(call), std::nullopt);
+  auto refused = [&](Args args) {
+    auto why = client_cannot_serve(parse_ssh_call(args));
+    return why.value_or("(served)");
+  };
+  Args lenient = launchers;
+  lenient[13] = "StrictHostKeyChecking=accept-new";  // a first key taken on trust: never here
+  EXPECT_NE(refused(lenient).find("StrictHostKeyChecking=yes"), std::string::npos) << refused(lenient);
+  Args no_key = {"-o", "UserKnownHostsFile=/k", "-o", "StrictHostKeyChecking=yes", "node", "true"};
+  EXPECT_EQ(refused(no_key), "no identity file (-i)");
+  Args own_config = launchers;
+  own_config[1] = "/h/.ssh/config";
+  EXPECT_EQ(refused(own_config), "a config file (-F) other than /dev/null");
+  Args tunnel = launchers;
+  tunnel.insert(tunnel.begin(), {"-L", "8080:x:80"});
+  EXPECT_EQ(refused(tunnel), "-L 8080:x:80");
+  Args by_option = {"-oIdentityFile=/k/id",
+                    "-o",
+                    "UserKnownHostsFile /k/known",
+                    "-o",
+                    "stricthostkeychecking=YES",
+                    "node",
+                    "true"};
+  EXPECT_EQ(refused(by_option), "(served)");
 }
 
 TEST(SshCall, RequestRoundTripsAndRejectsMalformedBodies) {

@@ -1,0 +1,59 @@
+// mpi-ssh-client: ssh for MPI's daemons where OpenSSH's client cannot run (ssh/client.h says
+// where and why). mpi-ssh execs it with MPI's own arguments; it connects, runs the command
+// with its stdin, stdout and stderr (ssh/channel.h), and exits with the command's status, or
+// 255 with one line on stderr, as ssh does. MPI's teardown kills it: its connection closes,
+// and the server ends the command, as it would under a killed ssh.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "ssh/call.h"
+#include "ssh/channel.h"
+#include "ssh/client.h"
+
+namespace {
+
+constexpr tmpi::Millis kConnectTimeout{10000};  // ssh's ConnectTimeout in mpi-init's config
+
+int fail(const std::string& host, const std::string& why) {
+  std::fprintf(stderr, "mpi-ssh-client: %s: %s\n", host.empty() ? "(no host)" : host.c_str(), why.c_str());
+  return 255;
+}
+
+int run(const std::vector<std::string>& args) {
+  using namespace tmpi::launch;
+  SshCall call = parse_ssh_call(args);
+  if (auto why = client_cannot_serve(call)) return fail(call.host, "cannot run this as ssh would: " + *why);
+  auto session = open_client_session(call, kConnectTimeout);
+  if (!session) return fail(call.host, session.error().message);
+  int in = call.no_stdin || fcntl(0, F_GETFD) < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : 0;
+  std::atomic<bool> stop{false};
+  RemoteExit ended = run_remote(session->get(), RemoteCall{call.command, in, 1, 2, -1, -1}, stop);
+  if (!ended.problem.empty()) fail(call.host, ended.problem);
+  return ended.status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a reader gone is a write error, handled where it happens
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--help") {
+    std::printf(
+        "mpi-ssh-client [ssh options] HOST COMMAND...   (run by mpi-ssh where ssh cannot run)\n"
+        "Runs COMMAND on HOST over a libssh session of its own: -p, -l, -i, -o UserKnownHostsFile\n"
+        "with -o StrictHostKeyChecking=yes; it needs no passwd entry for the running uid.\n");
+    return 0;
+  }
+  try {
+    return run(args);
+  } catch (const std::exception& e) {
+    return fail("", e.what());
+  }
+}
