@@ -68,6 +68,7 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
 struct Ended {
   std::optional<Failure> failure;
   int status = 0;
+  Clock::time_point at;  // when mpirun's exit was seen
 };
 
 // One run of a prepared job, from the coordinator's start to the report. Not movable: the
@@ -226,9 +227,9 @@ void JobRun::ssh_verdict(const std::vector<CheckRow>& rows) {
 // `exec true` would have: exit 69, the host and what its daemon printed (run_steps.h).
 void JobRun::name_failed_daemons(const Ended& ended) {
   if (!relay_ || !daemons_prove_commands_ || preflight_failure_ || ended.failure || ended.status == 0 ||
-      tally().started > 0)
+      stop_requested() || tally().started > 0)
     return;
-  std::vector<CheckRow> rows = daemon_start_rows(relay_->failed_starts(), ssh_login_user());
+  std::vector<CheckRow> rows = daemon_start_rows(relay_->failed_starts(), ssh_login_user(), ended.at);
   if (rows.empty()) return;
   Error failed = preflight_failed(rows);
   preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, FailureKind::kPreflightFailed};
@@ -245,7 +246,7 @@ Ended JobRun::supervise() {
   feed_->phase("Running", hosts());
   Supervisor supervisor({job_.plan.np, options_.timeout, options_.grace}, job_.plan.launcher, launched_);
   while (true) {
-    if (std::optional<int> status = mpi_->poll()) return {std::nullopt, *status};
+    if (std::optional<int> status = mpi_->poll()) return {std::nullopt, *status, Clock::now()};
     if (ssh_beside_) {
       if (auto rows = ssh_beside_->poll()) ssh_verdict(*rows);
     }
@@ -261,10 +262,10 @@ Ended JobRun::supervise() {
       case Decision::Next::kEndLingering:
         spdlog::warn("{}", decision.says);
         mpi_->stop(decision.grace);
-        return {std::nullopt, 0};
+        return {std::nullopt, 0, Clock::now()};
       case Decision::Next::kStop:
         spdlog::error("{}", decision.says);
-        return {decision.failure, mpi_->stop(decision.grace)};
+        return {decision.failure, mpi_->stop(decision.grace), Clock::now()};
       case Decision::Next::kWait:
         break;
     }

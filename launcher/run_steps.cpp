@@ -97,9 +97,10 @@ std::vector<CheckRow> SshCheckBeside::wait() {
 }
 
 std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed,
-                                        const std::string& user) {
+                                        const std::string& user, Clock::time_point mpirun_ended) {
   std::vector<CheckRow> rows;
   for (const auto& start : failed) {
+    if (start.ended >= mpirun_ended) continue;
     std::string said;  // on one line: a shell's message spans lines
     for (char c : start.said) {
       bool blank = c == '\n' || c == '\r' || c == '\t' || c == ' ';
@@ -110,8 +111,8 @@ std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>
     rows.push_back(
         {start.host, "ssh",
          fmt::format("sshd took the job key, but MPI's daemon exited {} there as user {} before any rank "
-                     "started{}; the account's shell must run commands (not nologin), and MPI must be "
-                     "installed as on the launcher",
+                     "started{}; check that the account's shell runs commands (nologin runs none) and that "
+                     "MPI is installed there as on the launcher",
                      start.status, user,
                      said.empty() ? ", printing nothing"
                                   : fmt::format(": \"{}\"", truncate_utf8(said, 160, "...")))});

@@ -75,9 +75,11 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUna
 
 // The ssh check's rows for the daemons that mpirun could not start over the relay, where
 // that start was the check's proof of commands (SshCheckBeside::daemons_prove_commands):
-// each host, its daemon's exit status and what it printed, on one line.
+// each host whose daemon exited non-zero before mpirun ended (`mpirun_ended`), its status
+// and what it printed, on one line. A daemon that ended after mpirun is mpirun's loss, not
+// the host's fault, and is left out.
 std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>& failed,
-                                        const std::string& user);
+                                        const std::string& user, Clock::time_point mpirun_ended);
 
 // The ssh step beside the launch: check_ssh() over the job's hosts on a thread of its own,
 // started at construction. Its handshakes are bounded (10 s each), so wait() is too. Take its
@@ -95,8 +97,9 @@ class SshCheckBeside {
   // Whether the check leaves out its `exec true`: mpirun starts every daemon itself, each over
   // the relay on the checked session (Open MPI up to 64 hosts, job.h's agents_ask false), so
   // a daemon's start is the proof that the account runs commands, and a start that failed is
-  // named from the relay (daemon_start_rows). Under hydra, past 64 hosts, or with no relay,
-  // the check runs it: a proxy or a tree-spawned daemon starts where the relay cannot see.
+  // named from the relay (daemon_start_rows). Under hydra the check runs it: its verdict
+  // opens the gate at which the proxies' ranks wait, so it must be whole on its own; past 64
+  // hosts, or with no relay, daemons start over ssh that the relay never sees.
   bool daemons_prove_commands() const { return daemons_prove_commands_; }
 
  private:

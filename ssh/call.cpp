@@ -1,7 +1,9 @@
 // See ssh/call.h. OpenSSH's options (ssh(1), OpenSSH 9.2 in Debian 12), as the relay sees them:
 //   ignored, since the relay's connection already is what they ask for or they change nothing
 //   it does:  -1 -2 -4 -6 -a -C -g -k -K -n -q -T -x -y, and -c -E -F -i -m with their argument
-//   read:     -l USER, -p PORT, -o Port=/User=, and the -o keys in kIgnoredOptions
+//   read:     -l USER, -p PORT, -o Port=/User=, and the -o keys in kIgnoredOptions; of these,
+//             -F, -i and -o IdentityFile/UserKnownHostsFile/StrictHostKeyChecking are kept too,
+//             for mpi-ssh-client, which makes its own connection (ssh/client.h)
 //   anything else (-A -f -G -L -M -N -R -s -t -v -V -W -X -Y, -B -D -I -J -O -P -Q -S -w -b -e,
 //   another -o key, an ssh:// address): the real ssh runs it.
 #include "ssh/call.h"
@@ -67,8 +69,11 @@ bool plain_host(std::string_view host) {
 // One option and its argument, into `call`; false when the relay cannot honour it.
 bool take_option(char flag, std::string_view value, SshCall& call) {
   if (flag == 'n') call.no_stdin = true;
-  if (flag == 'i') call.identity_file = value;
-  if (flag == 'F') call.config_file = value;
+  auto first = [](std::string& field, std::string_view given) {
+    if (field.empty()) field = given;
+  };
+  if (flag == 'i') first(call.identity_file, value);
+  if (flag == 'F') first(call.config_file, value);
   if (kIgnoredFlags.find(flag) != std::string_view::npos) return true;
   if (kIgnoredWithArgument.find(flag) != std::string_view::npos) return true;
   if (flag == 'l') {
@@ -92,9 +97,10 @@ bool take_option(char flag, std::string_view value, SshCall& call) {
     call.user = setting;
     return true;
   }
-  if (key == "identityfile") call.identity_file = setting;
-  if (key == "userknownhostsfile") call.known_hosts_file = setting;
-  if (key == "stricthostkeychecking") call.strict_host_keys = lower(setting) == "yes";
+  if (key == "identityfile") first(call.identity_file, setting);
+  if (key == "userknownhostsfile") first(call.known_hosts_file, setting);
+  if (key == "stricthostkeychecking" && !call.strict_host_keys)
+    call.strict_host_keys = lower(setting) == "yes";
   return kIgnoredOptions.contains(key);
 }
 

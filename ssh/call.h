@@ -35,11 +35,12 @@ struct SshCall {
   std::optional<int> port;  // -p, or -o Port=
   std::string command;      // the words after the host, joined by single spaces
   bool no_stdin = false;    // -n: the command reads /dev/null
-  // What a client of its own needs (mpi-ssh-client; the relay's connection already has them):
-  std::string identity_file;      // -i, -o IdentityFile
-  std::string known_hosts_file;   // -o UserKnownHostsFile
-  std::string config_file;        // -F
-  bool strict_host_keys = false;  // -o StrictHostKeyChecking=yes
+  // What a client of its own needs (mpi-ssh-client; the relay's connection already has them),
+  // each its first value, as ssh takes the first value of an option:
+  std::string identity_file;             // -i, -o IdentityFile
+  std::string known_hosts_file;          // -o UserKnownHostsFile
+  std::string config_file;               // -F
+  std::optional<bool> strict_host_keys;  // -o StrictHostKeyChecking: yes or anything else
   // Empty when the relay can run it; else why not (mpi-ssh then runs the real ssh).
   std::string not_relayable;
 };

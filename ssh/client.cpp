@@ -3,6 +3,7 @@
 // into one line that names the host and what to check.
 #include "ssh/client.h"
 
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -42,7 +43,7 @@ Status check_host_key(ssh_session session, const SshCall& call) {
 std::optional<std::string> client_cannot_serve(const SshCall& call) {
   if (!call.not_relayable.empty()) return call.not_relayable;
   if (call.identity_file.empty()) return "no identity file (-i)";
-  if (call.known_hosts_file.empty() || !call.strict_host_keys)
+  if (call.known_hosts_file.empty() || !call.strict_host_keys.value_or(false))
     return "no -o UserKnownHostsFile with -o StrictHostKeyChecking=yes (host keys are checked against a file "
            "only)";
   if (!call.config_file.empty() && call.config_file != "/dev/null")

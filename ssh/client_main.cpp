@@ -13,16 +13,24 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "common/log.h"
 #include "ssh/call.h"
 #include "ssh/channel.h"
 #include "ssh/client.h"
 
 namespace {
 
-constexpr tmpi::Millis kConnectTimeout{10000};  // ssh's ConnectTimeout in mpi-init's config
+// The connection's and the login's bound: the ssh check's own (launcher/run_steps.cpp), where
+// OpenSSH's client, run with -F /dev/null, would wait for the kernel's.
+constexpr tmpi::Millis kConnectTimeout{10000};
 
+// One line on stderr, which MPI shows: what the server or libssh said is outside text, its
+// control characters and invalid UTF-8 escaped as the launcher's log escapes them.
 int fail(const std::string& host, const std::string& why) {
-  std::fprintf(stderr, "mpi-ssh-client: %s: %s\n", host.empty() ? "(no host)" : host.c_str(), why.c_str());
+  std::string line = tmpi::log::printable(fmt::format("{}: {}", host.empty() ? "(no host)" : host, why));
+  std::fprintf(stderr, "mpi-ssh-client: %s\n", line.c_str());
   return 255;
 }
 

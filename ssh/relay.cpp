@@ -330,7 +330,7 @@ void SshRelay::serve(int caller) {
       slot->problem = ended.problem;
     }
     if (!ended.session_lost && ended.problem.empty() && ended.status != 0 && !slot->failed)
-      slot->failed = FailedStart{slot->host, ended.status, std::move(ended.said)};
+      slot->failed = FailedStart{slot->host, ended.status, std::move(ended.said), Clock::now()};
     changed_.notify_all();  // wait_idle
   }
   if (!ended.problem.empty()) spdlog::debug("ssh relay: {}: {}", call.host, ended.problem);

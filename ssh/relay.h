@@ -66,14 +66,17 @@ class SshRelay {
   };
   Counts counts() const;
 
-  // Each host's first command that ran and exited non-zero: its status and the first bytes it
-  // printed. Where mpirun ended before any rank started, this is the daemon that could not
-  // start, and why in its own words (an account's nologin: "This account is currently not
-  // available."), which the launcher names in place of the ssh check's `exec true`.
+  // Each host's first command that ran and exited non-zero: its status, the first bytes it
+  // printed, and when it ended. One that ended before mpirun did, with no rank started, is
+  // the daemon that could not start, and why in its own words (an account's nologin: "This
+  // account is currently not available."), which the launcher names in place of the ssh
+  // check's `exec true`. A daemon that ends after mpirun (Open MPI's orted exits 1 when it
+  // loses mpirun) is not: run_steps.h's daemon_start_rows keeps only the earlier ones.
   struct FailedStart {
     std::string host;
     int status = 0;
     std::string said;
+    Clock::time_point ended;  // when the relay saw it end
   };
   std::vector<FailedStart> failed_starts() const;
 

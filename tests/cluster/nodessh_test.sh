@@ -163,14 +163,20 @@ for mpi in openmpi mpich; do
   expect_contains "$out" "rank 3/4 on ${nodes[1]}" "$mpi's placement"
   ! grep -q "No user exists" <<<"$out" || fail "OpenSSH's client ran for uid $uid: $out"
 done
-# mpi-ssh-client itself: a host its known-hosts file does not list, and a key the server
-# refuses, each end before any command with exit 255 and the reason, as ssh's would.
+# mpi-ssh-client itself: a host its known-hosts file does not list or lists with another
+# key, a key the server refuses, and no strict checking: each ends before any command, with
+# exit 255 and the reason, as ssh's would.
 client=(in_pod "$launcher" "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-ssh-client" -F /dev/null -p 2222)
 known="$launcher_home/.ssh/known_hosts"
 rc=0; out=$("${client[@]}" -i "$launcher_home/.ssh/$key" -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes \
   "$node" "touch $CIB_DIR/pods/${nodes[0]}/home/ran" 2>&1) || rc=$?
 expect_eq "$rc" 255 "an unlisted host's exit"
 expect_contains "$out" "/dev/null lists no host key for $node (port 2222)" "an unlisted host"
+printf '[%s]:2222 %s\n' "$node" "$(cut -d' ' -f1,2 "$CIB_DIR/stranger.pub")" > "$CIB_DIR/launcher-tmp/wrong_known"
+rc=0; out=$("${client[@]}" -i "$launcher_home/.ssh/$key" -o UserKnownHostsFile="$CIB_DIR/launcher-tmp/wrong_known" \
+  -o StrictHostKeyChecking=yes "$node" "touch $CIB_DIR/pods/${nodes[0]}/home/ran" 2>&1) || rc=$?
+expect_eq "$rc" 255 "another listed host key's exit"
+expect_contains "$out" "$node presents another host key than $CIB_DIR/launcher-tmp/wrong_known lists for it" "another listed host key"
 cp "$CIB_DIR/stranger" "$CIB_DIR/launcher-tmp/stranger"; chown "$uid:$uid" "$CIB_DIR/launcher-tmp/stranger"
 rc=0; out=$("${client[@]}" -i "$CIB_DIR/launcher-tmp/stranger" -o UserKnownHostsFile="$known" -o StrictHostKeyChecking=yes \
   "$node" "touch $CIB_DIR/pods/${nodes[0]}/home/ran" 2>&1) || rc=$?
@@ -180,5 +186,5 @@ rc=0; out=$("${client[@]}" -i "$launcher_home/.ssh/$key" -o UserKnownHostsFile="
 expect_eq "$rc" 255 "no strict host key checking"
 expect_contains "$out" "cannot run this as ssh would: no -o UserKnownHostsFile with -o StrictHostKeyChecking=yes" "the refusal"
 [[ ! -e $CIB_DIR/pods/${nodes[0]}/home/ran ]] || fail "a command ran for a client that should have been refused"
-pass "mpi-ssh-client: an unlisted host, a refused key and no strict checking end with 255 and the reason"
+pass "mpi-ssh-client: an unlisted host, another host key, a refused key and no strict checking end with 255 and the reason"
 pass "mpi-launcher run as uid $uid with no passwd entry (Open MPI 4 and MPICH, with the fabric check) over mpi-sshd"

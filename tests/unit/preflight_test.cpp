@@ -215,26 +215,32 @@ TEST(Preflight, TheCheckLeavesItsCommandToTheDaemonsOnlyWhereMpirunStartsThemAll
 
 // A daemon that could not start is named as the check would have named its host: the
 // status, the account, and what it printed on one line, cut, or that it printed nothing.
+// One that ended only after mpirun had (Open MPI's orted exits 1 when it loses mpirun) is
+// mpirun's failure, and no row.
 TEST(Preflight, ADaemonThatCouldNotStartIsARowOfTheSshCheck) {
+  auto mpirun_ended = Clock::now();
+  auto before = mpirun_ended - Millis(5);
   std::vector<SshRelay::FailedStart> failed = {
-      {"node-1.job", 1, "This account is currently\n  not available.\r\n"},
-      {"node-2.job", 127, ""},
-      {"node-3.job", 2, std::string(500, 'x')}};
-  auto rows = daemon_start_rows(failed, "mpiuser");
-  ASSERT_EQ(rows.size(), 3U);
+      {"node-1.job", 1, "This account is currently\n  not available.\r\n", before},
+      {"node-2.job", 127, "", before},
+      {"node-3.job", 2, std::string(500, 'x'), before},
+      {"node-4.job", 1, "lost its connection to mpirun", mpirun_ended + Millis(30)}};
+  auto rows = daemon_start_rows(failed, "mpiuser", mpirun_ended);
+  ASSERT_EQ(rows.size(), 3U) << "node-4's daemon ended after mpirun";
   EXPECT_EQ(rows[0].host, "node-1.job");
   EXPECT_EQ(rows[0].check, "ssh");
   EXPECT_NE(rows[0].reason.find("MPI's daemon exited 1 there as user mpiuser before any rank started: "
                                 "\"This account is currently not available.\""),
             std::string::npos)
       << rows[0].reason;
-  EXPECT_NE(rows[0].reason.find("not nologin"), std::string::npos) << "the likely fix: " << rows[0].reason;
+  EXPECT_NE(rows[0].reason.find("nologin runs none"), std::string::npos)
+      << "the likely fix: " << rows[0].reason;
   EXPECT_NE(rows[1].reason.find("exited 127 there as user mpiuser before any rank started, printing nothing"),
             std::string::npos)
       << rows[1].reason;
   EXPECT_NE(rows[2].reason.find(std::string(157, 'x') + "...\""), std::string::npos) << rows[2].reason;
   EXPECT_EQ(rows[2].reason.find(std::string(161, 'x')), std::string::npos) << "cut at 160 bytes";
-  EXPECT_TRUE(daemon_start_rows({}, "mpiuser").empty());
+  EXPECT_TRUE(daemon_start_rows({}, "mpiuser", mpirun_ended).empty());
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(SshCall, AClientOfItsOwnTakesTheLaunchersOptionsAndRefusesTheRest) {
   SshCall call = parse_ssh_call(launchers);
   EXPECT_EQ(call.identity_file, "/h/.ssh/id_ed25519");
   EXPECT_EQ(call.known_hosts_file, "/h/.ssh/known_hosts");
-  EXPECT_TRUE(call.strict_host_keys);
+  EXPECT_EQ(call.strict_host_keys, true);
   EXPECT_EQ(call.config_file, "/dev/null");
   EXPECT_EQ(client_cannot_serve(call), std::nullopt);
   auto refused = [&](Args args) {
@@ -92,8 +92,16 @@ TEST(SshCall, AClientOfItsOwnTakesTheLaunchersOptionsAndRefusesTheRest) {
     return why.value_or("(served)");
   };
   Args lenient = launchers;
-  lenient[13] = "StrictHostKeyChecking=accept-new";  // a first key taken on trust: never here
+  lenient[11] = "StrictHostKeyChecking=accept-new";  // a first key taken on trust: never here
   EXPECT_NE(refused(lenient).find("StrictHostKeyChecking=yes"), std::string::npos) << refused(lenient);
+  // As ssh, the first value of an option holds: a later one (a user's plm_rsh_args) changes nothing.
+  Args later = launchers;
+  later.insert(later.end() - 4,
+               {"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/tmp/any", "-i", "/tmp/k"});
+  SshCall first = parse_ssh_call(later);
+  EXPECT_EQ(first.strict_host_keys, true);
+  EXPECT_EQ(first.known_hosts_file, "/h/.ssh/known_hosts");
+  EXPECT_EQ(first.identity_file, "/h/.ssh/id_ed25519");
   Args no_key = {"-o", "UserKnownHostsFile=/k", "-o", "StrictHostKeyChecking=yes", "node", "true"};
   EXPECT_EQ(refused(no_key), "no identity file (-i)");
   Args own_config = launchers;
