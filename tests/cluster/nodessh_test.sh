@@ -153,7 +153,10 @@ launcher_home="$CIB_DIR/pods/$launcher/home"
 chown -R "$uid:$uid" "$launcher_home"
 mkdir -p "$CIB_DIR/launcher-tmp"; chown "$uid:$uid" "$CIB_DIR/launcher-tmp"
 [[ -z $(in_pod "$launcher" getent passwd "$uid") ]] || fail "uid $uid has a passwd entry in $launcher"
-for mpi in openmpi mpich; do
+# Under the sanitizers Open MPI's run alone: our code on its path (the relay, mpi-ssh-client,
+# the agents) is MPICH's too, and each run costs about 20 s there, within the hour's budget.
+mpis=(openmpi mpich); [[ ${TMPI_SANITIZED:-OFF} != ON ]] || mpis=(openmpi)
+for mpi in "${mpis[@]}"; do
   rc=0; out=$(in_pod "$launcher" "${as_uid[@]}" env TMPDIR="$CIB_DIR/launcher-tmp" "$TMPI_BUILD_DIR/bin/mpi-launcher" run \
     --hosts "$ETC_MPI/hosts.json" --report "$CIB_DIR/launcher-tmp/report.json" --iface eth0 --wait ssh --mpi "$mpi" \
     --check mpi -- "$TMPI_BUILD_DIR/tests/cluster/mpi_hello_$mpi" 2>&1) || rc=$?
