@@ -24,6 +24,7 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kSshDir, "ssh-dir", kPath)                            \
   X(kSshPort, "ssh-port", kInt)                           \
   X(kRole, "role", kChoice)                               \
+  X(kSshServer, "ssh-server", kChoice)                    \
   X(kPods, "pods", kPath)                                 \
   X(kHostfile, "hostfile", kPath)                         \
   X(kJobset, "jobset", kString)                           \

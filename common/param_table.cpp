@@ -22,11 +22,14 @@ constexpr std::array kTable = {
         kEvery, "text|json"),
     row(param::kSshDir, "DIR", "$HOME/.ssh", "where the job's SSH identity, config and known_hosts live",
         kSsh),
-    ranged(row(param::kSshPort, "PORT", "2222", "the port every pod's sshd listens on", kSsh), 1, 65535),
+    ranged(row(param::kSshPort, "PORT", "2222", "the port of every pod's SSH server", kSsh), 1, 65535),
 
     // mpi-init: where the topology comes from (one source per run).
-    row(param::kRole, "ROLE", "launcher",
-        "launcher: topology and identity; node: identity and sshd config only", kScopeInit, "launcher|node"),
+    row(param::kRole, "ROLE", "launcher", "launcher: topology and identity; node: the identity only",
+        kScopeInit, "launcher|node"),
+    row(param::kSshServer, "SERVER", "mpi-sshd",
+        "the pods' SSH server: mpi-sshd (built in), or openssh (sshd: its config, nss_wrapper's files)",
+        kScopeInit, "mpi-sshd|openssh"),
     row(param::kPods, "FILE", "", "topology from a pod list, as `kubectl get pods -o json` prints it",
         kScopeInit),
     row(param::kHostfile, "FILE", "",

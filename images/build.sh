@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds trainer-mpi's images from images/Dockerfile with Debian's podman and no registry:
-# the Open MPI variant (localhost/trainer-mpi:openmpi) and the MPICH one (:mpich), on the
-# offline Debian 12 base of images/base.sh in place of debian:12 and debian:12-slim. Prints
-# each image's size and the time it took.
+# the Open MPI variant (localhost/trainer-mpi:openmpi), the same without Python
+# (:openmpi-slim), with OpenSSH's sshd and nss_wrapper for manifests/openssh
+# (:openmpi-openssh), and the MPICH one (:mpich), on the offline Debian 12 base of
+# images/base.sh in place of debian:12 and debian:12-slim. Prints each image's size and the
+# time it took.
 #
-#   bash images/build.sh [openmpi] [openmpi-slim] [mpich]   build these (default: all)
+#   bash images/build.sh [openmpi] [openmpi-slim] [openmpi-openssh] [mpich]   build these (default: all)
 #   bash images/build.sh --root VARIANT      build it (a no-op when nothing changed), then print
 #                                            the folder of a verified copy of its root
 #                                            filesystem: the cluster in a box runs pods there
@@ -54,12 +56,15 @@ variants=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --root) [[ $# -ge 2 ]] || die "--root wants a variant (openmpi or mpich)"; root_variant=$2; variants=("$2"); shift 2 ;;
-    openmpi | openmpi-slim | mpich) variants+=("$1"); shift ;;
-    *) die "unknown argument '$1': the variants are openmpi, openmpi-slim and mpich; --root VARIANT prints its root" ;;
+    openmpi | openmpi-slim | openmpi-openssh | mpich) variants+=("$1"); shift ;;
+    *) die "unknown argument '$1': the variants are openmpi, openmpi-slim, openmpi-openssh and mpich; --root VARIANT prints its root" ;;
   esac
 done
-((${#variants[@]})) || variants=(openmpi openmpi-slim mpich)
-for v in "${variants[@]}"; do [[ $v == openmpi || $v == openmpi-slim || $v == mpich ]] || die "unknown variant '$v' (openmpi, openmpi-slim or mpich)"; done
+((${#variants[@]})) || variants=(openmpi openmpi-slim openmpi-openssh mpich)
+for v in "${variants[@]}"; do
+  [[ $v == openmpi || $v == openmpi-slim || $v == openmpi-openssh || $v == mpich ]] ||
+    die "unknown variant '$v' (openmpi, openmpi-slim, openmpi-openssh or mpich)"
+done
 
 mkdir -p "$cache/tmp" "$run_root"
 exec 9>"$cache/.build.lock"
@@ -112,9 +117,11 @@ build "$cache/build-stage.log" localhost/trainer-mpi-build:latest --target build
 [[ -n $root_variant ]] || echo "build stage (both variants'): built in $((SECONDS - t0)) s"
 for v in "${variants[@]}"; do
   t0=$SECONDS
-  # openmpi-slim: Open MPI without Python (images/Dockerfile's PYTHON=0).
-  build "$cache/build-$v.log" "localhost/trainer-mpi:$v" --build-arg MPI="${v%-slim}" \
-    --build-arg PYTHON="$([[ $v == *-slim ]] && echo 0 || echo 1)"
+  # openmpi-slim: Open MPI without Python (images/Dockerfile's PYTHON=0); openmpi-openssh:
+  # with sshd and nss_wrapper (SSHD=1).
+  build "$cache/build-$v.log" "localhost/trainer-mpi:$v" --build-arg MPI="${v%%-*}" \
+    --build-arg PYTHON="$([[ $v == *-slim ]] && echo 0 || echo 1)" \
+    --build-arg SSHD="$([[ $v == *-openssh ]] && echo 1 || echo 0)"
   size=$(pm image inspect --format '{{.Size}}' "localhost/trainer-mpi:$v")
   [[ -n $root_variant ]] || echo "trainer-mpi:$v $(mb "$size") MB, built in $((SECONDS - t0)) s"
 done

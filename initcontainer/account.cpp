@@ -121,7 +121,7 @@ std::string render_nss_group(std::string_view etc_group, gid_t gid, std::vector<
 }
 
 Expected<Account> prepare_account(const std::map<std::string, std::string>& env, uid_t uid, gid_t gid,
-                                  const std::string& etc) {
+                                  SshServer server, const std::string& etc) {
   Account account;
   account.uid = uid;
   account.gid = gid;
@@ -130,7 +130,12 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
   if (passwd_path.empty() != group_path.empty()) {
     return make_error(Exit::kUsage,
                       "NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP: nss_wrapper needs both, one is unset; "
-                      "set both to files mpi-init may write (manifests/base/runtime-openmpi.yaml)");
+                      "set both to files mpi-init may write (manifests/openssh)");
+  }
+  if (server == SshServer::kMpiSshd && passwd_path.empty()) {
+    // mpi-sshd runs commands as its own uid, by no name: no entry to find or to write.
+    account.home = env_or(env, "HOME");
+    return account;
   }
   TMPI_ASSIGN(std::string etc_passwd, read_file(etc + "/passwd"));
   bool listed = false;
@@ -146,12 +151,12 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
     // No nss_wrapper: the system's NSS decides (an LDAP or sssd user is fine too).
     const passwd* pw = listed ? nullptr : getpwuid(uid);
     if (!listed && pw == nullptr) {
-      return make_error(
-          Exit::kUsage,
-          "uid {} has no passwd entry, and ssh and sshd refuse to run without one: set "
-          "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
-          "mpi-init writes, under HOME) in every container (manifests/base/runtime-openmpi.yaml)",
-          uid);
+      return make_error(Exit::kUsage,
+                        "uid {} has no passwd entry, and OpenSSH's sshd refuses to run without one: set "
+                        "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
+                        "mpi-init writes, under HOME) in every container (manifests/openssh), or run the "
+                        "built-in server (--ssh-server mpi-sshd), which needs none",
+                        uid);
     }
     account.home = listed ? entry_home : pw->pw_dir;
     return account;

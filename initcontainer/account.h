@@ -1,4 +1,5 @@
-// The running uid's account, as sshd and ssh need it when a pod runs as non-root.
+// The running uid's account, as OpenSSH's sshd and ssh need it when a pod runs as non-root
+// (mpi-init --ssh-server openssh; the default server, mpi-sshd, needs none of this).
 //
 // Both OpenSSH programs look the running uid up: ssh refuses to start without a passwd
 // entry ("No user exists for uid N"), and sshd logs a user in by name, takes its home from
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "initcontainer/role.h"
 
 namespace tmpi::init {
 
@@ -53,11 +55,12 @@ std::string render_nss_group(std::string_view etc_group, gid_t gid,
                              std::vector<std::string>* notes = nullptr);
 
 // Reads the environment (HOME, LD_PRELOAD, NSS_WRAPPER_PASSWD, NSS_WRAPPER_GROUP), /etc/passwd
-// and /etc/group (`etc` is the folder, for tests), and checks that ssh will find the uid:
-// with neither an entry nor nss_wrapper it fails (exit 64) naming the variables to set.
-// Writes nothing.
+// and /etc/group (`etc` is the folder, for tests), and, for OpenSSH's sshd, checks that it
+// will find the uid: with neither an entry nor nss_wrapper it fails (exit 64) naming the
+// variables to set. mpi-sshd needs no entry: without nss_wrapper's variables the account is
+// the uid and $HOME, and nothing is written. Writes nothing.
 Expected<Account> prepare_account(const std::map<std::string, std::string>& env, uid_t uid, gid_t gid,
-                                  const std::string& etc = "/etc");
+                                  SshServer server, const std::string& etc = "/etc");
 // Writes the nss_wrapper files, if any (atomic, 0644; a missing folder is made 0755).
 Status install_account(const Account& account);
 

@@ -2,8 +2,9 @@
 //
 // Launcher role: topology from one source -> /etc/mpi/{hostfile, hostfile.hydra,
 // hostfile.deepspeed, hosts.json, discover_hosts.sh}; then the job's SSH identity.
-// Node role: the SSH identity only (key, authorized_keys, sshd_config), from the Secret.
-// Both roles: the running uid's account for ssh and sshd (account.h: nss_wrapper's passwd
+// Node role: the SSH identity only, from the Secret: the job key, which mpi-sshd reads, and
+// with --ssh-server openssh authorized_keys and sshd_config too.
+// Both roles, for OpenSSH's sshd: the running uid's account (account.h: nss_wrapper's passwd
 // and group, when NSS_WRAPPER_PASSWD is set), checked before anything else.
 // Everything is computed and checked before the first file is written, and every write is
 // atomic, so bad input never leaves a half-written output behind.
@@ -152,17 +153,27 @@ Status run(const std::vector<std::string>& args) {
     return ok_status();
   }
   TMPI_CHECK(log::setup_from("mpi-init", params));
-  TMPI_ASSIGN(Account account, prepare_account(current_environment(), getuid(), getgid()));
-  SshLayout layout{params.str(param::kSshDir), static_cast<int>(params.integer(param::kSshPort)),
-                   account.home, account.session_env, std::nullopt};
+  SshServer server = params.choice(param::kSshServer, kSshServerSpellings);
+  TMPI_ASSIGN(Account account, prepare_account(current_environment(), getuid(), getgid(), server));
+  SshLayout layout{params.str(param::kSshDir),
+                   static_cast<int>(params.integer(param::kSshPort)),
+                   account.home,
+                   account.session_env,
+                   std::nullopt,
+                   server == SshServer::kOpenSsh};
 
   if (params.choice(param::kRole, kRoleSpellings) == Role::kNode) {
     TMPI_ASSIGN(KeyPair key, load_key(params));
     TMPI_CHECK(install_account(account));
     log_account(account);
     TMPI_CHECK(install_identity(key, layout, nullptr));
-    spdlog::info("node identity in {} ({}); start sshd with: sshd -D -f {}/sshd_config", layout.ssh_dir,
-                 key.file_name, layout.ssh_dir);
+    if (server == SshServer::kOpenSsh) {
+      spdlog::info("node identity in {} ({}); start sshd with: sshd -D -f {}/sshd_config", layout.ssh_dir,
+                   key.file_name, layout.ssh_dir);
+    } else {
+      spdlog::info("node identity in {} ({}); start the server with: mpi-sshd", layout.ssh_dir,
+                   key.file_name);
+    }
     return ok_status();
   }
 

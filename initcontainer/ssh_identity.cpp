@@ -222,12 +222,15 @@ Status install_identity(const KeyPair& key, SshLayout layout, const Topology* to
   const std::string dir = layout.ssh_dir;
   TMPI_CHECK(check_ssh_dir(layout, key));
   TMPI_CHECK(make_dirs(dir, 0700));
-  if (!layout.home.empty()) layout.strict_modes_problem = strict_modes_problem(dir, layout.home, getuid());
+  if (layout.for_openssh && !layout.home.empty())
+    layout.strict_modes_problem = strict_modes_problem(dir, layout.home, getuid());
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name, key.private_key, {0600}));
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name + ".pub", key.public_line + "\n", {0644}));
-  TMPI_CHECK(write_atomic(dir + "/authorized_keys", key.public_line + "\n", {0600}));
   TMPI_CHECK(write_atomic(dir + "/config", render_ssh_config(key, layout), {0644}));
-  TMPI_CHECK(write_atomic(dir + "/sshd_config", render_sshd_config(key, layout), {0644}));
+  if (layout.for_openssh) {
+    TMPI_CHECK(write_atomic(dir + "/authorized_keys", key.public_line + "\n", {0600}));
+    TMPI_CHECK(write_atomic(dir + "/sshd_config", render_sshd_config(key, layout), {0644}));
+  }
   if (topology != nullptr) {
     TMPI_CHECK(write_atomic(dir + "/known_hosts", render_known_hosts(key, *topology, layout.port), {0644}));
   }

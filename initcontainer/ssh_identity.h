@@ -39,15 +39,18 @@ struct SshLayout {
   std::map<std::string, std::string> session_env;  // sshd_config SetEnv (nss_wrapper's variables)
   // Set when sshd's StrictModes would refuse authorized_keys (account.h): why, for the config.
   std::optional<std::string> strict_modes_problem;
+  // OpenSSH's sshd serves this pod: it reads authorized_keys and sshd_config, which
+  // mpi-sshd does not (it takes the job key alone), so they are written only for sshd.
+  bool for_openssh = false;
 };
 
 std::string render_known_hosts(const KeyPair& key, const Topology& topology, int port);
 std::string render_ssh_config(const KeyPair& key, const SshLayout& layout);
 std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
 
-// Writes the key pair, authorized_keys, config, sshd_config and (with a topology)
-// known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets 0600. A non-root
-// uid cannot chmod a folder it does not own (an emptyDir mounted as ssh_dir): exit 74, which
+// Writes the key pair, the client's config, (for OpenSSH's sshd) authorized_keys and
+// sshd_config, and (with a topology) known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets
+// 0600. A non-root uid cannot chmod a folder it does not own (an emptyDir mounted as ssh_dir): exit 74, which
 // says to mount it one level up, as HOME. StrictModes is judged once the folder exists.
 Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology);
 

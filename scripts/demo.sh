@@ -4,9 +4,10 @@
 #   1. launcher pod: mpi-init writes the topology and makes the job key;
 #   2. the key travels to the node pods as the job's Secret would (a read-only folder with
 #      ssh-privatekey and ssh-publickey); each node pod runs `mpi-init --role node`, starts
-#      sshd with the config it wrote, and its mpi-rendezvous sidecar;
+#      mpi-sshd (the job's own SSH server: the job key is its host key and its one login key),
+#      and its mpi-rendezvous sidecar;
 #   3. `mpi-launcher run`: its coordinator waits until every sidecar has proved that its
-#      sshd accepts the job key (the barrier); the preflight checks DNS, ssh and rank
+#      server accepts the job key (the barrier); the preflight checks DNS, ssh and rank
 #      placement, then the fabric (nccl-check's CPU twin, --check mpi); mpirun runs every rank under the rank agent, over ssh with strict host
 #      key checking; the report is written and the sidecars told that the job has ended.
 # It installs what is missing, builds, and tears every pod down on exit.
@@ -46,12 +47,14 @@ cp "$launcher_ssh/id_ed25519" "$secret/ssh-privatekey"
 cp "$launcher_ssh/id_ed25519.pub" "$secret/ssh-publickey"
 chmod 0444 "$secret"/*; chmod 0555 "$secret"
 
+sidecars=()
 for node in $nodes; do
   $cib exec "$node" -- "$bin/mpi-init" --role node --ssh-secret "$secret" --log-level warn
-  $cib sshd "$node" "$(pod_dir "$node")/home/.ssh/sshd_config"
+  $cib exec "$node" -- "$bin/mpi-sshd" --log-level warn > "$(pod_dir "$node")/mpi-sshd.log" 2>&1 </dev/null &
   $cib exec "$node" -- "$bin/mpi-rendezvous" --coordinator "$launcher.demo:29410" \
     --log-level warn > "$(pod_dir "$node")/sidecar.log" 2>&1 &
-  echo "   $node: identity installed, sshd on 2222 (job key = host key), sidecar started"
+  sidecars+=($!)
+  echo "   $node: identity installed, mpi-sshd on 2222 (job key = host key), sidecar started"
 done
 
 echo "== launcher: mpi-launcher run (rendezvous barrier, preflight, fabric check, mpirun, supervision)"
@@ -65,5 +68,5 @@ jq -r '(.phases[] | "   phase \(.name): \(.seconds * 100 | round / 100) s"),
        (.hosts[] | "   host \(.name): \(.state) at \(.address)"),
        "   fabric check: \(.check.result), all-reduce of 4 MiB at \(.check.allreduce[-1].busbw_gbps * 100 | round / 100) GB/s busbw",
        "   exit \(.exit.code): \(.exit.reason)"' "$etc_mpi/report.json"
-wait
+for sidecar in "${sidecars[@]}"; do wait "$sidecar"; done
 echo "== every sidecar exited 0 (the launcher told them the job ended); tearing the cluster down"

@@ -4,7 +4,7 @@
 // and stderr, and exits with the remote command's status, as ssh would. Where the relay
 // cannot serve it (no relay, an option it does not honour, a host it does not hold), it
 // becomes the real ssh with the same arguments, so that the worst case is today's launch;
-// or, where the running uid has no passwd entry and ssh would not start, mpi-ssh-client.
+// or, where the running uid has no passwd entry or the image has no ssh, mpi-ssh-client.
 //
 // MPI starts one of these per host and may kill it (SIGTERM) when it tears the job down:
 // the relay sees its socket close and closes the channel, as sshd sees a killed ssh's
@@ -31,25 +31,27 @@ namespace {
 
 using tmpi::launch::SshCall;
 
-// Where OpenSSH's client cannot run, since passwd has no entry for this uid (it would exit
-// "No user exists for uid N" before connecting: an arbitrary uid with no nss_wrapper), the
-// libssh client installed beside this program runs the call (ssh/client.h).
-void become_client_without_passwd(char** argv) {
-  if (getpwuid(getuid()) != nullptr) return;
+// The libssh client installed beside this program (ssh/client.h) runs the call where
+// OpenSSH's client cannot: passwd has no entry for this uid (ssh would exit "No user exists
+// for uid N" before connecting: an arbitrary uid with no nss_wrapper), or the image has no
+// ssh at all (the image contract asks for none: docs/design.md, "The runtimes").
+void become_client(char** argv) {
   char self[4096];
   ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
   if (size <= 0) return;
   std::string client(self, static_cast<std::size_t>(size));
   client = client.substr(0, client.rfind('/') + 1) + "mpi-ssh-client";
   argv[0] = const_cast<char*>("mpi-ssh-client");
-  execv(client.c_str(), argv);  // returns only if it could not start: ssh says why then
+  execv(client.c_str(), argv);  // returns only if it could not start
 }
 
 [[noreturn]] void become_ssh(char** argv) {
-  become_client_without_passwd(argv);
+  if (getpwuid(getuid()) == nullptr) become_client(argv);
   argv[0] = const_cast<char*>("ssh");
   execvp("ssh", argv);
-  std::fprintf(stderr, "mpi-ssh: cannot run ssh: %s\n", std::strerror(errno));
+  int ssh_errno = errno;
+  if (ssh_errno == ENOENT) become_client(argv);
+  std::fprintf(stderr, "mpi-ssh: cannot run ssh: %s\n", std::strerror(ssh_errno));
   std::exit(255);
 }
 

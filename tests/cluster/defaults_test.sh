@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every program at its defaults, on 3 node pods x 2 slots: no tuning flag anywhere, only the
+# Every program at its defaults, on 3 node pods x 2 slots (the node's server too: mpi-sshd): no tuning flag anywhere, only the
 # flags that say where things are (the pod list, the Secret, the coordinator, the report,
 # the slots of the topology) and `--check mpi`, the feature under test. A default that only
 # small test sizes ever ran is untested: nccl-check here moves its default sizes (all-reduces
@@ -21,7 +21,7 @@ cp "$ssh_dir/$key" "$SECRET/ssh-privatekey"; cp "$ssh_dir/$key.pub" "$SECRET/ssh
 chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
 for node in "${nodes[@]}"; do
   in_pod "$node" "$bin/mpi-init" --role node --ssh-secret "$SECRET" || fail "mpi-init --role node at its defaults failed"
-  "$CIB" sshd "$node" "$CIB_DIR/pods/$node/home/.ssh/sshd_config"
+  start_mpi_sshd "$node"
   "$CIB" exec "$node" -- "$bin/mpi-rendezvous" --coordinator "$launcher.$sub:29410" \
     > "$CIB_DIR/pods/$node/sidecar.log" 2>&1 &
   echo $! > "$CIB_DIR/pods/$node/sidecar.pid"
@@ -56,4 +56,4 @@ for node in "${nodes[@]}"; do
   timeout 30 tail --pid="$pid" -f /dev/null || fail "the sidecar of $node did not end: $(cat "$CIB_DIR/pods/$node/sidecar.log")"
   wait "$pid" || fail "the sidecar of $node exited $?: $(cat "$CIB_DIR/pods/$node/sidecar.log")"
 done
-pass "mpi-init, mpi-rendezvous, mpi-launcher run --check mpi and nccl-check at their defaults: 3 pods x 2 slots"
+pass "mpi-init, mpi-sshd, mpi-rendezvous, mpi-launcher run --check mpi and nccl-check at their defaults: 3 pods x 2 slots"

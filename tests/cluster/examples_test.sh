@@ -30,6 +30,10 @@
 #                  runAsUser 0 and no capability drop: sshd as root needs CAP_SYS_CHROOT)
 #   arbitrary-uid  OpenShift's restricted SCC: uid 1000870000 that no passwd lists, gid 0,
 #                  fsGroup 1000870000 (setpriv as in runtime)
+#   nobody         uid 65534, gid 65534, fsGroup 65534: an entry whose shell is nologin and
+#                  whose home does not exist (setpriv as in runtime)
+# TMPI_EXAMPLES_OVERLAY: the package's overlay that installs the runtime (default trainer-v2.3:
+# the built-in mpi-sshd serves every pod; openssh: OpenSSH's sshd, with nss_wrapper).
 # KIND, which TrainJob (default hello: examples/trainjob-mpi-hello.yaml):
 #   sdk            the TrainJob is the one Kubeflow's Python SDK makes from a
 #                  CustomTrainer (tests/examples/sdk_trainjob.py): its command is the SDK's
@@ -62,9 +66,10 @@
 # stops the ended pod (SIGTERM, in reverse order); from the launcher's real exit code, the
 # JobSet model (podFailurePolicy, successPolicy) calls the JobSet Completed, and its end
 # deletes the node pods. And who ran it: every process of every pod has the pod's uid and
-# gid, ~/.ssh is that uid's (0700), sshd_config has StrictModes no (HOME is a 2777 emptyDir),
-# and sshd logged the job in by the uid's name (user<uid> from nss_wrapper where no passwd
-# lists it).
+# gid, ~/.ssh is that uid's (0700). With mpi-sshd: no process preloads anything, no passwd or
+# sshd file was written, and each server ran as the pod's uid and logged the job key in. With
+# sshd: sshd_config has StrictModes no (HOME is a 2777 emptyDir), and sshd logged the job in
+# by the uid's name (user<uid> from nss_wrapper where no passwd lists it).
 source "$(dirname "$0")/lib.sh"
 kind=${1:-hello} who=${2:-runtime}
 mode="$kind as $who"  # for the messages
@@ -153,8 +158,14 @@ command[at:at] = ["--step-timeout", "120s"]
 yaml.safe_dump(job, open(sys.argv[2], "w"))' "$trainjob" "$CIB_DIR/sanitized-trainjob.yaml" || fail "could not add --step-timeout to $trainjob"
   trainjob="$CIB_DIR/sanitized-trainjob.yaml"
 fi
-python3 "$here/../examples/render.py" "$trainjob" --json > "$rendered" || fail "render.py could not render $trainjob"
+overlay=${TMPI_EXAMPLES_OVERLAY:-trainer-v2.3}
+python3 "$here/../examples/render.py" "$trainjob" --overlay "$overlay" --json > "$rendered" ||
+  fail "render.py could not render $trainjob on manifests/$overlay"
 rq() { jq -r "$@" "$rendered"; }
+# The pods' SSH server, as the runtime runs it: the node pods' main container.
+server=$(rq '[.pods[] | select(.replicatedJob != "launcher") | .spec.containers[0].command[0] | split("/") | last] | unique | join(" ")')
+[[ $server == mpi-sshd || $server == sshd ]] || fail "manifests/$overlay: the node pods run '$server', not one SSH server"
+mode+=" with $server"
 mapfile -t all < <(rq '.pods[].spec.hostname'); launcher=$(rq '.pods[] | select(.replicatedJob == "launcher") | .spec.hostname')
 expect_eq "$(pods | sort | xargs)" "$(printf '%s\n' "${all[@]}" | sort | xargs)" "cib's pods (NODES in CMakeLists.txt) against the rendered ones"
 expect_eq "$(subdomain)" "$(rq '[.pods[].spec.subdomain] | unique | join(" ")')" "cib's subdomain against the pods'"
@@ -173,7 +184,8 @@ case $who in
   runtime) uid=$yaml_uid gid=$yaml_gid ;;
   root) uid=0 gid=0 ;;
   arbitrary-uid) uid=1000870000 gid=0 fs_group=1000870000 ;;
-  *) fail "unknown uid choice '$who' (runtime, root or arbitrary-uid)" ;;
+  nobody) uid=65534 gid=65534 fs_group=65534 ;;
+  *) fail "unknown uid choice '$who' (runtime, root, arbitrary-uid or nobody)" ;;
 esac
 [[ $who != runtime || $uid != 0 ]] || fail "the runtime runs its pods as root"
 as_pod_user=()
@@ -261,7 +273,7 @@ elif [[ $kind == sdk* ]]; then  # the pod's home emptyDir at its mountPath, as t
     mkdir -p "$home_dir" && in_pod "$pod" mount --bind "$home_dir" "$user_home" || fail "$pod: could not mount its home at $user_home"
   done
 fi
-mkdir -p /run/sshd && chmod 755 /run/sshd  # the image's sshd privilege-separation folder
+[[ $server != sshd ]] || { mkdir -p /run/sshd && chmod 755 /run/sshd; }  # the image's sshd privilege-separation folder
 for pod in "${all[@]}"; do start_pod "$pod"; done
 main=$(rq --arg h "$launcher" '.pods[] | select(.spec.hostname == $h) | .spec.containers[0].name')
 logs() { tail -n 8 "$CIB_DIR"/pods/*/*.log; }
@@ -273,6 +285,16 @@ out=$(cat "$CIB_DIR/pods/$launcher/$main.log")
 users=$(for pod in "${all[@]}"; do ip netns pids "$("$CIB" ns "$pod")"; done | xargs ps -o ruid=,euid=,rgid=,egid=,comm= -p |
         awk '$5 != "sleep" && $5 != "unshare" { print $1, $2, $3, $4 }' | sort -u)
 expect_eq "$users" "$uid $uid $gid $gid" "$mode: the real and effective uid and gid of the pods' processes"
+if [[ $server == mpi-sshd ]]; then  # nothing preloaded (nss_wrapper) into any of them
+  for pod in "${all[@]}"; do
+    for p in $(ip netns pids "$("$CIB" ns "$pod")"); do
+      comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+      [[ $comm == sleep || $comm == unshare ]] && continue  # cib's pause
+      preload=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep '^LD_PRELOAD=') || continue
+      fail "$mode: $pod's $comm runs with $preload"
+    done
+  done
+fi
 # And from where: in an image, every process of a pod (not the pause) sees the pod's image
 # root as its /, and none runs a program of this build.
 if [[ -n $image_root ]]; then
@@ -381,10 +403,23 @@ print(" ".join(outcomes), "Completed" if jm.succeeded(out["jobset"], done) else 
 expect_eq "$verdict" "Succeeded Completed" "the launcher's Job and the JobSet, by the model"
 home=$(spec "$launcher" "$main" | jq -r .env.HOME)
 expect_eq "$(stat -c '%u %a' "$home/.ssh")" "$uid 700" "$mode: the owner and mode of ~/.ssh"
-expect_contains "$(cat "$home/.ssh/sshd_config")" "StrictModes no" "$mode: sshd_config under a 2777 HOME"
-name=$(awk -F: -v u="$uid" '$3 == u { print $1; exit }' "$home/.nss_wrapper/passwd")
-expect_eq "$name" "${login:-user$uid}" "$mode: nss_wrapper's name for uid $uid"
-grep -qh "Accepted publickey for $name " "$CIB_DIR"/pods/*/*.log || fail "$mode: no sshd logged $name in: $(logs)"
+if [[ $server == sshd ]]; then
+  expect_contains "$(cat "$home/.ssh/sshd_config")" "StrictModes no" "$mode: sshd_config under a 2777 HOME"
+  name=$(awk -F: -v u="$uid" '$3 == u { print $1; exit }' "$home/.nss_wrapper/passwd")
+  expect_eq "$name" "${login:-user$uid}" "$mode: nss_wrapper's name for uid $uid"
+  grep -qh "Accepted publickey for $name " "$CIB_DIR"/pods/*/*.log || fail "$mode: no sshd logged $name in: $(logs)"
+else
+  # Nothing for OpenSSH, no passwd of nss_wrapper's; every server as the pod's uid, and the
+  # job key logged in on every host (the launcher's own ranks through its sidecar).
+  left=$(for pod in "${all[@]}"; do
+           h=$(spec "$pod" "$main" | jq -r .env.HOME)
+           ls -d "$h/.ssh/sshd_config" "$h/.ssh/authorized_keys" "$h/.nss_wrapper" 2>/dev/null; done)
+  [[ -z $left ]] || fail "$mode: files that only OpenSSH reads: $left"
+  for log in "$CIB_DIR/pods/$launcher/sshd.log" $(for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || echo "$CIB_DIR/pods/$pod/$main.log"; done); do
+    grep -q "mpi-sshd on port 2222 .*, uid $uid," "$log" || fail "$mode: $log: not mpi-sshd as uid $uid: $(head -n 3 "$log")"
+    grep -q "logged in as .* with the job key" "$log" || fail "$mode: $log: the job key never logged in: $(tail -n 5 "$log")"
+  done
+fi
 # JobSet deletes the Jobs left (TMPI_EXAMPLES_KEEP_NODES: not yet; netpol_test.sh reads their counters).
 [[ -n ${TMPI_EXAMPLES_KEEP_NODES:-} ]] || for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || "$CIB" delete "$pod" 10; done
 

@@ -71,10 +71,23 @@ init_launcher() {
   chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
 }
 
-# init_node POD: `mpi-init --role node` from the Secret, then sshd with the config it wrote.
+# init_node POD: `mpi-init --role node` from the Secret, then OpenSSH's sshd with the config it
+# wrote (the launcher's and the faults' tests; the built-in server: defaults_test.sh, nodessh_test.sh).
 init_node() {
-  in_pod "$1" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  in_pod "$1" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --log-level warn
   "$CIB" sshd "$1" "$CIB_DIR/pods/$1/home/.ssh/sshd_config"
+}
+
+# start_mpi_sshd POD [args]: the built-in server (the runtimes' default) in the background,
+# as the pod's main container runs it; waits until it listens on 2222.
+start_mpi_sshd() {
+  local pod=$1; shift
+  "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/bin/mpi-sshd" "$@" > "$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+  for _ in $(seq 100); do
+    ip netns exec "$("$CIB" ns "$pod")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222' 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "mpi-sshd in $pod did not listen on 2222: $(cat "$CIB_DIR/pods/$pod/mpi-sshd.log")"
 }
 
 # start_sidecar POD [args]: the node sidecar in the background; its pid in $CIB_DIR/pods/POD/sidecar.pid.

@@ -27,7 +27,7 @@ if [[ $mode == generated ]]; then
 fi
 chmod 444 "$secret"/*; chmod 555 "$secret"
 for node in "${nodes[@]}"; do
-  in_pod "$node" "$init" --role node --ssh-secret "$secret"
+  in_pod "$node" "$init" --role node --ssh-server openssh --ssh-secret "$secret"
   "$CIB" sshd "$node" "$CIB_DIR/pods/$node/home/.ssh/sshd_config"
 done
 for node in "${nodes[@]}"; do

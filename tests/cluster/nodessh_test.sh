@@ -118,6 +118,12 @@ expect_eq "$(cat "$CIB_DIR/err")" "to stderr" "stderr through the relay"
 exec {PROBE[1]}>&-
 wait "$PROBE_PID" 2>/dev/null || true
 pass "the launcher's ssh check and relay: 1.3 MB through cat, stderr apart, status 5"
+# No relay, and no ssh on PATH (an image without OpenSSH's client, as the image contract
+# allows): mpi-ssh becomes mpi-ssh-client, with the same arguments and status.
+rc=0; out=$(in_pod "$launcher" env PATH=/nonexistent "$TMPI_BUILD_DIR/bin/mpi-ssh" -p 2222 "${nodes[0]}.$sub" \
+  'echo by-client; exit 4' 2>"$CIB_DIR/err") || rc=$?
+expect_eq "$rc:$out" "4:by-client" "mpi-ssh with no ssh on PATH: $(cat "$CIB_DIR/err")"
+pass "mpi-ssh where the image has no ssh: mpi-ssh-client ran the command, status 4"
 
 # Open MPI 4's mpirun, its daemons started through mpi-sshd with the plain OpenSSH client.
 hostfile="$CIB_DIR/hostfile"

@@ -30,7 +30,7 @@ enter_root() {
 init_launcher --slots 2
 for pod in $(pods); do enter_root "$pod"; done
 for node in "${nodes[@]}"; do
-  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --log-level warn
   "$CIB" exec "$node" -- chroot "$root" /usr/sbin/sshd -D -e -f "$CIB_DIR/pods/$node/home/.ssh/sshd_config" \
     > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
   start_sidecar "$node" --deadline 60s

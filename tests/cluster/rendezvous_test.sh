@@ -28,7 +28,7 @@ sleep 10
 # The late pod's sidecar starts before its sshd, as a native sidecar does: it asks sshd
 # again every 0.5 s (not every 15 s) and says so at once, so the barrier opens within 4 s.
 "$CIB" start "$late"
-in_pod "$late" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
+in_pod "$late" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --log-level warn
 start_sidecar "$late" --deadline 60s
 wait_for "waiting for $late.$sub (no sshd" "$coordinator_log" 15
 "$CIB" sshd "$late" "$CIB_DIR/pods/$late/home/.ssh/sshd_config"

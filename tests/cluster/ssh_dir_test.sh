@@ -21,7 +21,7 @@ in_pod "$launcher" cat "$keys/$key" > "$SECRET/ssh-privatekey"
 in_pod "$launcher" cat "$keys/$key.pub" > "$SECRET/ssh-publickey"
 chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
 for node in "${nodes[@]}"; do
-  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --ssh-dir "$keys" --log-level warn
+  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --ssh-dir "$keys" --log-level warn
   "$CIB" sshd "$node" "$keys/sshd_config"
   start_sidecar "$node" --ssh-dir "$keys" --deadline 60s
 done

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model_fixtures  # noqa: E402
 
 SRC = BUILD = None  # setup() sets them; rendered_examples_test.py imports this file's checks
-PROGRAMS = {"mpi-init", "mpi-rendezvous", "mpi-launcher", "nccl-check"}
+PROGRAMS = {"mpi-init", "mpi-rendezvous", "mpi-launcher", "nccl-check", "mpi-sshd"}
 TRAINER_VOLUMES = {"mpi-ssh-auth": {"launcher", "node"}, "mpi-hostfile": {"launcher"}}
 failures = []
 
@@ -168,20 +168,40 @@ def check_container(where, container, role, pod, has_mpi_policy):
             fail(where, f"port {port['name']} is {port['containerPort']}, the programs use {expected}")
 
 
-# Every container shares one HOME (the emptyDir "home", where mpi-init makes .ssh), and
-# nss_wrapper's variables, so that ssh and sshd find an arbitrary uid (initcontainer/account.h).
-NSS_ENV = ("HOME", "LD_PRELOAD", "NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP")
+# Every container shares one HOME (the emptyDir "home", where mpi-init makes .ssh). Where
+# OpenSSH's sshd serves the pod (manifests/openssh), nss_wrapper's variables too, so that ssh
+# and sshd find an arbitrary uid (initcontainer/account.h); the built-in mpi-sshd needs no
+# passwd entry, and a pod it serves preloads nothing.
+NSS_ENV = ("LD_PRELOAD", "NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP")
 
 
-def check_home(where, container):
+def ssh_server(pod):
+    """The program that serves the pod's port 2222: sshd or mpi-sshd (None: no server)."""
+    for container in pod.get("initContainers", []) + pod.get("containers", []):
+        program = os.path.basename((container.get("command") or [""])[0])
+        if program in ("sshd", "mpi-sshd"):
+            return program
+    return None
+
+
+def check_home(where, container, server):
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
     mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    if not env.get("HOME"):
+        fail(where, "no HOME: mpi-init and the SSH server find the job's ~/.ssh through it")
+        return
+    if mounts.get("home") != env["HOME"]:
+        fail(where, f"HOME {env['HOME']} is not the home volume ({mounts.get('home')})")
+    if server != "sshd":
+        preloaded = [name for name in NSS_ENV if name in env]
+        if preloaded:
+            fail(where, f"{', '.join(preloaded)} set where {server} serves the pod: "
+                        "it needs no passwd entry, and nothing is to be preloaded")
+        return
     missing = [name for name in NSS_ENV if not env.get(name)]
     if missing:
         fail(where, f"no {', '.join(missing)}: ssh and sshd need them as non-root")
         return
-    if mounts.get("home") != env["HOME"]:
-        fail(where, f"HOME {env['HOME']} is not the home volume ({mounts.get('home')})")
     for name in ("NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP"):
         if not env[name].startswith(env["HOME"] + "/"):
             fail(where, f"{name} {env[name]} is outside HOME, where mpi-init writes it")
@@ -193,6 +213,22 @@ def check_home(where, container):
             fail(where, "sshd does not read the sshd_config mpi-init writes in $HOME/.ssh")
 
 
+def check_init_writes_for(where, pod, server):
+    """mpi-init writes what the pod's server reads: --ssh-server (or TMPI_SSH_SERVER) names it."""
+    wanted = {"sshd": "openssh", "mpi-sshd": "mpi-sshd"}.get(server)
+    for container in pod.get("initContainers", []):
+        command = container.get("command") or [""]
+        if os.path.basename(command[0]) != "mpi-init" or wanted is None:
+            continue
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        given = env.get("TMPI_SSH_SERVER", default("--ssh-server"))
+        if "--ssh-server" in command[:-1]:
+            given = command[command.index("--ssh-server") + 1]
+        if given != wanted:
+            fail(where, f"mpi-init writes the files of --ssh-server {given}, but {server} serves the pod; "
+                        f"pass --ssh-server {wanted}")
+
+
 def check_runtime(path, runtime):
     has_mpi_policy = "mpi" in runtime["spec"].get("mlPolicy", {})
     jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
@@ -201,12 +237,16 @@ def check_runtime(path, runtime):
     homes = set()
     for role, job in jobs.items():
         pod = job["template"]["spec"]["template"]["spec"]
+        server = ssh_server(pod)
+        if server is None:
+            fail(path, f"{role}: no container runs an SSH server (mpi-sshd, or sshd)")
+        check_init_writes_for(f"{path}: {role}", pod, server)
         for kind in ("initContainers", "containers"):
             for container in pod.get(kind, []):
                 where = f"{path}: {role}/{container['name']}"
                 check_container(where, container, role, pod, has_mpi_policy)
                 homes |= {m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] == "home"}
-                check_home(where, container)
+                check_home(where, container, server)
         if not any(c["name"] == "node" for c in pod.get("containers", [])):
             fail(path, f"{role} has no container named node (Trainer applies the TrainJob's settings to it)")
     if len(homes) != 1:

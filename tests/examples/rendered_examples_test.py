@@ -132,7 +132,7 @@ class RenderedExamples(unittest.TestCase):
                 if pod["replicatedJob"] == "launcher":
                     self.assertEqual(command, case["trainjob"]["spec"]["trainer"]["command"], case["name"])
                 else:
-                    self.assertEqual(os.path.basename(command[0]), "sshd", f"{case['name']}: a node pod runs sshd")
+                    self.assertEqual(command[0], "mpi-sshd", f"{case['name']}: a node pod runs the built-in server")
 
     def test_mounts_and_flags_of_every_rendered_container(self):
         manifests_test.setup(SRC, BUILD)
@@ -180,16 +180,19 @@ class RenderedExamples(unittest.TestCase):
                                          f"{case['name']}: {pod['metadata']['name']} mpi-rendezvous --coordinator")
             self.assertEqual(found, len(hosts(case)), f"{case['name']}: a sidecar on every rank host")
 
-    def test_every_rank_host_runs_sshd(self):
+    def test_every_rank_host_runs_the_ssh_server(self):
         for case in self.each():
             for pod in case["pods"]:
                 if jm.fqdn(pod) not in hosts(case):
                     continue
                 running = [c for c in pod["spec"]["containers"] + [c for c in pod["spec"].get("initContainers", [])
                                                                    if c.get("restartPolicy") == "Always"]]
-                self.assertTrue(any(os.path.basename(c["command"][0]) == "sshd" for c in running),
+                self.assertTrue(any(c["command"][0] == "mpi-sshd" for c in running),
                                 f"{case['name']}: {pod['metadata']['name']} is in the hostfile, so mpirun and the "
-                                "preflight reach it by ssh: it needs a running sshd (main container or native sidecar)")
+                                "preflight reach it by ssh: it needs a running mpi-sshd (main container or native "
+                                "sidecar)")
+                self.assertFalse(any("LD_PRELOAD" in {e["name"] for e in c.get("env", [])} for c in containers(pod)),
+                                 f"{case['name']}: {pod['metadata']['name']} preloads something (nss_wrapper?)")
 
 
     def test_render_py_prints_the_same_hostfile_and_pods(self):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a built image holds (images tests): VARIANT is openmpi, openmpi-slim or mpich. From the image's root
+# What a built image holds (images tests): VARIANT is openmpi, openmpi-slim, openmpi-openssh or mpich. From the image's root
 # filesystem (images/build.sh --root), chrooted, as uid 1000 (the image's USER) with no
 # capabilities:
 # - every ELF file of /opt/trainer-mpi/bin and of the MPI's launch programs finds every
@@ -9,14 +9,16 @@
 #   mpiexec.hydra and hydra_pmi_proxy, and not the other's; nccl-check is built for it;
 # - nothing of the build stage came along: no sources, compiler, CMake, ccache, headers or
 #   static archives;
-# - the image's user and layout: mpiuser is uid 1000, /run/sshd and /etc/trainer-mpi exist;
+# - the image's user and layout: mpiuser is uid 1000, /etc/trainer-mpi exists; OpenSSH's sshd
+#   and nss_wrapper (with sshd's /run/sshd) in openmpi-openssh alone: the others' pods run
+#   mpi-sshd, which needs neither;
 # - Python, for Kubeflow SDK's `python <file>`: `python` and `python -m pip` run as uid 1000
 #   (openmpi, mpich) and openmpi's mpi4py loads its Open MPI; openmpi-slim has no Python at all.
 # Then the image's size beside the goal (the bench table's reference: mpi-operator's Open MPI
 # image, 184 MB after mpi-operator#390 moved its compiler to a build stage), which
 # openmpi-slim, the image without Python, must meet.
 set -euo pipefail
-variant=${1:?usage: contents_test.sh openmpi|openmpi-slim|mpich}
+variant=${1:?usage: contents_test.sh openmpi|openmpi-slim|openmpi-openssh|mpich}
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $variant image: $*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || fail "needs root (chroot into the image's root)"
@@ -33,9 +35,9 @@ in_image() {
 }
 
 case $variant in
-  openmpi | openmpi-slim) mpi_programs=(/usr/bin/mpirun.openmpi /usr/bin/orted) other=/usr/bin/mpiexec.hydra ;;
+  openmpi | openmpi-slim | openmpi-openssh) mpi_programs=(/usr/bin/mpirun.openmpi /usr/bin/orted) other=/usr/bin/mpiexec.hydra ;;
   mpich) mpi_programs=(/usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy) other=/usr/bin/orted ;;
-  *) fail "unknown variant (openmpi, openmpi-slim or mpich)" ;;
+  *) fail "unknown variant (openmpi, openmpi-slim, openmpi-openssh or mpich)" ;;
 esac
 for program in "${mpi_programs[@]}"; do [[ -x $root$program ]] || fail "$program is missing"; done
 [[ ! -e $root$other ]] || fail "$other is there: the other MPI came along"
@@ -49,7 +51,7 @@ for file in "$root"/opt/trainer-mpi/bin/* "${mpi_programs[@]/#/$root}"; do
   checked=$((checked + 1))
 done
 ((checked >= 7)) || fail "only $checked ELF programs checked"
-for program in mpi-init mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check; do
+for program in mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check; do
   out=$(in_image "$program" --help 2>&1) || fail "$program --help exited $? as uid 1000: $out"
 done
 [[ ! -e $root/opt/trainer-mpi/bin/nccl-check.mpich ]] || fail "nccl-check.mpich left beside nccl-check"
@@ -69,7 +71,14 @@ archives=$(find "$root/usr/lib" -name '*.a' 2>/dev/null | wc -l)
 echo "ok: no sources, compiler, CMake, ccache, headers or static archives"
 
 [[ $(chroot "$root" getent passwd 1000 | cut -d: -f1) == mpiuser ]] || fail "uid 1000 is not mpiuser"
-[[ -d $root/run/sshd && -d $root/etc/trainer-mpi ]] || fail "/run/sshd or /etc/trainer-mpi is missing"
+[[ -d $root/etc/trainer-mpi ]] || fail "/etc/trainer-mpi is missing"
+openssh=$(for path in /usr/sbin/sshd /run/sshd $(cd "$root" && find usr/lib -name 'libnss_wrapper.so*' | sed 's|^|/|'); do
+            [[ -e $root$path ]] && echo "$path"; done | xargs)
+if [[ $variant == *-openssh ]]; then
+  [[ $openssh == "/usr/sbin/sshd /run/sshd /usr/lib/"*libnss_wrapper.so* ]] || fail "sshd, /run/sshd or nss_wrapper is missing: $openssh"
+else
+  [[ -z $openssh ]] || fail "OpenSSH's server or nss_wrapper is in the image (mpi-sshd needs neither): $openssh"
+fi
 [[ $(stat -c %u "$root/etc/trainer-mpi") == 1000 ]] || fail "/etc/trainer-mpi is not mpiuser's"
 if [[ $variant == openmpi-slim ]]; then
   [[ ! -e $root/usr/bin/python3 && ! -e $root/usr/bin/python ]] || fail "Python is in the image without Python"
@@ -78,13 +87,13 @@ else
   [[ $out == 3 ]] || fail "python is not Python 3: $out"
   # The SDK's packages_to_install runs `python -m pip install --user` (images.sdk.* installs).
   out=$(in_image python -m pip --version 2>&1) || fail "python -m pip does not run as uid 1000: $out"
-  if [[ $variant == openmpi ]]; then  # loads Open MPI without MPI_Init
+  if [[ $variant == openmpi* ]]; then  # loads Open MPI without MPI_Init
     out=$(in_image python -c 'import mpi4py; mpi4py.rc.initialize = False
 from mpi4py import MPI; print(MPI.Get_library_version())' 2>&1) || fail "mpi4py does not load: $out"
     grep -q "Open MPI" <<<"$out" || fail "mpi4py is not built on Open MPI: $out"
   fi
-  echo "ok: python is Python 3 as uid 1000, with pip$([[ $variant == openmpi ]] && echo ", mpi4py on Open MPI")"
+  echo "ok: python is Python 3 as uid 1000, with pip$([[ $variant == openmpi* ]] && echo ", mpi4py on Open MPI")"
 fi
 size=$(du -sb --exclude=./.tmpi-sum "$root" | cut -f1) mb=$(( (size + 500000) / 1000000 ))
-echo "ok: $variant image: mpiuser 1000, /run/sshd, /etc/trainer-mpi; root filesystem $mb MB (goal without Python: 184 MB at most)"
+echo "ok: $variant image: mpiuser 1000, /etc/trainer-mpi, OpenSSH's server: ${openssh:-none}; root filesystem $mb MB (goal without Python: 184 MB at most)"
 [[ $variant != openmpi-slim ]] || ((mb <= 184)) || fail "$mb MB, over mpi-operator's 184 MB"

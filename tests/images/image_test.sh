@@ -12,7 +12,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-programs=(mpi-init mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check nccl-check.mpich)
+programs=(mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check nccl-check.mpich)
 
 cmake --install "$TMPI_BUILD_DIR" --prefix "$work/opt" > /dev/null
 for p in "${programs[@]}"; do [[ -x $work/opt/bin/$p ]] || fail "cmake --install did not install $p"; done

@@ -31,7 +31,7 @@ expected=$'train-node-0-0.train slots=4\ntrain-node-0-1.train slots=4\ntrain-nod
 [[ $(sh "$work/out/discover_hosts.sh" | head -n 1) == train-node-0-0.train:4 ]] || fail "discover_hosts.sh"
 [[ $(mode "$work/ssh") == 700 ]] || fail "ssh dir mode $(mode "$work/ssh")"
 [[ $(mode "$work/ssh/id_ed25519") == 600 ]] || fail "key mode"
-[[ $(mode "$work/ssh/authorized_keys") == 600 ]] || fail "authorized_keys mode"
+[[ ! -e $work/ssh/authorized_keys && ! -e $work/ssh/sshd_config ]] || fail "OpenSSH's sshd files, written for mpi-sshd"
 [[ $(ssh-keygen -y -f "$work/ssh/id_ed25519" | cut -d' ' -f2) == $(cut -d' ' -f2 "$work/ssh/id_ed25519.pub") ]] ||
   fail "ssh-keygen -y does not match the .pub"
 for host in train-launcher-0-0 train-node-0-0 train-node-0-2; do
@@ -72,12 +72,17 @@ ssh-keygen -q -t ecdsa -b 521 -m PEM -N '' -f "$work/trainer-secret/id_rsa"
 grep -q "^\[train-node-0-0.train\]:2222.* ecdsa-sha2-nistp521 " "$work/ssh-t/known_hosts" || fail "known_hosts type"
 echo "ok: Trainer's ECDSA P-521 PEM key"
 
-# 4. The node role: identity from a kubernetes.io/ssh-auth Secret, and an sshd config sshd accepts.
+# 4. The node role: identity from a kubernetes.io/ssh-auth Secret. At the defaults (mpi-sshd)
+# the key and the client's config alone; for OpenSSH's sshd, an sshd config sshd accepts.
 mkdir -p "$work/secret"
 cp "$work/ssh/id_ed25519" "$work/secret/ssh-privatekey"; cp "$work/ssh/id_ed25519.pub" "$work/secret/ssh-publickey"
 chmod 444 "$work/secret"/*
-"$init" --role node --ssh-secret "$work/secret" --ssh-dir "$work/node-ssh" 2>/dev/null
+"$init" --role node --ssh-secret "$work/secret" --ssh-dir "$work/node-builtin" 2>/dev/null
+[[ $(ls "$work/node-builtin" | xargs) == "config id_ed25519 id_ed25519.pub" ]] || fail "node files for mpi-sshd: $(ls "$work/node-builtin")"
+cmp -s "$work/node-builtin/id_ed25519" "$work/secret/ssh-privatekey" || fail "the node's key is not the Secret's"
+"$init" --role node --ssh-server openssh --ssh-secret "$work/secret" --ssh-dir "$work/node-ssh" 2>/dev/null
 [[ $(mode "$work/node-ssh/id_ed25519") == 600 ]] || fail "node key mode"
+[[ $(mode "$work/node-ssh/authorized_keys") == 600 ]] || fail "authorized_keys mode"
 cmp -s "$work/node-ssh/authorized_keys" "$work/ssh/id_ed25519.pub" || fail "node authorized_keys"
 # sshd -t needs its privilege separation folder, which only a started sshd service makes:
 # a fresh machine where sshd never ran has none.
@@ -85,16 +90,21 @@ mkdir -p /run/sshd && chmod 755 /run/sshd
 /usr/sbin/sshd -t -f "$work/node-ssh/sshd_config" || fail "sshd rejects the written config"
 echo "ok: node role"
 
-# 5. As a non-root uid with no passwd entry: refused without nss_wrapper (ssh could not
-# run), then files owned by that uid, same modes, and nss_wrapper's passwd with its entry.
+# 5. As a non-root uid with no passwd entry: for mpi-sshd (the default) no entry is needed
+# and none is written; for OpenSSH refused without nss_wrapper (sshd could not run), then
+# files owned by that uid, same modes, and nss_wrapper's passwd with its entry.
 uid=4242
-mkdir -p "$work/home"; chown "$uid:$uid" "$work/home"
+mkdir -p "$work/home" "$work/home-builtin"; chown "$uid:$uid" "$work/home" "$work/home-builtin"
+setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home-builtin" "$init" --role node --ssh-secret "$work/secret" 2>/dev/null ||
+  fail "mpi-init --role node as uid $uid with no passwd entry, for mpi-sshd"
+[[ $(stat -c '%u %a' "$work/home-builtin/.ssh/id_ed25519") == "$uid 600" && ! -e $work/home-builtin/.nss_wrapper ]] ||
+  fail "for mpi-sshd as uid $uid: $(ls -la "$work/home-builtin" "$work/home-builtin/.ssh")"
 expect_fail 64 "uid $uid has no passwd entry" setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" \
-  "$init" --role node --ssh-secret "$work/secret"
+  "$init" --role node --ssh-server openssh --ssh-secret "$work/secret"
 nss=(LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_PASSWD="$work/home/.nss_wrapper/passwd"
      NSS_WRAPPER_GROUP="$work/home/.nss_wrapper/group")
 setpriv --reuid $uid --regid $uid --clear-groups env HOME="$work/home" "${nss[@]}" \
-  "$init" --role node --ssh-secret "$work/secret" 2>/dev/null
+  "$init" --role node --ssh-server openssh --ssh-secret "$work/secret" 2>/dev/null
 grep -qx "user$uid:x:$uid:$uid:trainer-mpi:$work/home:/bin/sh" "$work/home/.nss_wrapper/passwd" ||
   fail "nss_wrapper passwd: $(tail -n 2 "$work/home/.nss_wrapper/passwd")"
 [[ $(env "${nss[@]}" id -un $uid) == "user$uid" ]] || fail "nss_wrapper does not resolve uid $uid"

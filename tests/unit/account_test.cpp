@@ -69,20 +69,21 @@ TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
   ASSERT_TRUE(write_atomic(etc + "/passwd", kPasswd));
   ASSERT_TRUE(write_atomic(etc + "/group", kGroup));
   // Neither an entry nor nss_wrapper: ssh would say "No user exists for uid".
-  auto none = prepare_account({{"HOME", "/h"}}, 1000870000, 0, etc);
+  auto none = prepare_account({{"HOME", "/h"}}, 1000870000, 0, SshServer::kOpenSsh, etc);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().exit, Exit::kUsage);
   EXPECT_NE(none.error().message.find("NSS_WRAPPER_PASSWD"), std::string::npos);
-  auto half = prepare_account({{"HOME", "/h"}, {"NSS_WRAPPER_PASSWD", "/h/p"}}, 1000, 1000, etc);
+  auto half =
+      prepare_account({{"HOME", "/h"}, {"NSS_WRAPPER_PASSWD", "/h/p"}}, 1000, 1000, SshServer::kOpenSsh, etc);
   ASSERT_FALSE(half);
   EXPECT_NE(half.error().message.find("NSS_WRAPPER_GROUP"), std::string::npos);
-  auto no_home =
-      prepare_account({{"NSS_WRAPPER_PASSWD", "/h/p"}, {"NSS_WRAPPER_GROUP", "/h/g"}}, 1000, 1000, etc);
+  auto no_home = prepare_account({{"NSS_WRAPPER_PASSWD", "/h/p"}, {"NSS_WRAPPER_GROUP", "/h/g"}}, 1000, 1000,
+                                 SshServer::kOpenSsh, etc);
   ASSERT_FALSE(no_home);
   EXPECT_NE(no_home.error().message.find("HOME is unset"), std::string::npos);
   for (const char* bad : {"/h:/x", "/h\n/x"}) {  // the passwd entry's fields, and its lines
     auto odd = prepare_account({{"HOME", bad}, {"NSS_WRAPPER_PASSWD", "/h/p"}, {"NSS_WRAPPER_GROUP", "/h/g"}},
-                               1000870000, 0, etc);
+                               1000870000, 0, SshServer::kOpenSsh, etc);
     ASSERT_FALSE(odd) << bad;
     EXPECT_EQ(odd.error().exit, Exit::kUsage);
     EXPECT_NE(odd.error().message.find("a passwd entry cannot hold ':' or control characters"),
@@ -96,7 +97,7 @@ TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
     EXPECT_NE(odd.error().message.find("choose a plain path"), std::string::npos) << odd.error().message;
   }
 
-  auto listed = prepare_account({{"HOME", "/elsewhere"}}, 1000, 1000, etc);
+  auto listed = prepare_account({{"HOME", "/elsewhere"}}, 1000, 1000, SshServer::kOpenSsh, etc);
   ASSERT_TRUE(listed) << listed.error().message;
   EXPECT_EQ(listed->home, "/home/mpiuser") << "without nss_wrapper sshd sees the entry's home";
   EXPECT_FALSE(listed->nss);
@@ -108,7 +109,7 @@ TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
                                   {"NSS_WRAPPER_GROUP", home + "/.nss_wrapper/group"},
                                   {"NSS_WRAPPER_DISABLE_DEEPBIND", "1"},
                                   {"NSS_WRAPPER_OTHER", "x"}},
-                                 1000870000, 0, etc);
+                                 1000870000, 0, SshServer::kOpenSsh, etc);
   ASSERT_TRUE(account) << account.error().message;
   EXPECT_EQ(account->home, home);
   EXPECT_TRUE(account->warnings.empty());
@@ -122,6 +123,50 @@ TEST(Account, PrepareChecksTheEnvironmentBeforeAnyWrite) {
             std::string::npos);
   EXPECT_TRUE(file_exists(home + "/.nss_wrapper/group"));
   std::filesystem::remove_all(etc);
+}
+
+// mpi-sshd runs commands as its own uid by no name: a uid with no entry and no nss_wrapper
+// is fine, nothing is rendered, and the home is $HOME. nss_wrapper's variables, where a site
+// still sets them, are still honoured.
+TEST(Account, TheBuiltInServerNeedsNoEntry) {
+  std::string etc = temp_dir();
+  ASSERT_TRUE(write_atomic(etc + "/passwd", kPasswd));
+  ASSERT_TRUE(write_atomic(etc + "/group", kGroup));
+  for (uid_t uid : {uid_t{1000870000}, uid_t{65534}, uid_t{0}}) {
+    auto account = prepare_account({{"HOME", "/h"}}, uid, 0, SshServer::kMpiSshd, etc);
+    ASSERT_TRUE(account) << uid << ": " << account.error().message;
+    EXPECT_EQ(account->home, "/h");
+    EXPECT_FALSE(account->nss);
+    EXPECT_TRUE(account->session_env.empty());
+  }
+  auto wrapped = prepare_account({{"HOME", "/h"},
+                                  {"NSS_WRAPPER_PASSWD", "/h/p"},
+                                  {"NSS_WRAPPER_GROUP", "/h/g"},
+                                  {"LD_PRELOAD", "libnss_wrapper.so"}},
+                                 1000870000, 0, SshServer::kMpiSshd, etc);
+  ASSERT_TRUE(wrapped) << wrapped.error().message;
+  ASSERT_TRUE(wrapped->nss);
+  EXPECT_NE(wrapped->nss->passwd.find("user1000870000:"), std::string::npos);
+  auto half =
+      prepare_account({{"HOME", "/h"}, {"NSS_WRAPPER_PASSWD", "/h/p"}}, 1000, 1000, SshServer::kMpiSshd, etc);
+  EXPECT_FALSE(half) << "one of nss_wrapper's two files is still a mistake";
+  std::filesystem::remove_all(etc);
+}
+
+// The files each server reads, and no others: mpi-sshd takes the job key alone; sshd reads
+// authorized_keys and sshd_config too.
+TEST(Account, TheIdentityHoldsWhatItsServerReads) {
+  KeyPair key{"-----BEGIN OPENSSH PRIVATE KEY-----\n", "ssh-ed25519 AAAA trainer-mpi", "id_ed25519"};
+  for (bool for_openssh : {false, true}) {
+    std::string home = temp_dir();
+    SshLayout layout{home + "/.ssh", 2222, home, {}, std::nullopt, for_openssh};
+    ASSERT_TRUE(install_identity(key, layout, nullptr));
+    EXPECT_TRUE(file_exists(layout.ssh_dir + "/id_ed25519"));
+    EXPECT_TRUE(file_exists(layout.ssh_dir + "/config"));
+    EXPECT_EQ(file_exists(layout.ssh_dir + "/authorized_keys"), for_openssh);
+    EXPECT_EQ(file_exists(layout.ssh_dir + "/sshd_config"), for_openssh);
+    std::filesystem::remove_all(home);
+  }
 }
 
 TEST(Account, StrictModesIsJudgedAsSshdWalksTheFolders) {

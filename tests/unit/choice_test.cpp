@@ -44,6 +44,7 @@ TEST(Choices, EveryTableSpellsItsRowValueForValue) {
   EXPECT_EQ(spelled(launch::kStatusModeSpellings), row_values(param::kStatus));
   EXPECT_EQ(spelled(launch::kEventsModeSpellings), row_values(param::kEvents));
   EXPECT_EQ(spelled(init::kRoleSpellings), row_values(param::kRole));
+  EXPECT_EQ(spelled(init::kSshServerSpellings), row_values(param::kSshServer));
   EXPECT_EQ(spelled(log::kLogFormatSpellings), row_values(param::kLogFormat));
   EXPECT_EQ(spelled(check::kBackendSpellings), row_values(param::kBackend));
 }
