@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/json_fields.h"
 #include "common/param_names.h"
@@ -20,6 +21,10 @@ constexpr std::string_view kReportPrefix = "nccl-check report: ";
 // A rank that gave up inside a blocking MPI call says so on a line of its own
 // (ncclcheck/main.cpp, give_up): the ranks that never say it are the silent ones.
 constexpr std::string_view kGaveUpPrefix = "nccl-check timeout: ";
+// A rank whose watchdog stood still this long said its line only when mpirun's abort woke
+// it (SIGCONT, ncclcheck/watchdog.h): it was stopped, and counts as silent. A live rank on a
+// busy machine stands still a fraction of a second.
+constexpr double kStoodStillSeconds = 3.0;
 
 // nccl-check beside this mpi-launcher (an image installs both in one folder), else PATH.
 std::string default_program() {
@@ -101,7 +106,8 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     if (auto at = line.find(kGaveUpPrefix); at != std::string::npos) {
       if (at > 0) out.table += line.substr(0, at) + "\n";
       auto said = nlohmann::json::parse(line.substr(at + kGaveUpPrefix.size()), nullptr, false);
-      if (said.is_object() && node_at(said, "/rank") != nullptr && said["rank"].is_number_integer()) {
+      if (said.is_object() && node_at(said, "/rank") != nullptr && said["rank"].is_number_integer() &&
+          number_at(said, "/stood_still_seconds", 0.0) < kStoodStillSeconds) {
         gave_up.insert(said["rank"].get<std::int64_t>());
         views.push_back(said);
         if (first_gave_up.is_null()) first_gave_up = std::move(said);
@@ -157,9 +163,21 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
     }
     auto silent = silent_hosts(*timeout, placement);
     if (silent.empty() && !gave_up.empty()) silent = hosts_not_in(gave_up, placement);
-    if (silent.empty()) out.rows.push_back({string_at(*timeout, "/host"), backend + " timeout", reason});
     for (const auto& host : silent)
       out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});
+    if (silent.empty()) {
+      // Every rank said it gave up and none stood still: which rank noticed first says
+      // nothing of where the fault is, so no host is named alone (exit 69, every candidate).
+      out.exit = Exit::kUnavailable;
+      auto hosts = hosts_not_in({}, placement);
+      if (hosts.empty()) hosts.push_back(string_at(*timeout, "/host"));
+      for (const auto& host : hosts) {
+        out.rows.push_back({host, backend + " not localised",
+                            reason + fmt::format("; every rank was alive and gave up, so no host is known at "
+                                                 "fault: any of {} could be",
+                                                 fmt::join(hosts, ", "))});
+      }
+    }
   }
   if (out.rows.empty()) {
     out.rows.push_back({launcher_host, backend, fmt::format("nccl-check exited with status {}", status)});

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -134,20 +135,23 @@ Early early_view(int argc, char** argv) {
 
 // The watchdog's callback (watchdog.h): `step`, a blocking call, outlived `budget`. The rank
 // says so on one line that the launcher reads ("nccl-check timeout: " and a JSON object; the
-// ranks that never say it are the silent ones), and rank 0 publishes its report as after any
-// timeout. Then it waits for its peers, whose watches started a little apart, to say theirs,
-// and ends: exit 75, with _exit(), since MPI cannot be shut down from beside a call that does
-// not return.
-[[noreturn]] void give_up(const Early& early, const std::string& step, Millis budget) {
+// ranks that never say it are the silent ones, and so are those that stood still: see
+// watchdog.h), and rank 0 publishes its report as after any timeout. Then it waits for its peers, whose
+// watches started a little apart, to say theirs, and ends: exit 75, with _exit(), since MPI cannot be shut
+// down from beside a call that does not return.
+[[noreturn]] void give_up(const Early& early, const std::string& step, Millis budget, Millis stood_still) {
   double seconds = std::chrono::duration<double>(budget).count();
+  double still = std::chrono::duration<double>(stood_still).count();
   nlohmann::json line = {{"rank", early.rank},
                          {"host", early.host},
                          {"step", step},
                          {"after_seconds", seconds},
+                         {"stood_still_seconds", std::round(still * 10) / 10},
                          {"backend", backend_name(early.backend)}};
-  std::string text =
-      fmt::format("nccl-check: rank {} on {}: {} did not finish within {} s; giving up (exit {})\n",
-                  early.rank, log::printable(early.host), step, seconds, static_cast<int>(Exit::kTempFail));
+  std::string text = fmt::format(
+      "nccl-check: rank {} on {}: {} did not finish within {} s; giving up (exit {}){}\n", early.rank,
+      log::printable(early.host), step, seconds, static_cast<int>(Exit::kTempFail),
+      still >= 1.0 ? fmt::format("; this rank stood still for {:.1f} s meanwhile (stopped?)", still) : "");
   text += "nccl-check timeout: " + dump_json(line) + "\n";
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -230,7 +234,9 @@ Status body(Watchdog& watchdog, const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   using namespace tmpi::check;
   const Early early = early_view(argc, argv);
-  Watchdog watchdog([&early](const std::string& step, tmpi::Millis budget) { give_up(early, step, budget); });
+  Watchdog watchdog([&early](const std::string& step, tmpi::Millis budget, tmpi::Millis stood_still) {
+    give_up(early, step, budget, stood_still);
+  });
   tmpi::Millis budget = blocking_budget(early.step_timeout);
   watchdog.guard("MPI_Init", budget, [&] { MPI_Init(&argc, &argv); });
   int code = tmpi::cli::run("nccl-check", argc, argv,

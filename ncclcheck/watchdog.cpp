@@ -27,7 +27,9 @@ void Watchdog::arm(std::string step, Millis budget) {
     std::lock_guard lock(mutex_);
     step_ = std::move(step);
     budget_ = budget;
-    due_ = Clock::now() + budget;
+    last_awake_ = Clock::now();
+    due_ = last_awake_ + budget;
+    stood_still_ = Millis(0);
     armed_ = true;
   }
   changed_.notify_all();
@@ -48,15 +50,19 @@ void Watchdog::watch() {
       changed_.wait(lock);
       continue;
     }
-    if (Clock::now() < due_) {
-      changed_.wait_until(lock, due_);
+    auto now = Clock::now();
+    stood_still_ = std::max(stood_still_, std::chrono::duration_cast<Millis>(now - last_awake_));
+    last_awake_ = now;
+    if (now < due_) {
+      changed_.wait_until(lock, std::min(due_, now + kTick));
       continue;  // re-read: disarmed, re-armed or stopping meanwhile
     }
     fired_ = true;
     std::string step = step_;
     Millis budget = budget_;
+    Millis stood_still = stood_still_;
     lock.unlock();  // the callback may take seconds (it waits for its peers' last words)
-    on_expiry_(step, budget);
+    on_expiry_(step, budget, stood_still);
     lock.lock();
   }
 }

@@ -6,11 +6,17 @@
 // on the launcher's last-resort timeout, twenty step timeouts later.
 //
 // So a thread watches the call: arm() before it, disarm() after. A call that is still
-// running when its budget has passed calls on_expiry(step, budget) from the watchdog's
-// thread; nccl-check's callback (main.cpp) says so on one line that the launcher reads
+// running when its budget has passed calls on_expiry(step, budget, stood_still) from the
+// watchdog's thread; nccl-check's callback (main.cpp) says so on one line that the launcher reads
 // ("nccl-check timeout: {...}"), waits for its peers to say theirs, and ends the rank with
 // exit 75. The launcher then names as silent the ranks that said nothing
 // (launcher/fabric_check.cpp). Nothing here touches MPI: unit tests drive it.
+//
+// A rank of a stopped host says something too, late: mpirun's abort sends its ranks SIGCONT
+// before SIGTERM, and its watchdog, due long before, fires at once. So while armed the
+// thread wakes every kTick and keeps the longest time it went without running
+// (`stood_still`): a frozen process shows the seconds it stood still, a live one on a busy
+// machine a fraction of one, and the launcher counts the first as silent.
 #pragma once
 
 #include <condition_variable>
@@ -25,8 +31,10 @@ namespace tmpi::check {
 
 class Watchdog {
  public:
-  // Called at most once, from the watchdog's thread, with the step and its budget.
-  using Expired = std::function<void(const std::string& step, Millis budget)>;
+  // Called at most once, from the watchdog's thread, with the step, its budget, and the
+  // longest time the thread went without running while the step was watched.
+  using Expired = std::function<void(const std::string& step, Millis budget, Millis stood_still)>;
+  static constexpr Millis kTick{200};
 
   explicit Watchdog(Expired on_expiry);
   ~Watchdog();  // stops the thread; a callback under way is waited for
@@ -55,6 +63,8 @@ class Watchdog {
   std::string step_;
   Millis budget_{0};
   Clock::time_point due_{};
+  Clock::time_point last_awake_{};  // when the thread last ran, while armed
+  Millis stood_still_{0};
   std::thread thread_;  // last: it starts once the rest is in place
 };
 

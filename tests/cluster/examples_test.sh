@@ -413,7 +413,8 @@ else
   # job key logged in on every host (the launcher's own ranks through its sidecar).
   left=$(for pod in "${all[@]}"; do
            h=$(spec "$pod" "$main" | jq -r .env.HOME)
-           ls -d "$h/.ssh/sshd_config" "$h/.ssh/authorized_keys" "$h/.nss_wrapper" 2>/dev/null; done)
+           for f in "$h/.ssh/sshd_config" "$h/.ssh/authorized_keys" "$h/.nss_wrapper"; do [[ ! -e $f ]] || echo "$f"; done
+         done)
   [[ -z $left ]] || fail "$mode: files that only OpenSSH reads: $left"
   for log in "$CIB_DIR/pods/$launcher/sshd.log" $(for pod in "${all[@]}"; do [[ $pod == "$launcher" ]] || echo "$CIB_DIR/pods/$pod/$main.log"; done); do
     grep -q "mpi-sshd on port 2222 .*, uid $uid," "$log" || fail "$mode: $log: not mpi-sshd as uid $uid: $(head -n 3 "$log")"

@@ -27,7 +27,7 @@
 #   subcommands               --dry-run, --env-prefix, check, hosts, shell
 # A job that does not end by itself (a node lost, a hang, a signal) is teardown_test.sh's.
 source "$(dirname "$0")/launcher_lib.sh"
-# The end of a launch (pid, its log in launcher.log) whose ssh check found node 1's sshd
+# The end of a launch (pid, its log in launcher.log) whose ssh check found node 1's server
 # (stopped: sshd_pid) silent: exit 69, the host named, no rank started, report.json's verdict.
 expect_check_refused() {
   rc=0; wait "$pid" || rc=$?
@@ -40,15 +40,15 @@ expect_check_refused() {
   [[ $(jq -r '.exit.code' "$report") == 69 && $(jq -r '.preflight | map(.name) | join(",")' "$report") == dns,ssh ]] ||
     fail "report.json: $(jq -c '{exit, preflight}' "$report")"
 }
-# SIGSTOP to POD's sshd (sshd_pid): the kernel still takes connections, and nobody answers.
+# SIGSTOP to POD's server (sshd_pid: sshd's listener, or mpi-sshd): the kernel still takes
+# connections, and nobody answers.
 stop_sshd() {
-  sshd_pid=""  # sshd names its listener "sshd: /usr/sbin/sshd -D ... [listener] ..."
-  for pid in $(ip netns pids "$("$CIB" ns "$1")"); do
-    [[ $(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") == *"[listener]"* ]] && sshd_pid=$pid
-  done
-  [[ -n $sshd_pid ]] || fail "no sshd found in $1"
+  sshd_pid=$(server_pid "$1")
   kill -STOP "$sshd_pid"
 }
+# The server's name in a row's words: sshd, or mpi-sshd (TMPI_NODE_SERVER, lib.sh).
+server_word=sshd
+[[ $NODE_SERVER == openssh ]] || server_word=mpi-sshd
 # The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
 # team-a/train, with the fake's switches; adds KUBECONFIG to status_env (the launcher's env).
 start_kube_api() {
@@ -223,7 +223,7 @@ case $case_name in
     [[ $(agents) == 2 ]] || fail "the agents did not stay at the gate: $(job_leftovers)"
     ! ls "$CIB_DIR"/rank-started-* 2>/dev/null || fail "a rank started before the ssh check passed"
     expect_check_refused
-    row "an sshd that never answers the ssh check, which runs beside the launch" "exit 69, the host named; the ranks' agents waited at the start gate and never started them" "$(ms_since "$t0") ms to the launcher's exit (10 s: the handshake's deadline); agents held from $held_at ms"
+    row "an $server_word that never answers the ssh check, which runs beside the launch" "exit 69, the host named; the ranks' agents waited at the start gate and never started them" "$(ms_since "$t0") ms to the launcher's exit (10 s: the handshake's deadline); agents held from $held_at ms"
     pass "the ranks wait at the start gate for the ssh check beside the launch, and do not start when it fails" ;;
   gate-holds-openmpi)
     # As gate-holds, under Open MPI, where the agents are told not to ask (TMPI_START_GATE=false,
@@ -249,16 +249,22 @@ case $case_name in
     row "the same under Open MPI (its agents ask no gate)" "exit 69, the host named; node 0's daemon ran, and no agent or rank started (Open MPI waits for every daemon)" "$(ms_since "$t0") ms to the launcher's exit; node 0's daemon up from $held_at ms"
     pass "under Open MPI no rank starts before every daemon, each over the checked ssh, is up: exit 69" ;;
   ssh-refused)
-    : > "$CIB_DIR/pods/${nodes[1]}/home/.ssh/authorized_keys"
+    refuse_job_key "${nodes[1]}"
     start_kube_api --forbid events  # no RBAC for Events: one line says so, the job's verdict stands
     t0=$(date +%s%N); rc=0; out=$(launch --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
     expect_contains "$out" 'PreflightFailed was not recorded on TrainJob train' "the refused Event"
     expect_contains "$out" 'resources: ["events"], verbs: ["create"]' "the missing RBAC rule"
     expect_contains "$out" "${nodes[1]}.$sub" "the host is named"
-    expect_contains "$out" "sshd refused the job key" "the reason"
+    if [[ $NODE_SERVER == openssh ]]; then
+      expect_contains "$out" "sshd refused the job key" "the reason"
+      fault="the job key rejected by a node's sshd"
+    else  # mpi-sshd's host key is its login key: another key is a host that is not the job's
+      expect_contains "$out" "presents another host key, not the job key" "the reason"
+      fault="a node's mpi-sshd on another key than the job's"
+    fi
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
-    row "the job key rejected by a node's sshd" "exit 69 before any rank, the host and the reason named" "$(ms_since "$t0") ms to the launcher's exit"
+    row "$fault" "exit 69 before any rank, the host and the reason named" "$(ms_since "$t0") ms to the launcher's exit"
     pass "an sshd that refuses the key: exit 69 before any rank starts" ;;
   torch-gloo)
     # RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from mpi-rank; GLOO_SOCKET_IFNAME

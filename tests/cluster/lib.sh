@@ -71,11 +71,38 @@ init_launcher() {
   chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
 }
 
-# init_node POD: `mpi-init --role node` from the Secret, then OpenSSH's sshd with the config it
-# wrote (the launcher's and the faults' tests; the built-in server: defaults_test.sh, nodessh_test.sh).
+# The nodes' SSH server in the tests built on init_node (the launcher's, the faults', the
+# fabric check's): TMPI_NODE_SERVER=mpi-sshd (the runtimes' default) or openssh (sshd, as
+# manifests/openssh runs it: the default here, where the matrix's rows were first measured;
+# tests/faults/run.sh --server runs every row on either).
+NODE_SERVER=${TMPI_NODE_SERVER:-openssh}
+[[ $NODE_SERVER == openssh || $NODE_SERVER == mpi-sshd ]] || fail "TMPI_NODE_SERVER=$NODE_SERVER: mpi-sshd or openssh"
+# init_node POD: `mpi-init --role node` from the Secret, then the server on what it wrote.
 init_node() {
-  in_pod "$1" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --log-level warn
-  "$CIB" sshd "$1" "$CIB_DIR/pods/$1/home/.ssh/sshd_config"
+  in_pod "$1" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server "$NODE_SERVER" --ssh-secret "$SECRET" --log-level warn
+  if [[ $NODE_SERVER == mpi-sshd ]]; then start_mpi_sshd "$1"
+  else "$CIB" sshd "$1" "$CIB_DIR/pods/$1/home/.ssh/sshd_config"; fi
+}
+# server_pid POD: the pid of POD's listening server (sshd's "[listener]", or mpi-sshd).
+server_pid() {
+  local pid cmd
+  for pid in $(ip netns pids "$("$CIB" ns "$1")"); do
+    cmd=$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") || continue
+    if [[ $cmd == *"sshd: "*"[listener]"* || $cmd == */mpi-sshd* ]]; then echo "$pid"; return 0; fi
+  done
+  fail "no SSH server found in $1"
+}
+# refuse_job_key POD: POD's server no longer takes the job key. sshd: its authorized_keys
+# emptied. mpi-sshd takes only the job key, as its host key too: restarted on another key,
+# which the launcher's pinned known_hosts refuses before any login.
+refuse_job_key() {
+  if [[ $NODE_SERVER == openssh ]]; then : > "$CIB_DIR/pods/$1/home/.ssh/authorized_keys"; return; fi
+  local other="$CIB_DIR/pods/$1/other-key" pid
+  pid=$(server_pid "$1"); kill "$pid"
+  timeout 5 tail --pid="$pid" -f /dev/null || fail "mpi-sshd in $1 did not stop"
+  mkdir -p "$other" && chmod 700 "$other"
+  ssh-keygen -q -t ed25519 -N '' -C other -f "$other/id_ed25519"
+  start_mpi_sshd "$1" --ssh-dir "$other"
 }
 
 # start_mpi_sshd POD [args]: the built-in server (the runtimes' default) in the background,

@@ -119,8 +119,11 @@ exec {PROBE[1]}>&-
 wait "$PROBE_PID" 2>/dev/null || true
 pass "the launcher's ssh check and relay: 1.3 MB through cat, stderr apart, status 5"
 # No relay, and no ssh on PATH (an image without OpenSSH's client, as the image contract
-# allows): mpi-ssh becomes mpi-ssh-client, with the same arguments and status.
-rc=0; out=$(in_pod "$launcher" env PATH=/nonexistent "$TMPI_BUILD_DIR/bin/mpi-ssh" -p 2222 "${nodes[0]}.$sub" \
+# allows): mpi-ssh becomes mpi-ssh-client, with the same arguments (the launcher's for
+# mpirun: the job key, the pinned known_hosts) and status.
+ssh_dir="$CIB_DIR/pods/$launcher/home/.ssh"
+rc=0; out=$(in_pod "$launcher" env PATH=/nonexistent "$TMPI_BUILD_DIR/bin/mpi-ssh" -F /dev/null -p 2222 \
+  -i "$ssh_dir/$key" -o UserKnownHostsFile="$ssh_dir/known_hosts" -o StrictHostKeyChecking=yes "${nodes[0]}.$sub" \
   'echo by-client; exit 4' 2>"$CIB_DIR/err") || rc=$?
 expect_eq "$rc:$out" "4:by-client" "mpi-ssh with no ssh on PATH: $(cat "$CIB_DIR/err")"
 pass "mpi-ssh where the image has no ssh: mpi-ssh-client ran the command, status 4"

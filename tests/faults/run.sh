@@ -10,10 +10,18 @@
 #   tests/faults/run.sh [BUILD_DIR]                 run every row, print the table (markdown)
 #   tests/faults/run.sh --check-readme [BUILD_DIR]  also fail unless README.md lists the same
 #                                                   faults and outcomes (times vary by machine)
+#   --server mpi-sshd|openssh (first)               the nodes' SSH server (tests/cluster/lib.sh,
+#                                                   TMPI_NODE_SERVER; default openssh): README's
+#                                                   "Fault matrix", or "Fault matrix on mpi-sshd"
 #
-# ctest runs it as `faults.matrix` (label faults). Needs root, as every cluster test.
+# ctest runs it as `faults.matrix` and `faults.matrix.mpi-sshd` (label faults). Needs root,
+# as every cluster test.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd); src=$(cd "$here/../.." && pwd)
+server=openssh; [[ ${1:-} == --server ]] && { server=${2:-}; shift 2; }
+[[ $server == openssh || $server == mpi-sshd ]] || { echo "faults: --server $server: mpi-sshd or openssh" >&2; exit 2; }
+export TMPI_NODE_SERVER=$server
+section="## Fault matrix"; [[ $server == mpi-sshd ]] && section="## Fault matrix on mpi-sshd"
 check_readme=0; [[ ${1:-} == --check-readme ]] && { check_readme=1; shift; }
 build=$(cd "${1:-$src/build/dev}" && pwd)
 export TMPI_BUILD_DIR=$build CIB_ROOT=$build/cib
@@ -118,9 +126,9 @@ echo "$table"
 if ((check_readme)); then
   # README's table shows one sitting's times; faults and outcomes must be the same rows.
   strip() { awk -F'|' 'NF > 4 && $2 !~ /^(-|---| fault )/ { print $2 "|" $3 }' | sed 's/([^)]*peak [0-9]* KB)//'; }
-  readme=$(sed -n '/^## Fault matrix/,/^## /p' "$src/README.md" | grep '^|')
+  readme=$(awk -v s="$section" '$0 == s { on = 1; next } on && /^## / { exit } on && /^\|/' "$src/README.md")
   if ! diff <(strip <<<"$readme") <(strip <<<"$table") >&2; then
-    echo "faults: README.md's fault matrix differs in its faults or outcomes (above: < README, > this run); paste the table above into it" >&2
+    echo "faults: README.md's \"${section#\#\# }\" differs in its faults or outcomes (above: < README, > this run); paste the table above into it" >&2
     failed=1
   fi
 fi

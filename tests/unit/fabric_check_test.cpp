@@ -160,6 +160,40 @@ TEST(FabricCheck, RanksThatNeverGaveUpInABlockingCallAreTheSilentOnes) {
   EXPECT_NE(silent0.table.find("a partial line\n"), std::string::npos) << silent0.table;
 }
 
+// Node 2 stopped inside init: when mpirun aborts, Open MPI sends its ranks SIGCONT before
+// SIGTERM, and their watchdogs, long due, fire at once, so every rank says it gave up. Node
+// 2's ranks say they stood still (ncclcheck/watchdog.h): they are the silent ones, not the
+// host of rank 0, which noticed first. With every rank alive, nothing is named alone.
+TEST(FabricCheck, RanksThatStoodStillAreSilentAndAllAliveIsNotLocalised) {
+  auto gave_up = [](const std::vector<double>& stood_still) {
+    std::string output;
+    for (int rank = 0; rank < 6; ++rank) {
+      output += "nccl-check timeout: {\"rank\":" + std::to_string(rank) + ",\"host\":\"n-" +
+                std::to_string(rank / 2) +
+                "\",\"step\":\"init (MPI_Comm_dup)\",\"after_seconds\":10.0,\"stood_still_seconds\":" +
+                std::to_string(stood_still[static_cast<std::size_t>(rank)]) + ",\"backend\":\"mpi\"}\n";
+    }
+    return output +
+           "nccl-check report: {\"result\":\"timeout\",\"backend\":\"mpi\",\"timeout\":{\"step\":"
+           "\"init (MPI_Comm_dup)\",\"after_seconds\":10.0,\"rank\":0,\"host\":\"n-0\"}}\n";
+  };
+  std::vector<std::string> placement = {"n-0.job", "n-0.job", "n-1.job", "n-1.job", "n-2.job", "n-2.job"};
+  auto stopped = read_fabric_check(gave_up({0.2, 0.2, 0.4, 0.2, 9.6, 9.7}), 75, "launcher", placement);
+  EXPECT_EQ(stopped.exit, Exit::kTempFail);
+  ASSERT_EQ(stopped.rows.size(), 1U);
+  EXPECT_EQ(stopped.rows[0].host, "n-2");
+  EXPECT_NE(stopped.rows[0].reason.find("this host does not answer"), std::string::npos)
+      << stopped.rows[0].reason;
+
+  auto alive = read_fabric_check(gave_up({0.2, 0.2, 0.4, 0.2, 0.3, 0.2}), 75, "launcher", placement);
+  EXPECT_EQ(alive.exit, Exit::kUnavailable);
+  ASSERT_EQ(alive.rows.size(), 3U);
+  for (const auto& row : alive.rows) {
+    EXPECT_EQ(row.check, "mpi not localised") << row.host;
+    EXPECT_NE(row.reason.find("any of n-0, n-1, n-2 could be"), std::string::npos) << row.reason;
+  }
+}
+
 TEST(FabricCheck, AReportAfterAnotherStreamsTextOnItsLineIsRead) {
   // mpirun forwards each stream of each rank in chunks: another stream's text without its
   // line break can come before the report on the same line.

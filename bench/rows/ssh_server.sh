@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Rows: the launch over the nodes' built-in SSH server (mpi-sshd, the runtimes' default)
+# against the same launch over OpenSSH's sshd (manifests/openssh), at 8 and 64 node pods of
+# the cluster in a box (2 slots each; TMPI_SSH_SERVER_SIZES to change). Each round runs, in
+# one sitting and in turn, with every node serving sshd, then mpi-sshd (the order swapped in
+# every other round; the servers restarted between, on the same port 2222 and job key):
+#   plain over sshd       mpirun --hostfile with a trivial program (`true`), 2 ranks a pod;
+#   plain over mpi-sshd   the same mpirun, its daemons started through mpi-sshd;
+#   ours over mpi-sshd    mpi-launcher run at its defaults (the preflight, the relay).
+# Figures a size: each wall time's median, and the medians of the rounds' ratios against
+# plain mpirun over sshd (the goal at 64 pods: plain over mpi-sshd at most 0.85 of it: no
+# fork, privilege separation or login shell per connection); then the nodes' resident memory
+# under each server.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ ${1:-} != --in-cluster ]]; then
+  export CIB_ROOT=$TMPI_BUILD_DIR/cib CIB_QUIET=1
+  for n in ${TMPI_SSH_SERVER_SIZES:-8 64}; do
+    "$root/tests/cluster/cib" run --jobset sshsrv --nodes "$n" -- bash "$0" --in-cluster "$n"
+  done
+  exit 0
+fi
+n=$2
+source "$root/tests/cluster/lib.sh"
+launcher=$(launcher_pod); nodes=($(node_pods))
+init_launcher --slots 2
+for node in "${nodes[@]}"; do  # both servers' files: the job key, and sshd's config
+  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --log-level warn
+done
+np=$((2 * n)) rounds=${TMPI_SSH_SERVER_ROUNDS:-5}
+export OMPI_MCA_btl=tcp,self
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+now() { date +%s.%N; }
+timed() { sleep 1; local t0; t0=$(now); in_pod "$launcher" "$@" >/dev/null 2>&1 || return 1; echo "$(now) - $t0" | bc; }
+run_plain() {
+  timed mpirun.openmpi --hostfile "$ETC_MPI/hostfile" -np "$np" --mca btl_tcp_if_include eth0 \
+    --mca oob_tcp_if_include eth0 --allow-run-as-root true
+}
+run_ours() {
+  timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --iface eth0 \
+    --report "$CIB_DIR/r.json" -- true
+}
+box_mb() {  # the node pods' resident memory (shared pages counted in each: an upper bound)
+  local kb=0 pid rss
+  for pod in "${nodes[@]}"; do
+    for pid in $(ip netns pids "$("$CIB" ns "$pod")"); do
+      rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null) || true
+      kb=$((kb + ${rss:-0}))
+    done
+  done
+  echo $((kb / 1024))
+}
+# serve SERVER: every node's port 2222 served by sshd or mpi-sshd, the other stopped.
+serve() {
+  local node pid
+  for node in "${nodes[@]}"; do  # this box's servers only: by the pods' namespaces
+    for pid in $(ip netns pids "$("$CIB" ns "$node")"); do
+      [[ $(cat "/proc/$pid/comm" 2>/dev/null) == @(sshd|mpi-sshd) ]] && kill "$pid" 2>/dev/null || true
+    done
+  done
+  for node in "${nodes[@]}"; do
+    while ip netns exec "$("$CIB" ns "$node")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222' 2>/dev/null; do sleep 0.05; done
+    if [[ $1 == sshd ]]; then "$CIB" sshd "$node" "$CIB_DIR/pods/$node/home/.ssh/sshd_config"
+    else start_mpi_sshd "$node" --log-level warn; fi
+  done
+}
+for round in $(seq "$rounds"); do
+  order=(sshd mpi-sshd); (( round % 2 )) || order=(mpi-sshd sshd)
+  for server in "${order[@]}"; do
+    serve "$server"
+    if [[ $server == sshd ]]; then
+      run_plain >> "$CIB_DIR/plain-sshd" || { echo "ssh_server: plain mpirun over sshd failed at $n pods" >&2; exit 1; }
+      box_mb >> "$CIB_DIR/mb-sshd"
+    else
+      run_plain >> "$CIB_DIR/plain-builtin" || { echo "ssh_server: plain mpirun over mpi-sshd failed at $n pods" >&2; exit 1; }
+      run_ours >> "$CIB_DIR/ours-builtin" || { echo "ssh_server: mpi-launcher over mpi-sshd failed at $n pods: $(cat "$CIB_DIR/r.json")" >&2; exit 1; }
+      box_mb >> "$CIB_DIR/mb-builtin"
+    fi
+  done
+  base=$(tail -n 1 "$CIB_DIR/plain-sshd")
+  echo "$(tail -n 1 "$CIB_DIR/plain-builtin") / $base" | bc -l >> "$CIB_DIR/ratio-plain"
+  echo "$(tail -n 1 "$CIB_DIR/ours-builtin") / $base" | bc -l >> "$CIB_DIR/ratio-ours"
+done
+target="-"; (( n == 64 )) && target="<= 0.85"
+printf '| launch, %d pods (%d ranks): plain mpirun over mpi-sshd vs over sshd | %.2f s | %.2f s | %.2f | %s |\n' \
+  "$n" "$np" "$(median < "$CIB_DIR/plain-builtin")" "$(median < "$CIB_DIR/plain-sshd")" "$(median < "$CIB_DIR/ratio-plain")" "$target"
+printf '| launch, %d pods (%d ranks): mpi-launcher run over mpi-sshd vs plain mpirun over sshd | %.2f s | %.2f s | %.2f | %s |\n' \
+  "$n" "$np" "$(median < "$CIB_DIR/ours-builtin")" "$(median < "$CIB_DIR/plain-sshd")" "$(median < "$CIB_DIR/ratio-ours")" "$target"
+printf '| %d node pods, idle after the launches: resident memory with mpi-sshd vs with sshd | %d MB | %d MB | %.2f | - |\n' \
+  "$n" "$(median < "$CIB_DIR/mb-builtin")" "$(median < "$CIB_DIR/mb-sshd")" \
+  "$(echo "$(median < "$CIB_DIR/mb-builtin") / $(median < "$CIB_DIR/mb-sshd")" | bc -l)"
