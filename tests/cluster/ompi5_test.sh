@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Open MPI 5 (PRRTE) for real (extended label): every pod runs its sshd, and the launcher
-# runs mpi-launcher and mpirun 5, from a Debian 13 root (tests/cluster/ompi5_root.sh),
+# Open MPI 5 (PRRTE) for real (extended label): every node runs its SSH server (SERVER:
+# mpi-sshd, the runtimes' default, or openssh), and the launcher runs mpi-launcher and
+# mpirun 5, all from a Debian 13 root (tests/cluster/ompi5_root.sh),
 # bound into each pod's own mount namespace with the pod's /tmp, /etc/hosts and passwd.
 # The libraries the root lacks come from root_libs.sh, on LD_LIBRARY_PATH (which the
 # launcher forwards to every rank), never copied into the cached root.
@@ -8,7 +9,10 @@
 # root); the launcher must detect Open MPI 5, pass PRRTE's parameters, and the placement
 # check must pass: no rank may run on the launcher (Trainer #4028). Then a hostfile that puts
 # every rank on the launcher: the agents must refuse to start them (exit 69).
+# Usage (under cib run): ompi5_test.sh [mpi-sshd|openssh]
 source "$(dirname "$0")/lib.sh"
+server=${1:-mpi-sshd}
+[[ $server == mpi-sshd || $server == openssh ]] || fail "unknown server '$server' (mpi-sshd or openssh)"
 root=$(bash "$(dirname "$0")/ompi5_root.sh")
 # What our programs need and the root lacks, from their dependency closure, checked to load.
 libs=$(bash "$(dirname "$0")/root_libs.sh" "$root" "$CIB_DIR/ompi5-libs" "$TMPI_BUILD_DIR"/bin/*)
@@ -30,9 +34,15 @@ enter_root() {
 init_launcher --slots 2
 for pod in $(pods); do enter_root "$pod"; done
 for node in "${nodes[@]}"; do
-  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server openssh --ssh-secret "$SECRET" --log-level warn
-  "$CIB" exec "$node" -- chroot "$root" /usr/sbin/sshd -D -e -f "$CIB_DIR/pods/$node/home/.ssh/sshd_config" \
-    > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
+  in_pod "$node" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server "$server" --ssh-secret "$SECRET" --log-level warn
+  # The server inside the root, so that the commands it runs (prted) are the root's.
+  if [[ $server == mpi-sshd ]]; then
+    "$CIB" exec "$node" -- chroot "$root" env LD_LIBRARY_PATH="$libs" "$TMPI_BUILD_DIR/bin/mpi-sshd" \
+      > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
+  else
+    "$CIB" exec "$node" -- chroot "$root" /usr/sbin/sshd -D -e -f "$CIB_DIR/pods/$node/home/.ssh/sshd_config" \
+      > "$CIB_DIR/pods/$node/sshd.log" 2>&1 &
+  fi
   start_sidecar "$node" --deadline 60s
 done
 out=$(in_pod "$launcher" chroot "$root" env LD_LIBRARY_PATH="$libs" "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" \

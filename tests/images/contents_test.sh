@@ -73,7 +73,7 @@ echo "ok: no sources, compiler, CMake, ccache, headers or static archives"
 [[ $(chroot "$root" getent passwd 1000 | cut -d: -f1) == mpiuser ]] || fail "uid 1000 is not mpiuser"
 [[ -d $root/etc/trainer-mpi ]] || fail "/etc/trainer-mpi is missing"
 openssh=$(for path in /usr/sbin/sshd /run/sshd $(cd "$root" && find usr/lib -name 'libnss_wrapper.so*' | sed 's|^|/|'); do
-            [[ -e $root$path ]] && echo "$path"; done | xargs)
+            if [[ -e $root$path ]]; then echo "$path"; fi; done | xargs)
 if [[ $variant == *-openssh ]]; then
   [[ $openssh == "/usr/sbin/sshd /run/sshd /usr/lib/"*libnss_wrapper.so* ]] || fail "sshd, /run/sshd or nss_wrapper is missing: $openssh"
 else
