@@ -68,6 +68,31 @@ bool runs_commands(const std::string& shell) {
   return name != "nologin" && name != "false";
 }
 
+// The home of `uid`'s entry in the passwd text, if it has one.
+std::optional<std::string> home_of(std::string_view etc_passwd, uid_t uid) {
+  std::optional<std::string> home;
+  for_each_line(etc_passwd, [&](std::string_view line) {
+    if (!home && id_field(line, 2, 7) == uid) home = std::string(split_fields(line)[5]);
+  });
+  return home;
+}
+
+// Without nss_wrapper, for OpenSSH: the system's NSS decides (an LDAP or sssd user is fine
+// too), and a uid it does not know is refused with what to set.
+Expected<std::string> home_from_system(const std::optional<std::string>& entry_home, uid_t uid) {
+  if (entry_home) return *entry_home;
+  const passwd* pw = getpwuid(uid);
+  if (pw == nullptr) {
+    return make_error(Exit::kUsage,
+                      "uid {} has no passwd entry, and OpenSSH's sshd refuses to run without one: set "
+                      "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
+                      "mpi-init writes, under HOME) in every container (manifests/openssh), or run the "
+                      "built-in server (--ssh-server mpi-sshd), which needs none",
+                      uid);
+  }
+  return std::string(pw->pw_dir);
+}
+
 }  // namespace
 
 std::string render_nss_passwd(std::string_view etc_passwd, uid_t uid, gid_t gid, const std::string& home,
@@ -138,27 +163,10 @@ Expected<Account> prepare_account(const std::map<std::string, std::string>& env,
     return account;
   }
   TMPI_ASSIGN(std::string etc_passwd, read_file(etc + "/passwd"));
-  bool listed = false;
-  std::string entry_home;
-  for_each_line(etc_passwd, [&](std::string_view line) {
-    if (!listed && id_field(line, 2, 7) == uid) {
-      listed = true;
-      entry_home = std::string(split_fields(line)[5]);
-    }
-  });
+  std::optional<std::string> entry_home = home_of(etc_passwd, uid);
   std::string home = env_or(env, "HOME");
   if (passwd_path.empty()) {
-    // No nss_wrapper: the system's NSS decides (an LDAP or sssd user is fine too).
-    const passwd* pw = listed ? nullptr : getpwuid(uid);
-    if (!listed && pw == nullptr) {
-      return make_error(Exit::kUsage,
-                        "uid {} has no passwd entry, and OpenSSH's sshd refuses to run without one: set "
-                        "LD_PRELOAD=libnss_wrapper.so, NSS_WRAPPER_PASSWD and NSS_WRAPPER_GROUP (files "
-                        "mpi-init writes, under HOME) in every container (manifests/openssh), or run the "
-                        "built-in server (--ssh-server mpi-sshd), which needs none",
-                        uid);
-    }
-    account.home = listed ? entry_home : pw->pw_dir;
+    TMPI_ASSIGN(account.home, home_from_system(entry_home, uid));
     return account;
   }
   if (home.empty()) {

@@ -75,6 +75,38 @@ std::vector<std::string> hosts_not_in(const std::set<std::int64_t>& gave_up,
   return {hosts.begin(), hosts.end()};
 }
 
+// The rows of a check that timed out: from every rank's view where they gave one
+// (fabric_timeout.h); else the hosts that said nothing, or stood still, are the silent ones
+// (exit 75); else every rank was alive and gave up, and which noticed first says nothing of
+// where the fault is: no host is named alone (exit 69, every host a candidate).
+TimeoutVerdict timeout_verdict(const nlohmann::json& timeout, const std::vector<nlohmann::json>& views,
+                               const std::set<std::int64_t>& gave_up,
+                               const std::vector<std::string>& placement, const std::string& backend) {
+  std::string reason =
+      fmt::format("{} did not finish within {} s (seen by rank {})", string_at(timeout, "/step"),
+                  number_at(timeout, "/after_seconds", 0.0), int_at(timeout, "/rank", -1));
+  if (TimeoutVerdict localised = localise_timeout(views, placement, backend, reason); !localised.rows.empty())
+    return localised;
+  TimeoutVerdict out;
+  out.exit = Exit::kTempFail;
+  auto silent = silent_hosts(timeout, placement);
+  if (silent.empty() && !gave_up.empty()) silent = hosts_not_in(gave_up, placement);
+  for (const auto& host : silent)
+    out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});
+  if (!silent.empty()) return out;
+  out.exit = Exit::kUnavailable;
+  auto hosts = hosts_not_in({}, placement);
+  if (hosts.empty()) hosts.push_back(string_at(timeout, "/host"));
+  for (const auto& host : hosts) {
+    out.rows.push_back(
+        {host, backend + " not localised",
+         reason + fmt::format("; every rank was alive and gave up, so no host is known at fault: "
+                              "any of {} could be",
+                              fmt::join(hosts, ", "))});
+  }
+  return out;
+}
+
 }  // namespace
 
 FabricBackend fabric_backend(FabricBackend check, const Topology& topology) {
@@ -151,33 +183,9 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   const auto* timeout = node_at(report, "/timeout");
   if ((timeout == nullptr || !timeout->is_object()) && !first_gave_up.is_null()) timeout = &first_gave_up;
   if (timeout != nullptr && timeout->is_object()) {
-    out.exit = Exit::kTempFail;
-    std::string reason =
-        fmt::format("{} did not finish within {} s (seen by rank {})", string_at(*timeout, "/step"),
-                    number_at(*timeout, "/after_seconds", 0.0), int_at(*timeout, "/rank", -1));
-    if (TimeoutVerdict localised = localise_timeout(views, placement, backend, reason);
-        !localised.rows.empty()) {
-      out.exit = localised.exit;
-      out.rows.insert(out.rows.end(), localised.rows.begin(), localised.rows.end());
-      return out;
-    }
-    auto silent = silent_hosts(*timeout, placement);
-    if (silent.empty() && !gave_up.empty()) silent = hosts_not_in(gave_up, placement);
-    for (const auto& host : silent)
-      out.rows.push_back({host, backend + " timeout", reason + "; this host does not answer"});
-    if (silent.empty()) {
-      // Every rank said it gave up and none stood still: which rank noticed first says
-      // nothing of where the fault is, so no host is named alone (exit 69, every candidate).
-      out.exit = Exit::kUnavailable;
-      auto hosts = hosts_not_in({}, placement);
-      if (hosts.empty()) hosts.push_back(string_at(*timeout, "/host"));
-      for (const auto& host : hosts) {
-        out.rows.push_back({host, backend + " not localised",
-                            reason + fmt::format("; every rank was alive and gave up, so no host is known at "
-                                                 "fault: any of {} could be",
-                                                 fmt::join(hosts, ", "))});
-      }
-    }
+    TimeoutVerdict verdict = timeout_verdict(*timeout, views, gave_up, placement, backend);
+    out.exit = verdict.exit;
+    out.rows.insert(out.rows.end(), verdict.rows.begin(), verdict.rows.end());
   }
   if (out.rows.empty()) {
     out.rows.push_back({launcher_host, backend, fmt::format("nccl-check exited with status {}", status)});
