@@ -40,18 +40,6 @@ if [[ ${1:-} != --in-cluster ]]; then
 fi
 n=$2 largest=$3
 source "$root/tests/cluster/lib.sh"
-# What the pods hold: the resident memory of every process in their namespaces (shared pages
-# counted in each, so an upper bound).
-box_mb() {
-  local kb=0 pid rss
-  for pod in $(pods); do
-    for pid in $(ip netns pids "$("$CIB" ns "$pod")"); do
-      rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null) || true
-      kb=$((kb + ${rss:-0}))
-    done
-  done
-  echo $((kb / 1024))
-}
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
 init_launcher --slots 2
 for node in "${nodes[@]}"; do init_node "$node"; done
@@ -104,7 +92,7 @@ printf '| launch, %d pods: the preflight alone (DNS, ssh; nothing beside it, as 
   "$n" "$(median < "$CIB_DIR/preflight")" "$pf_target"
 printf '| launch, %d pods: the same with --ssh-check before (no overlap) vs plain mpirun | %.2f s | %.2f s | %.2f | - |\n' \
   "$n" "$(median < "$CIB_DIR/before")" "$(median < "$CIB_DIR/plain")" "$(median < "$CIB_DIR/ratio-before")"
-printf '| cluster in a box, %d pods with sshd: resident memory | %d MB | - | - | < 24 GiB |\n' "$n" "$(box_mb)"
+printf '| cluster in a box, %d pods with sshd: resident memory | %d MB | - | - | < 24 GiB |\n' "$n" "$(resident_mb)"
 (( largest )) || exit 0
 # Where the time goes, at this size: one more run of ours, its ranks printing when they ran.
 sleep 1

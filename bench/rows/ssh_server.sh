@@ -40,16 +40,6 @@ run_ours() {
   timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --iface eth0 \
     --report "$CIB_DIR/r.json" -- true
 }
-box_mb() {  # the node pods' resident memory (shared pages counted in each: an upper bound)
-  local kb=0 pid rss
-  for pod in "${nodes[@]}"; do
-    for pid in $(ip netns pids "$("$CIB" ns "$pod")"); do
-      rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null) || true
-      kb=$((kb + ${rss:-0}))
-    done
-  done
-  echo $((kb / 1024))
-}
 # serve SERVER: every node's port 2222 served by sshd or mpi-sshd, the other stopped.
 serve() {
   local node pid
@@ -70,11 +60,11 @@ for round in $(seq "$rounds"); do
     serve "$server"
     if [[ $server == sshd ]]; then
       run_plain >> "$CIB_DIR/plain-sshd" || { echo "ssh_server: plain mpirun over sshd failed at $n pods" >&2; exit 1; }
-      box_mb >> "$CIB_DIR/mb-sshd"
+      resident_mb "${nodes[@]}" >> "$CIB_DIR/mb-sshd"
     else
       run_plain >> "$CIB_DIR/plain-builtin" || { echo "ssh_server: plain mpirun over mpi-sshd failed at $n pods" >&2; exit 1; }
       run_ours >> "$CIB_DIR/ours-builtin" || { echo "ssh_server: mpi-launcher over mpi-sshd failed at $n pods: $(cat "$CIB_DIR/r.json")" >&2; exit 1; }
-      box_mb >> "$CIB_DIR/mb-builtin"
+      resident_mb "${nodes[@]}" >> "$CIB_DIR/mb-builtin"
     fi
   done
   base=$(tail -n 1 "$CIB_DIR/plain-sshd")

@@ -37,6 +37,19 @@ row() {
   [[ -z $left ]] || fail "$1: left in the pods 5 s after the case: $left"
 }
 node_pods() { pods | grep -- '-node-'; }
+# resident_mb [POD...]: the resident memory of every process in these pods (default: every
+# pod), in MB; shared pages are counted in each, so an upper bound (the bench rows').
+resident_mb() {
+  local kb=0 pod pid rss list=("$@")
+  ((${#list[@]})) || list=($(pods))
+  for pod in "${list[@]}"; do
+    for pid in $(ip netns pids "$("$CIB" ns "$pod")"); do
+      rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null) || true
+      kb=$((kb + ${rss:-0}))
+    done
+  done
+  echo $((kb / 1024))
+}
 launcher_pod() { pods | grep -- '-launcher-' | head -n 1; }
 subdomain() { cat "$CIB_DIR/subdomain"; }
 
