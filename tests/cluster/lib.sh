@@ -123,11 +123,15 @@ refuse_job_key() {
 start_mpi_sshd() {
   local pod=$1; shift
   "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/bin/mpi-sshd" "$@" > "$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+  wait_mpi_sshd "$pod"
+}
+# wait_mpi_sshd POD: until POD's mpi-sshd (its log in the pod's mpi-sshd.log) listens on 2222.
+wait_mpi_sshd() {
   for _ in $(seq 100); do
-    ip netns exec "$("$CIB" ns "$pod")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222' 2>/dev/null && return 0
+    ip netns exec "$("$CIB" ns "$1")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222' 2>/dev/null && return 0
     sleep 0.05
   done
-  fail "mpi-sshd in $pod did not listen on 2222: $(cat "$CIB_DIR/pods/$pod/mpi-sshd.log")"
+  fail "mpi-sshd in $1 did not listen on 2222: $(cat "$CIB_DIR/pods/$1/mpi-sshd.log")"
 }
 
 # start_sidecar POD [args]: the node sidecar in the background; its pid in $CIB_DIR/pods/POD/sidecar.pid.

@@ -27,13 +27,7 @@ for pod in "${nodes[@]}"; do
   "$CIB" exec "$pod" -- "${as_uid[@]}" "$TMPI_BUILD_DIR/bin/mpi-sshd" "${options[@]}" \
     >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
 done
-for pod in "${nodes[@]}"; do
-  for _ in $(seq 100); do
-    ip netns exec "$("$CIB" ns "$pod")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222' 2>/dev/null && continue 2
-    sleep 0.05
-  done
-  fail "mpi-sshd in $pod did not listen on 2222: $(cat "$CIB_DIR/pods/$pod/mpi-sshd.log")"
-done
+for pod in "${nodes[@]}"; do wait_mpi_sshd "$pod"; done
 log="$CIB_DIR/pods/${nodes[0]}/mpi-sshd.log"
 
 # exec: the status, stdout and stderr apart, the server's uid, HOME, SSH_CONNECTION and
