@@ -27,7 +27,7 @@ Budgets budgets_for(Millis step_timeout) {
 Millis check_deadline(Millis step_timeout, int hosts) {
   auto rounds = [](int n) { return n < 2 ? 0 : (n % 2 == 0 ? n - 1 : n); };
   double step = budgets_for(step_timeout).step;
-  double rest = 3 * rounds(hosts) * step;
+  double rest = 6 * rounds(hosts) * step;  // 1 + 2 + 1 + 2: the long look and retests fill 2 budgets
   return step_timeout + Millis(static_cast<std::int64_t>(rest * 1000));
 }
 

@@ -38,11 +38,12 @@ struct Budgets {
 Budgets budgets_for(Millis step_timeout);
 
 // The deadline of the whole check's steps that cross the fabric between hosts (the sweep
-// and the tests of pairs of hosts), for `hosts` hosts: T + 3 R B, with T the step timeout,
+// and the tests of pairs of hosts), for `hosts` hosts: T + 6 R B, with T the step timeout,
 // B the per-step budget and R the rounds of the pairs of hosts (hosts - 1 when even, hosts
-// when odd); 3 for the first pass, the second look and the retests. At the defaults: 87 s
-// for 3 hosts, 123 s for 8 (docs/design.md, nccl-check). The steps within each host keep
-// their own deadlines, outside it.
+// when odd); 6 for the first pass, the long look (two budgets: stalls.h), the second look
+// and the retests (two budgets where a link stopped). At the defaults: 114 s for 3 hosts,
+// 186 s for 8 (docs/design.md, nccl-check). The steps within each
+// host keep their own deadlines, outside it.
 Millis check_deadline(Millis step_timeout, int hosts);
 
 // The bytes of a probe: 1/64 of `bytes`, whole floats, one float at least.

@@ -11,6 +11,7 @@
 
 #include "common/utf8.h"
 #include "ncclcheck/cpus.h"
+#include "ncclcheck/stalls.h"
 #include "ncclcheck/sweep.h"
 #include "ncclcheck/verdict.h"
 
@@ -33,10 +34,9 @@ class CheckRun {
     report_.pair_bytes = options.pair_bytes;
   }
 
-  // After a failed wait, a collective may still be pending on the host's communicator, and
-  // the job is aborted next: it is left as it is. Open MPI's non-blocking collectives go on
-  // progressing their schedule over a freed communicator, and crashed so (a NULL read in
-  // mca_pml_ob1_isend while the timed-out rank answered pings).
+  // After a failed wait, a collective may still be pending on the host's communicator, and the job
+  // is aborted next: it is left as it is. Open MPI's non-blocking collectives go on over a freed
+  // communicator, and crashed so (a NULL read in mca_pml_ob1_isend while the rank answered pings).
   ~CheckRun() {
     if (node_comm_ != MPI_COMM_NULL && progress_.failed_waits() == 0) MPI_Comm_free(&node_comm_);
   }
@@ -203,17 +203,13 @@ class CheckRun {
     if (slow == 0) return ok_status();
     std::vector<GpuLink> second;
     TMPI_CHECK(gpu_pass(again, "GPU pairs, second look", second));
-    for (std::size_t h = 0; h < report_.hosts.size(); ++h) {
-      std::vector<LinkSample> seconds;
-      for (const auto& gpu : second) {
-        if (gpu.host == static_cast<int>(h)) seconds.push_back(gpu.link);
+    for (auto& gpu : report_.gpu_links) {
+      std::vector<LinkSample> one{gpu.link}, looks;
+      for (const auto& look : second) {
+        if (look.host == gpu.host) looks.push_back(look.link);
       }
-      for (auto& gpu : report_.gpu_links) {
-        if (gpu.host != static_cast<int>(h)) continue;
-        std::vector<LinkSample> one{gpu.link};
-        merge_second_look(one, seconds);
-        gpu.link = one.front();
-      }
+      merge_second_look(one, looks);
+      gpu.link = one.front();
     }
     return ok_status();
   }
@@ -267,22 +263,27 @@ class CheckRun {
   Status links() {
     int hosts = static_cast<int>(report_.hosts.size());
     auto rounds = pair_rounds(hosts);
-    for (std::size_t r = 0; r < rounds.size(); ++r) {
-      TMPI_CHECK(
-          link_round(rounds[r], fmt::format("links round {}/{}", r + 1, rounds.size()), report_.links));
+    TMPI_CHECK(link_pass(rounds, "links", report_.links));
+    // The sweep stopped and no link test did: every pair again, for its round's whole budget (stalls.h).
+    std::vector<LinkSample> again;
+    if (is_stall(longest_sweep_stall(report_.allreduce).seconds) &&
+        hosts_of_stalled_links(report_.links).empty()) {
+      TMPI_CHECK(link_pass(rounds, "links, long look,", again, /*fill_budget=*/true));
     }
     report_.link_floor = floor_for(options_.threshold, link_reference(report_.links, hosts));
-    auto again = second_look_rounds(report_.links, report_.link_floor);
-    std::vector<LinkSample> second;
-    for (std::size_t r = 0; r < again.size(); ++r) {
+    TMPI_CHECK(
+        link_pass(second_look_rounds(report_.links, report_.link_floor), "links, second look,", again));
+    merge_second_look(report_.links, again);
+    std::set<int> stopped = hosts_of_stalled_links(report_.links);
+    return link_pass(retest_rounds(report_.links, report_.link_floor, hosts, stopped), "retests",
+                     report_.retests, /*fill_budget=*/!stopped.empty());
+  }
+
+  Status link_pass(const std::vector<std::vector<Pair>>& rounds, std::string_view what,
+                   std::vector<LinkSample>& out, bool fill_budget = false) {
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
       TMPI_CHECK(
-          link_round(again[r], fmt::format("links, second look, round {}/{}", r + 1, again.size()), second));
-    }
-    merge_second_look(report_.links, second);
-    auto retests = retest_rounds(report_.links, report_.link_floor, hosts);
-    for (std::size_t r = 0; r < retests.size(); ++r) {
-      TMPI_CHECK(
-          link_round(retests[r], fmt::format("retests round {}/{}", r + 1, retests.size()), report_.retests));
+          link_round(rounds[r], fmt::format("{} round {}/{}", what, r + 1, rounds.size()), out, fill_budget));
     }
     return ok_status();
   }
@@ -292,19 +293,17 @@ class CheckRun {
     Group group{fmt::format("link {}-{}", pair.first, pair.second), {}, MPI_COMM_NULL};
     for (int host : {pair.first, pair.second}) {
       const auto& ranks = report_.hosts[static_cast<std::size_t>(host)].ranks;
-      if (fabric_->links_use_every_rank()) {
-        group.ranks.insert(group.ranks.end(), ranks.begin(), ranks.end());
-      } else {
-        group.ranks.push_back(ranks.front());
-      }
+      group.ranks.insert(group.ranks.end(), ranks.begin(),
+                         fabric_->links_use_every_rank() ? ranks.end() : ranks.begin() + 1);
     }
     std::sort(group.ranks.begin(), group.ranks.end());
     return group;
   }
 
-  // One round of disjoint pairs of hosts under the step's budget (budget.h): every pair
-  // moves a probe, the probes' times are agreed by all, then each pair runs what fits.
-  Status link_round(const std::vector<Pair>& pairs, std::string step, std::vector<LinkSample>& out) {
+  // One round of disjoint pairs of hosts under the step's budget (budget.h): each pair moves a probe,
+  // all agree on the probes' times, then each runs what fits (with `fill_budget`, all of it: stalls.h).
+  Status link_round(const std::vector<Pair>& pairs, std::string step, std::vector<LinkSample>& out,
+                    bool fill_budget = false) {
     Deadline deadline = begin(std::move(step));
     int mine = -1;
     Group group;
@@ -314,19 +313,22 @@ class CheckRun {
     }
     const std::uint64_t probe = probe_bytes(options_.pair_bytes);
     std::vector<double> probes(pairs.size(), 0.0);
-    std::vector<double> samples(3 * pairs.size(), 0.0);  // per pair: GB/s, wrong, bytes
+    std::vector<double> samples(4 * pairs.size(), 0.0);  // per pair: GB/s, wrong, bytes, stall
     auto slot = static_cast<std::size_t>(std::max(mine, 0));
     Measure probed;
     if (mine >= 0) {
       TMPI_ASSIGN(probed, fabric_->link(group, probe, {0, 1}, deadline, step_));
       if (rank_ == group.ranks.front()) probes[slot] = probed.seconds * fabric_->transfers_per_iteration();
-      samples[3 * slot + 1] = static_cast<double>(probed.wrong);
+      samples[4 * slot + 1] = static_cast<double>(probed.wrong);
     }
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, probes, deadline, step_));
     if (mine >= 0) {
       Budgets budgets = budgets_for(options_.step_timeout);
-      PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot], budgets.step, budgets.sweep,
-                                      options_.iterations);
+      Iterations wanted{options_.iterations.warmup,
+                        fill_budget ? kIterationsToFillABudget : options_.iterations.timed};
+      PairChoice choice =
+          choose_pair(options_.pair_bytes, probe, probes[slot],
+                      fill_budget ? kFillBudgets * budgets.step : budgets.step, budgets.sweep, wanted);
       Measure measure = probed;
       if (choice.iterations.timed > 0) {
         TMPI_ASSIGN(measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
@@ -334,16 +336,17 @@ class CheckRun {
         measure.wrong = 0;  // counted with the probe's above
       }
       if (rank_ == group.ranks.front()) {
-        samples[3 * slot] =
+        samples[4 * slot] =
             fabric_->link_gbps(choice.bytes, measure.seconds, static_cast<int>(group.ranks.size()));
-        samples[3 * slot + 2] = static_cast<double>(choice.bytes);
+        samples[4 * slot + 2] = static_cast<double>(choice.bytes);
+        samples[4 * slot + 3] = std::max(measure.stall, probed.stall);
       }
-      samples[3 * slot + 1] += static_cast<double>(measure.wrong);
+      samples[4 * slot + 1] += static_cast<double>(measure.wrong);
     }
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, samples, deadline, step_));
     for (std::size_t p = 0; p < pairs.size(); ++p) {
-      out.push_back({pairs[p], samples[3 * p], static_cast<std::int64_t>(samples[3 * p + 1]),
-                     static_cast<std::uint64_t>(samples[3 * p + 2])});
+      out.push_back({pairs[p], samples[4 * p], static_cast<std::int64_t>(samples[4 * p + 1]),
+                     static_cast<std::uint64_t>(samples[4 * p + 2]), samples[4 * p + 3]});
     }
     return ok_status();
   }

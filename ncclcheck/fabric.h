@@ -35,6 +35,7 @@ struct Group {
 struct Measure {
   double seconds = 0;      // one iteration (one-way transfer for ping-pong), this rank's view
   std::int64_t wrong = 0;  // elements this rank found wrong
+  double stall = 0;        // seconds the slowest timed iteration ran past the median (stalls.h)
 };
 
 class Fabric {

@@ -154,13 +154,16 @@ void merge_second_look(std::vector<LinkSample>& links, const std::vector<LinkSam
     for (const auto& again : second) {
       if (again.hosts != link.hosts) continue;
       link.gbps = std::max(link.gbps, again.gbps);
+      link.stall = std::max(link.stall, again.stall);  // a link that stopped once is not cleared
       link.wrong += again.wrong;
     }
   }
 }
 
-std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts) {
+std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts,
+                                             const std::set<int>& more) {
   std::set<int> suspect_hosts = suspects(links, floor, hosts);
+  suspect_hosts.insert(more.begin(), more.end());
   std::vector<int> good;
   for (int host = 0; host < hosts; ++host) {
     if (!suspect_hosts.contains(host)) good.push_back(host);

@@ -47,6 +47,7 @@ struct LinkSample {
   double gbps = 0;
   std::int64_t wrong = 0;
   std::uint64_t bytes = 0;  // per transfer, where the time budget chose (budget.h); 0: not recorded
+  double stall = 0;         // seconds the link stopped in one iteration (stalls.h); 0: none
 };
 
 // The median over hosts of each host's best link (see the top of this file).
@@ -57,8 +58,10 @@ std::set<int> suspects(const std::vector<LinkSample>& links, double floor, int h
 
 // The second pass (after cluster-health-scanner): each suspect host (one whose every link
 // is slow) is tested again beside a good host (one with a fast link), in rounds of disjoint
-// pairs. Empty when there is no suspect, or no good host to compare with.
-std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts);
+// pairs. Empty when there is no suspect, or no good host to compare with. `more`: further
+// suspects, chosen by the caller (the hosts of links that stopped: stalls.h).
+std::vector<std::vector<Pair>> retest_rounds(const std::vector<LinkSample>& links, double floor, int hosts,
+                                             const std::set<int>& more = {});
 
 // The second look: every slow sample (below the floor, its data right) is measured once
 // more, in rounds of disjoint pairs, before anything is judged, so that one sample that

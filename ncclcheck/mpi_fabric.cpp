@@ -11,6 +11,7 @@
 #include "ncclcheck/data_check.h"
 #include "ncclcheck/fabric.h"
 #include "ncclcheck/metrics.h"
+#include "ncclcheck/stalls.h"
 
 namespace tmpi::check {
 
@@ -23,6 +24,19 @@ namespace {
 
 double now_seconds() {
   return MPI_Wtime();
+}
+
+// Runs `once` `times` times, each timed on its own, so that one that stopped is seen
+// (stalls.h).
+template <typename Once>
+Expected<IterationTimes> time_each(int times, Once&& once) {
+  std::vector<double> seconds;
+  for (int i = 0; i < times; ++i) {
+    double start = now_seconds();
+    TMPI_CHECK(once());
+    seconds.push_back(now_seconds() - start);
+  }
+  return summarize_iterations(seconds);
 }
 
 class MpiFabric : public Fabric {
@@ -55,10 +69,11 @@ class MpiFabric : public Fabric {
     MPI_Request barrier;
     MPI_Ibarrier(group.comm, &barrier);
     TMPI_CHECK(progress_.wait(&barrier, 1, {}, deadline, step));
-    double start = now_seconds();
-    for (int i = 0; i < iterations.timed; ++i) TMPI_CHECK(once());
+    // The mean of the iterations is the sample, as nccl-tests reports it.
+    TMPI_ASSIGN(IterationTimes summary, time_each(iterations.timed, once));
     Measure measure;
-    measure.seconds = (now_seconds() - start) / iterations.timed;
+    measure.seconds = summary.mean;
+    measure.stall = summary.stall;
     measure.wrong = count_wrong_sum(output->data(), count, static_cast<int>(group.ranks.size()));
     return measure;
   }
@@ -93,15 +108,12 @@ class MpiFabric : public Fabric {
     };
     for (int i = 0; i < iterations.warmup; ++i) TMPI_CHECK(exchange());
     // Each round trip is timed on its own and the median kept: a link test must not blame a
-    // link for one round trip that the scheduler delayed (hosts shared with other work).
-    std::vector<double> round_trips;
-    for (int i = 0; i < iterations.timed; ++i) {
-      double start = now_seconds();
-      TMPI_CHECK(exchange());
-      round_trips.push_back(now_seconds() - start);
-    }
+    // link for one round trip that the scheduler delayed (hosts shared with other work). A
+    // round trip that took seconds is another thing: the link stopped (stalls.h).
+    TMPI_ASSIGN(IterationTimes summary, time_each(iterations.timed, exchange));
     Measure measure;
-    measure.seconds = median(round_trips) / 2.0;
+    measure.seconds = summary.median / 2.0;
+    measure.stall = summary.stall;
     measure.wrong = count_wrong_copy(incoming->data(), count, me == 0 ? 1 : 0);
     return measure;
   }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ncclcheck/stalls.h"
+
 namespace tmpi::check {
 
 using nlohmann::json;
@@ -61,7 +63,8 @@ json to_json(const Report& report) {
     for (const auto& link : samples) {
       out.push_back({{"hosts", {host_name(link.hosts.first), host_name(link.hosts.second)}},
                      {"gbps", link.gbps},
-                     {"wrong", link.wrong}});
+                     {"wrong", link.wrong},
+                     {"stall_seconds", link.stall}});
     }
     return out;
   };
@@ -90,7 +93,8 @@ json to_json(const Report& report) {
                                 {"algbw_gbps", size.algbw},
                                 {"busbw_gbps", size.busbw},
                                 {"wrong", size.wrong},
-                                {"iterations", size.iterations}});
+                                {"iterations", size.iterations},
+                                {"stall_seconds", size.stall}});
   }
   out["allreduce_skipped"] = json::array();
   for (const auto& size : report.skipped) {
@@ -139,6 +143,12 @@ std::string render_table(const Report& report) {
       out += fmt::format(" {:>14} {:>12.1f} {:>10.2f} {:>10.2f} {:>8}\n", size.bytes, size.seconds * 1e6,
                          size.algbw, size.busbw, size.wrong);
     }
+    for (const auto& size : report.allreduce) {
+      if (is_stall(size.stall)) {
+        out += fmt::format("# all-reduce of {}: one iteration stopped for {:.1f} s\n",
+                           human_bytes(size.bytes), size.stall);
+      }
+    }
   }
   for (const auto& size : report.skipped) {
     out += fmt::format(
@@ -162,10 +172,11 @@ std::string render_table(const Report& report) {
   }
   auto link_lines = [&](const std::vector<LinkSample>& links, const char* label) {
     for (const auto& link : links) {
-      out += fmt::format("# {} {} <-> {}: {:.3f} GB/s  #wrong {}{}\n", label,
+      out += fmt::format("# {} {} <-> {}: {:.3f} GB/s  #wrong {}{}{}\n", label,
                          report.hosts.at(static_cast<std::size_t>(link.hosts.first)).name,
                          report.hosts.at(static_cast<std::size_t>(link.hosts.second)).name, link.gbps,
-                         link.wrong, link.gbps < report.link_floor ? "  SLOW" : "");
+                         link.wrong, link.gbps < report.link_floor ? "  SLOW" : "",
+                         is_stall(link.stall) ? fmt::format("  STOPPED {:.1f} s", link.stall) : "");
     }
   };
   for (const auto& gpu : report.gpu_links) {

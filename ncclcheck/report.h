@@ -22,6 +22,7 @@ struct SizeResult {
   double algbw = 0, busbw = 0;
   std::int64_t wrong = 0;  // elements that differ from the expected sum, over all ranks
   int iterations = 0;      // timed iterations that fitted the sweep's budget (budget.h)
+  double stall = 0;        // seconds the slowest iteration ran past the median (stalls.h)
 };
 
 // A size of the sweep that its budget left out: one iteration would take `predicted` s

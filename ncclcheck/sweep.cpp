@@ -15,15 +15,16 @@ constexpr std::uint64_t kReachBytes = 64 * 1024;
 struct Agreed {
   double seconds = 0;  // one iteration, the mean over ranks
   std::int64_t wrong = 0;
+  double stall = 0;  // the mean over ranks: a collective that stops, stops every rank
 };
 
 Expected<Agreed> measure_world(Fabric& fabric, Progress& progress, const Group& group, std::uint64_t bytes,
                                Iterations iterations, const Deadline& deadline, const std::string& step,
                                int ranks) {
   TMPI_ASSIGN(Measure measure, fabric.allreduce(group, bytes, iterations, deadline, step));
-  std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong)};
+  std::vector<double> sums = {measure.seconds, static_cast<double>(measure.wrong), measure.stall};
   TMPI_CHECK(allreduce_sum(progress, MPI_COMM_WORLD, sums, deadline, step));
-  return Agreed{sums[0] / ranks, static_cast<std::int64_t>(sums[1])};
+  return Agreed{sums[0] / ranks, static_cast<std::int64_t>(sums[1]), sums[2] / ranks};
 }
 
 }  // namespace
@@ -55,7 +56,7 @@ Status sweep_world(Fabric& fabric, Progress& progress, const Options& options, c
     Deadline deadline = begin(step, options.step_timeout);
     TMPI_ASSIGN(last,
                 measure_world(fabric, progress, group, bytes, choice.iterations, deadline, step, ranks));
-    SizeResult size{bytes, last.seconds, 0, 0, last.wrong, choice.iterations.timed};
+    SizeResult size{bytes, last.seconds, 0, 0, last.wrong, choice.iterations.timed, last.stall};
     size.algbw = algbw_gbps(bytes, size.seconds);
     size.busbw = allreduce_busbw(size.algbw, ranks);
     report.allreduce.push_back(size);

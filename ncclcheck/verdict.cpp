@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ncclcheck/stalls.h"
+
 namespace tmpi::check {
 
 namespace {
@@ -39,6 +41,15 @@ void judge_unexplained_sweep(Report& report) {
       "link passed: not localised, any of the {} hosts could be at fault",
       human_bytes(first.bytes), first.predicted, report.hosts.size());
   for (const auto& host : report.hosts) report.culprits.push_back({"not localised", host.name, why});
+}
+
+// Links that stopped while moving data (stalls.h), where no finding of bandwidth, data or
+// a host's own all-reduce came first: a slow or broken link explains its own stalls.
+void judge_stalls_unless_explained(Report& report, const std::vector<std::string>& names) {
+  if (!report.culprits.empty()) return;
+  std::vector<LinkSample> links = report.links;
+  links.insert(links.end(), report.retests.begin(), report.retests.end());
+  report.culprits = judge_stalls(links, report.link_floor, longest_sweep_stall(report.allreduce), names);
 }
 
 }  // namespace
@@ -101,6 +112,7 @@ void judge(Report& report, const Threshold& threshold) {
   report.culprits.insert(report.culprits.end(), nodes.begin(), nodes.end());
   report.culprits.insert(report.culprits.end(), links.begin(), links.end());
   judge_unexplained_sweep(report);
+  judge_stalls_unless_explained(report, names);
 }
 
 }  // namespace tmpi::check

@@ -11,7 +11,10 @@
 // - gpu: each host's GPU pairs against one floor for every GPU (judge_gpus; data only where
 //   the ranks share CPUs);
 // - node: a host's own all-reduce below the floor (judge_nodes);
-// - host and link: the links between hosts, after their retests (judge_links).
+// - host and link: the links between hosts, after their retests (judge_links);
+// - not localised: a sweep that its budget cut short, which no host or link explains;
+// - host or not localised: links, or the sweep, that stopped for a second or more while
+//   moving data (a flapping port: stalls.h), where nothing above was found.
 #pragma once
 
 #include <vector>

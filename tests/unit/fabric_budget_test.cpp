@@ -23,8 +23,8 @@ TEST(FabricBudget, DefaultsGiveTheSweepAQuarterAndEachPairRoundATwentieth) {
   EXPECT_DOUBLE_EQ(budgets.step, 3);
   EXPECT_EQ(budgets.reach, Millis(15'000));
   EXPECT_DOUBLE_EQ(budgets_for(Millis(5'000)).step, 1);  // 1 s at least
-  EXPECT_EQ(check_deadline(Millis(60'000), 3), Millis(87'000));
-  EXPECT_EQ(check_deadline(Millis(60'000), 8), Millis(123'000));
+  EXPECT_EQ(check_deadline(Millis(60'000), 3), Millis(114'000));
+  EXPECT_EQ(check_deadline(Millis(60'000), 8), Millis(186'000));
   EXPECT_EQ(probe_bytes(64 * kMiB), kMiB);
   EXPECT_EQ(probe_bytes(10), 4u);
 }
