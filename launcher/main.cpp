@@ -79,6 +79,23 @@ Status hosts(const LauncherOptions& options) {
   return ok_status();
 }
 
+// `ssh HOST` in the shell reaches the job's pods as MPI's daemons do (the job's port and
+// key, its pinned host keys), through mpi-ssh: so a uid with no passwd entry, which
+// OpenSSH's client refuses ("No user exists for uid N"), still runs commands there, with
+// mpi-ssh-client. The wrapper lives in the job's ssh folder, written anew each time, and
+// comes first on the shell's PATH; it runs with the PATH the shell was given, so that
+// mpi-ssh finds the real ssh, never the wrapper. Returns its folder.
+Expected<std::string> write_shell_ssh(const Job& job, const std::string& path) {
+  std::string folder = job.ssh_dir + "/bin";
+  TMPI_CHECK(make_dirs(folder, 0700));
+  std::string script =
+      "#!/bin/sh\n# ssh to the job's pods as its MPI runs it (written by mpi-launcher shell)\nPATH=" +
+      shell_join({path}) + "\nexport PATH\nexec " + shell_join({job.plan.ssh_agent}) + " " +
+      shell_join(job.plan.ssh_options) + " \"$@\"\n";
+  TMPI_CHECK(write_atomic(folder + "/ssh", script, {0755}));
+  return folder;
+}
+
 Status shell(const LauncherOptions& options) {
   // No launcher runs a start gate for the commands typed here: TMPI_START_GATE=false, or an
   // agent would wait --lost-after for an answer before it started its rank.
@@ -92,6 +109,14 @@ Status shell(const LauncherOptions& options) {
   std::cout << "The exact MPI command (YOUR_PROGRAM as each rank):\n  " << shell_join(build_command(job.plan))
             << "\n"
             << "Preflight: mpi-launcher check      Health: mpi-launcher hosts\n";
+  const char* inherited = std::getenv("PATH");
+  std::string path = inherited != nullptr ? inherited : "/usr/local/bin:/usr/bin:/bin";
+  if (auto folder = write_shell_ssh(job, path)) {
+    std::cout << "ssh HOST [COMMAND]: to the job's pods, as MPI reaches them\n";
+    setenv("PATH", (*folder + ":" + path).c_str(), 1);
+  } else {
+    std::cout << "ssh to the job's pods is not set up here: " << folder.error().message << "\n";
+  }
   for (const auto& [name, value] : job.env) setenv(name.c_str(), value.c_str(), 1);
   setenv(std::string(contract::kMpiCommand).c_str(), shell_join(build_command(job.plan)).c_str(), 1);
   std::cout.flush();  // exec replaces the process: what is buffered would be lost

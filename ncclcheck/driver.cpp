@@ -324,11 +324,14 @@ class CheckRun {
     TMPI_CHECK(allreduce_sum(progress_, MPI_COMM_WORLD, probes, deadline, step_));
     if (mine >= 0) {
       Budgets budgets = budgets_for(options_.step_timeout);
-      Iterations wanted{options_.iterations.warmup,
-                        fill_budget ? kIterationsToFillABudget : options_.iterations.timed};
-      PairChoice choice =
-          choose_pair(options_.pair_bytes, probe, probes[slot],
-                      fill_budget ? kFillBudgets * budgets.step : budgets.step, budgets.sweep, wanted);
+      PairChoice choice = choose_pair(options_.pair_bytes, probe, probes[slot], budgets.step, budgets.sweep,
+                                      options_.iterations);
+      if (fill_budget) {
+        double at_1_gbps = fabric_->link_gbps(probe, 1.0, static_cast<int>(group.ranks.size())) *
+                           fabric_->transfers_per_iteration();
+        choice = choose_retest_of_a_stop({options_.pair_bytes, probe, probes[slot], at_1_gbps, pairs[slot]},
+                                         report_.links, report_.link_floor, budgets, options_.iterations);
+      }
       Measure measure = probed;
       if (choice.iterations.timed > 0) {
         TMPI_ASSIGN(measure, fabric_->link(group, choice.bytes, choice.iterations, deadline, step_));
@@ -375,17 +378,8 @@ Outcome run_check(const Options& options, Progress& progress) {
     Timeout timeout{
         run.step(), std::chrono::duration<double>(run.step_deadline()).count(), 0, run.host_name(), {}, {}};
     MPI_Comm_rank(MPI_COMM_WORLD, &timeout.rank);
-    std::vector<int> host_of = run.host_of_ranks();
-    std::set<std::string> silent;
     timeout.silent_ranks = progress.silent_ranks(Millis(2000));
-    for (int rank : timeout.silent_ranks) {
-      if (rank < static_cast<int>(host_of.size())) {
-        silent.insert(report.hosts[static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])].name);
-      } else {
-        silent.insert(fmt::format("rank {}", rank));
-      }
-    }
-    timeout.silent_hosts.assign(silent.begin(), silent.end());
+    timeout.silent_hosts = hosts_of_ranks(report, run.host_of_ranks(), timeout.silent_ranks);
     report.timeout = timeout;
     outcome.abort = true;
   } else if (!status && report.failure.empty()) {  // not the failure that every rank agreed on in init

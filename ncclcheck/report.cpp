@@ -2,6 +2,7 @@
 #include "ncclcheck/report.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -54,6 +55,19 @@ std::string human_bytes(std::uint64_t bytes) {
     ++unit;
   }
   return fmt::format("{} {}", bytes, units[unit]);
+}
+
+std::vector<std::string> hosts_of_ranks(const Report& report, const std::vector<int>& host_of,
+                                        const std::vector<int>& ranks) {
+  std::set<std::string> names;
+  for (int rank : ranks) {
+    if (rank >= 0 && rank < static_cast<int>(host_of.size())) {
+      names.insert(report.hosts.at(static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])).name);
+    } else {
+      names.insert(fmt::format("rank {}", rank));
+    }
+  }
+  return {names.begin(), names.end()};
 }
 
 json to_json(const Report& report) {

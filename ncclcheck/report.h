@@ -97,6 +97,11 @@ struct Report {
   std::string result() const;  // "pass", "timeout", "fail"
 };
 
+// The names of the hosts of `ranks` (host_of: world rank -> index in report.hosts), sorted,
+// each once; "rank N" for a rank whose host init never learnt.
+std::vector<std::string> hosts_of_ranks(const Report& report, const std::vector<int>& host_of,
+                                        const std::vector<int>& ranks);
+
 nlohmann::json to_json(const Report& report);
 std::string render_table(const Report& report);
 

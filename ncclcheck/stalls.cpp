@@ -2,6 +2,7 @@
 #include "ncclcheck/stalls.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -84,6 +85,18 @@ SweepStall longest_sweep_stall(const std::vector<SizeResult>& sizes) {
     if (size.stall > longest.seconds) longest = {size.stall, size.bytes};
   }
   return longest;
+}
+
+PairChoice choose_retest_of_a_stop(const RetestOfAStop& retest, const std::vector<LinkSample>& first_pass,
+                                   double floor, const Budgets& budgets, Iterations wanted) {
+  double probe_seconds = retest.probe_seconds;
+  for (const auto& link : first_pass) {
+    if (link.hosts != retest.pair || link.gbps < floor || link.gbps <= 0) continue;
+    probe_seconds = std::min(probe_seconds, retest.probe_seconds_at_1_gbps / link.gbps);
+  }
+  wanted.timed = std::numeric_limits<int>::max() / 2;  // the budget alone decides
+  return choose_pair(retest.full, retest.probe, probe_seconds, kFillBudgets * budgets.step, budgets.sweep,
+                     wanted);
 }
 
 std::set<int> hosts_of_stalled_links(const std::vector<LinkSample>& links) {

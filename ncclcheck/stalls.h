@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "ncclcheck/budget.h"
 #include "ncclcheck/metrics.h"
 #include "ncclcheck/report.h"
 
@@ -34,12 +35,23 @@ namespace tmpi::check {
 
 inline constexpr double kStallSeconds = 1.0;
 inline constexpr double kStallFactor = 10.0;
-// The timed iterations a retest of a stopped link asks for: more than any step's budget
-// holds, so the budget alone decides (budget.h); and the budget it fills: two rounds' worth,
-// since the probe's prediction overstates a full-size iteration (one measured run took about
-// half of what was asked), and a test must outlast the longest time the link stays up.
-inline constexpr int kIterationsToFillABudget = 100000;
+// The budget a retest of a stopped link fills: two rounds' worth, since the probe's
+// prediction overstates a full-size iteration (one measured run took about half of what
+// was asked), and a test must outlast the longest time the link stays up.
 inline constexpr double kFillBudgets = 2.0;
+
+// What a retest of a stopped link runs: as many iterations as kFillBudgets of the round's
+// budget hold, planned from the faster of its own probe and the first pass's sample of the
+// pair, where that was above the floor. The probe may itself fall in an outage: planned
+// from it alone, the retest ran probe-sized tests that lasted milliseconds and saw no stop.
+struct RetestOfAStop {
+  std::uint64_t full = 0, probe = 0;   // bytes of a full-size test and of the probe
+  double probe_seconds = 0;            // one iteration of the probe, as measured
+  double probe_seconds_at_1_gbps = 0;  // one iteration of the probe at 1 GB/s, in this backend's GB/s
+  Pair pair;
+};
+PairChoice choose_retest_of_a_stop(const RetestOfAStop& retest, const std::vector<LinkSample>& first_pass,
+                                   double floor, const Budgets& budgets, Iterations wanted);
 
 // One test's timed iterations, each in seconds.
 struct IterationTimes {

@@ -7,7 +7,8 @@
 # SSH_CLIENT; exit-signal; env requests (a listed one passed, another refused); a wrong key
 # refused; `ssh -L` refused by name; the client killed and the command's process group gone
 # (a group that ignores SIGHUP too: SIGKILL after the grace); mpirun's hello over 2 nodes; no
-# [fail] from ssh-audit; mpi-launcher run under Open MPI 4 and MPICH, with the fabric check.
+# [fail] from ssh-audit; mpi-launcher run under Open MPI 4 and MPICH, with the fabric check;
+# `ssh HOST COMMAND` typed in mpi-launcher shell.
 # Usage (under cib run): nodessh_test.sh
 source "$(dirname "$0")/lib.sh"
 uid=1234567
@@ -110,7 +111,8 @@ expect_eq "$rc" 5 "mpi-ssh's exit status through the relay"
 cmp -s "$CIB_DIR/in" "$CIB_DIR/out" || fail "stdin through cat and back differs: $(wc -c <"$CIB_DIR/out") bytes"
 expect_eq "$(cat "$CIB_DIR/err")" "to stderr" "stderr through the relay"
 exec {PROBE[1]}>&-
-wait "$PROBE_PID" 2>/dev/null || true
+# bash unsets PROBE_PID once it has reaped the coprocess, which may already have ended.
+[[ -z ${PROBE_PID:-} ]] || wait "$PROBE_PID" 2>/dev/null || true
 pass "the launcher's ssh check and relay: 1.3 MB through cat, stderr apart, status 5"
 # No relay, and no ssh on PATH (an image without OpenSSH's client, as the image contract
 # allows): mpi-ssh becomes mpi-ssh-client, with the same arguments (the launcher's for
@@ -194,3 +196,19 @@ expect_contains "$out" "cannot run this as ssh would: no -o UserKnownHostsFile w
 [[ ! -e $CIB_DIR/pods/${nodes[0]}/home/ran ]] || fail "a command ran for a client that should have been refused"
 pass "mpi-ssh-client: an unlisted host, another host key, a refused key and no strict checking end with 255 and the reason"
 pass "mpi-launcher run as uid $uid with no passwd entry (Open MPI 4 and MPICH, with the fabric check) over mpi-sshd"
+
+# A person's `ssh HOST` in `mpi-launcher shell` (kubectl exec -it LAUNCHER), as uid $uid
+# with no passwd entry: the shell's ssh runs mpi-ssh with the job's options, and mpi-ssh
+# runs mpi-ssh-client where OpenSSH's client would refuse the uid; a login shell (no
+# command) is refused by name, not hung. The wrapper is the only thing the shell writes.
+out=$(printf '%s\n' "ssh ${nodes[1]}.$sub 'echo \"on \$(hostname) as \$(id -u)\"' </dev/null" \
+         "ssh ${nodes[1]}.$sub </dev/null; echo \"login: \$?\"" exit |
+  in_pod "$launcher" "${as_uid[@]}" env SHELL=/bin/sh TMPDIR="$CIB_DIR/launcher-tmp" \
+    "$TMPI_BUILD_DIR/bin/mpi-launcher" shell --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "the shell: $out"
+expect_contains "$out" "ssh HOST [COMMAND]: to the job's pods, as MPI reaches them" "the shell's banner"
+expect_contains "$out" "on ${nodes[1]} as $uid" "ssh HOST COMMAND in the shell"
+expect_contains "$out" "no command (a login shell)" "a login shell, refused by name"
+expect_contains "$out" "login: 255" "the refused login's exit"
+! grep -q "No user exists" <<<"$out" || fail "OpenSSH's client ran for uid $uid in the shell: $out"
+[[ -x $launcher_home/.ssh/bin/ssh ]] || fail "no ssh wrapper in the job's ssh folder"
+pass "mpi-launcher shell as uid $uid with no passwd entry: ssh HOST COMMAND runs on the pod; a login is refused by name"

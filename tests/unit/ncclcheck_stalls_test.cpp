@@ -3,6 +3,7 @@
 // like the NCCL backend's (sub-millisecond iterations on NVLink and InfiniBand).
 #include <gtest/gtest.h>
 
+#include "ncclcheck/budget.h"
 #include "ncclcheck/metrics.h"
 #include "ncclcheck/report.h"
 #include "ncclcheck/stalls.h"
@@ -82,6 +83,32 @@ TEST(Stalls, TheHostsOfAStoppedLinkAreRetestedBesideACleanHost) {
   EXPECT_EQ(rounds[0], (std::vector<Pair>{{0, 1}}));
   EXPECT_EQ(rounds[1], (std::vector<Pair>{{0, 2}}));
   EXPECT_TRUE(retest_rounds(links, 0.95, 3).empty());  // by bandwidth alone, no suspect
+}
+
+TEST(Stalls, ARetestWhoseProbeFellInAnOutageIsPlannedFromTheFirstPass) {
+  // Recorded in the box: the retest of node 1 <-> node 2 probed 1 MiB in 0.2135 s (one
+  // round trip waited out a retransmission), where the first pass had measured 1.936 GB/s.
+  Budgets budgets = budgets_for(Millis(60'000));
+  std::uint64_t full = 64 << 20, probe = 1 << 20;
+  double at_1_gbps = 2.0 * static_cast<double>(probe) / 1e9;  // MPI: two transfers a round trip
+  RetestOfAStop retest{full, probe, 0.2135, at_1_gbps, {1, 2}};
+  std::vector<LinkSample> first_pass = {{{1, 2}, 1.936, 0, full, 3.1}, {{0, 1}, 1.9, 0, full, 0.0}};
+  PairChoice planned = choose_retest_of_a_stop(retest, first_pass, 0.97, budgets, Iterations{});
+  EXPECT_EQ(planned.bytes, full);
+  // 64 MiB round trips at 1.936 GB/s take 69 ms: two rounds' budgets (6 s) hold 86 of them.
+  double round_trip = 2.0 * static_cast<double>(full) / 1.936e9;
+  EXPECT_NEAR((planned.iterations.warmup + planned.iterations.timed) * round_trip, 6.0, 0.1);
+  // Planned from the probe alone (no first pass, or a first pass below the floor), it ran
+  // probe-sized tests: what missed the flap.
+  PairChoice alone = choose_retest_of_a_stop(retest, {}, 0.97, budgets, Iterations{});
+  EXPECT_EQ(alone.bytes, probe);
+  first_pass[0].gbps = 0.5;
+  EXPECT_EQ(choose_retest_of_a_stop(retest, first_pass, 0.97, budgets, Iterations{}).bytes, probe);
+  // A probe faster than the first pass is kept.
+  retest.probe_seconds = 0.0005;
+  first_pass[0].gbps = 1.936;
+  PairChoice fast = choose_retest_of_a_stop(retest, first_pass, 0.97, budgets, Iterations{});
+  EXPECT_NEAR((fast.iterations.warmup + fast.iterations.timed) * 0.0005 * 64, 6.0, 0.1);
 }
 
 Report stalled_report() {
