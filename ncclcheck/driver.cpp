@@ -264,7 +264,7 @@ class CheckRun {
     int hosts = static_cast<int>(report_.hosts.size());
     auto rounds = pair_rounds(hosts);
     TMPI_CHECK(link_pass(rounds, "links", report_.links));
-    // The sweep stopped and no link test did: every pair again, for its round's whole budget (stalls.h).
+    // The sweep stopped and no link test did: every pair again, for two rounds' budgets (stalls.h).
     std::vector<LinkSample> again;
     if (is_stall(longest_sweep_stall(report_.allreduce).seconds) &&
         hosts_of_stalled_links(report_.links).empty()) {
