@@ -74,7 +74,8 @@ source "$(dirname "$0")/lib.sh"
 kind=${1:-hello} who=${2:-runtime}
 mode="$kind as $who"  # for the messages
 here=$(cd "$(dirname "$0")" && pwd)
-# TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh: short deadlines; kueue: runtimePatches).
+# TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh: short deadlines; kueue:
+# runtimePatches), or for deepspeed one already cut down (netpol_test.sh: short deadlines).
 trainjob=${TMPI_EXAMPLES_TRAINJOB:-$here/../../examples/trainjob-mpi-hello.yaml} rendered="$CIB_DIR/rendered.json"
 image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 image_root=$(cat "$CIB_DIR/image-root" 2>/dev/null || true)  # cib run --image: the pods' root
@@ -99,13 +100,14 @@ case $kind in
       ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
     fi ;;
   deepspeed | megatron)
-    trainjob="$CIB_DIR/smoke-trainjob.yaml"
     # DeepSpeed's as the runtime's uid runs the fabric check at its defaults; the others (the
     # same runtime, the same check) cut down: they prove the uid and the TrainJob.
-    smoke_options=()
-    [[ $kind == deepspeed && $who == runtime ]] || smoke_options=(--small-check)
-    python3 "$here/../examples/cpu_smoke.py" "${smoke_options[@]}" "$here/../../examples/trainjob-$kind.yaml" > "$trainjob" ||
-      fail "cpu_smoke.py"
+    if [[ -z ${TMPI_EXAMPLES_TRAINJOB:-} ]]; then
+      trainjob="$CIB_DIR/smoke-trainjob.yaml" smoke_options=()
+      [[ $kind == deepspeed && $who == runtime ]] || smoke_options=(--small-check)
+      python3 "$here/../examples/cpu_smoke.py" "${smoke_options[@]}" "$here/../../examples/trainjob-$kind.yaml" > "$trainjob" ||
+        fail "cpu_smoke.py"
+    fi
     mkdir -p "$CIB_DIR/image-bin" ;;
   pi)
     # mpi-operator's pi MPIJob (tests/launcher/mpijobs/pi.yaml, as upstream has it), converted as
