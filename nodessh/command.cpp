@@ -33,14 +33,21 @@ winsize to_winsize(const TerminalSize& size) {
   return out;
 }
 
-// In the child, before exec: async-signal-safe calls only.
+// In the child, before exec: async-signal-safe calls only. Every signal as a fresh process
+// has it, whatever the server was started with: a server started in the background by a
+// script has SIGINT and SIGQUIT ignored, and a command would keep that across exec (a
+// person's Ctrl-C at a pty would stop nothing). sshd resets them for each connection too
+// (openssh-portable sshd-session.c: SIGALRM, SIGHUP, SIGTERM, SIGQUIT, SIGCHLD, SIGINT;
+// session.c, do_child: SIGPIPE).
 void restore_signals() {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   struct sigaction plain {};
   plain.sa_handler = SIG_DFL;
-  sigaction(SIGPIPE, &plain, nullptr);
+  for (int number = 1; number < NSIG; ++number) {
+    if (number != SIGKILL && number != SIGSTOP) sigaction(number, &plain, nullptr);  // fails for none other
+  }
 }
 
 struct Pipes {

@@ -2,7 +2,8 @@
 // sshd's child calls setsid() (openssh-portable session.c, do_exec_no_pty and do_exec_pty),
 // so that the whole group can be hung up and killed when the client goes, and nothing it
 // does reaches the server's own group. Its stdin, stdout and stderr are non-blocking pipes,
-// or one pty for a channel that asked for a terminal.
+// or one pty for a channel that asked for a terminal. It starts with every signal's default
+// action and none blocked, whatever the server itself was started with.
 #pragma once
 
 #include <sys/types.h>

@@ -3,9 +3,12 @@
 //   it does:  -1 -2 -4 -6 -a -C -g -k -K -n -q -T -x -y, and -c -E -F -i -m with their argument
 //   read:     -l USER, -p PORT, -o Port=/User=, and the -o keys in kIgnoredOptions; of these,
 //             -F, -i and -o IdentityFile/UserKnownHostsFile/StrictHostKeyChecking are kept too,
-//             for mpi-ssh-client, which makes its own connection (ssh/client.h)
-//   anything else (-A -f -G -L -M -N -R -s -t -v -V -W -X -Y, -B -D -I -J -O -P -Q -S -w -b -e,
+//             for mpi-ssh-client, which makes its own connection (ssh/client.h), and so are
+//             -n, -q, -T and -t, which it honours for a person's terminal (ssh/terminal.h)
+//   anything else (-A -f -G -L -M -N -R -s -v -V -W -X -Y, -B -D -I -J -O -P -Q -S -w -b -e,
 //   another -o key, an ssh:// address): the real ssh runs it.
+// A login (no command) and -t are no request for the relay, whose daemons never have a
+// terminal: mpi-ssh gives them to the real ssh, or to mpi-ssh-client (relay_refusal).
 #include "ssh/call.h"
 
 #include <algorithm>
@@ -69,6 +72,16 @@ bool plain_host(std::string_view host) {
 // One option and its argument, into `call`; false when the relay cannot honour it.
 bool take_option(char flag, std::string_view value, SshCall& call) {
   if (flag == 'n') call.no_stdin = true;
+  if (flag == 'q') call.quiet = true;
+  if (flag == 'T') {  // the last of -t and -T counts, as in ssh.c (options.request_tty)
+    call.no_tty = true;
+    call.tty_requests = 0;
+  }
+  if (flag == 't') {
+    call.tty_requests = call.no_tty ? 1 : call.tty_requests + 1;
+    call.no_tty = false;
+    return true;
+  }
   auto first = [](std::string& field, std::string_view given) {
     if (field.empty()) field = given;
   };
@@ -99,6 +112,10 @@ bool take_option(char flag, std::string_view value, SshCall& call) {
   }
   if (key == "identityfile") first(call.identity_file, setting);
   if (key == "userknownhostsfile") first(call.known_hosts_file, setting);
+  if (key == "loglevel") {  // below INFO, ssh prints no notice (ssh.c, logit)
+    std::string level = lower(setting);
+    call.quiet = call.quiet || level == "quiet" || level == "fatal" || level == "error";
+  }
   if (key == "stricthostkeychecking" && !call.strict_host_keys)
     call.strict_host_keys = lower(setting) == "yes";
   return kIgnoredOptions.contains(key);
@@ -155,9 +172,15 @@ SshCall parse_ssh_call(const std::vector<std::string>& args) {
   }
   if (!have_host) refuse("no host");
   for (; i < args.size(); ++i) call.command += (call.command.empty() ? "" : " ") + args[i];
-  if (call.command.empty()) refuse("no command (a login shell)");
   if (call.user.size() > 255 || call.command.size() > kRelayMaxRequest - 1024) refuse("too long");
   return call;
+}
+
+std::string relay_refusal(const SshCall& call) {
+  if (!call.not_relayable.empty()) return call.not_relayable;
+  if (call.command.empty()) return "no command (a login shell)";
+  if (call.tty_requests > 0) return "-t (a terminal)";
+  return "";
 }
 
 std::string encode_relay_request(const SshCall& call) {

@@ -41,12 +41,21 @@ struct SshCall {
   std::string known_hosts_file;          // -o UserKnownHostsFile
   std::string config_file;               // -F
   std::optional<bool> strict_host_keys;  // -o StrictHostKeyChecking: yes or anything else
-  // Empty when the relay can run it; else why not (mpi-ssh then runs the real ssh).
+  // A person's terminal, for mpi-ssh-client (ssh/terminal.h); the relay serves none.
+  int tty_requests = 0;  // -t given: once, a pty where stdin is a terminal; twice (-tt), always
+  bool no_tty = false;   // -T
+  bool quiet = false;    // -q, or -o LogLevel below INFO: no notice on stderr, only errors
+  // Empty when the relay and mpi-ssh-client can run it; else why not (mpi-ssh then runs the
+  // real ssh).
   std::string not_relayable;
 };
 
 // argv after the program's name, in ssh(1)'s grammar.
 SshCall parse_ssh_call(const std::vector<std::string>& args);
+
+// Why the relay cannot run `call`, or empty: not_relayable, or a login (no command) or a
+// terminal (-t), which need a session of their own.
+std::string relay_refusal(const SshCall& call);
 
 // The request's body (after the magic line and the length) and its reading back: nullopt
 // for anything malformed (four fields, a port in 1..65535 or empty, no field too long).

@@ -220,6 +220,15 @@ std::optional<RemoteExit> start_command(ssh_session session, ssh_channel channel
   };
   if (auto failed = wait_step([&] { return ssh_channel_open_session(channel); }, "open a channel"))
     return failed;
+  if (call.pty) {
+    const PtyRequest& pty = *call.pty;
+    auto request = [&] {
+      return ssh_channel_request_pty_size(channel, pty.term.c_str(), pty.cols, pty.rows);
+    };
+    if (auto failed = wait_step(request, "give the session a terminal")) return failed;
+  }
+  if (call.command.empty())
+    return wait_step([&] { return ssh_channel_request_shell(channel); }, "start a shell");
   return wait_step([&] { return ssh_channel_request_exec(channel, call.command.c_str()); },
                    "start the command");
 }
@@ -268,12 +277,14 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
   // its stdin while the channel's window can take more, and its outputs while output waits
   // for them; their callbacks only raise flags.
   struct Flags {
-    bool caller_left = false, stdin_ready = false, output_ready = false, woken = false;
+    bool caller_left = false, stdin_ready = false, output_ready = false, woken = false, resized = false;
   } flags;
   EventLoop loop(session);
   if (!loop.ready()) return session_lost(session, "no event loop");
   if (call.caller >= 0) loop.watch(call.caller, &flags.caller_left);  // none: the client is its own caller
   if (call.wake >= 0) loop.watch(call.wake, &flags.woken);            // `stop` is then set: seen at the top
+  if (call.window != nullptr && call.window->read_fd() >= 0)
+    loop.watch(call.window->read_fd(), &flags.resized);
   StdinRelay in;
   in.open = call.in >= 0;
   CallerOutputs outputs{CallerOutput(call.out), CallerOutput(call.err)};
@@ -300,6 +311,11 @@ RemoteExit run_remote(ssh_session_struct* session, const RemoteCall& call, const
     flags.stdin_ready = false;
     loop.wait(kChannelPollMs);
     if (flags.caller_left) return RemoteExit{255, "the caller went away", false, ""};
+    if (flags.resized && call.window->take()) {  // a window-change wants no reply: it never waits
+      PtyRequest size = terminal_size(call.in);
+      ssh_channel_change_pty_size(channel.get(), size.cols, size.rows);
+    }
+    flags.resized = false;
     if (!ended && !pass_stdin(channel.get(), call, in, flags.stdin_ready))
       return session_lost(session, "the connection failed");
   }

@@ -13,17 +13,23 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "common/ssh_probe.h"
+#include "ssh/terminal.h"
 
 namespace tmpi::launch {
 
 struct RemoteCall {
-  std::string command;              // for the remote user's shell, as ssh sends it
+  std::string command;              // for the remote user's shell, as ssh sends it; empty: a login shell
   int in = -1, out = -1, err = -1;  // the caller's stdin, stdout, stderr
   int caller = -1;                  // the caller's socket: readable or hung up once it is gone; -1: none
   int wake = -1;                    // readable once `stop` is set: every wait ends then
+  // A person's session (mpi-ssh-client): a pty of this size first, and its window's changes,
+  // each sent at the size of the terminal on `in`.
+  std::optional<PtyRequest> pty;
+  WindowChanges* window = nullptr;
 };
 
 struct RemoteExit {

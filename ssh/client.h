@@ -8,7 +8,8 @@
 // command line to this client instead, which connects with libssh and runs the command over
 // its own session (ssh/channel.h), as the relay does over the check's.
 //
-// It honours exactly what the launcher gives MPI's ssh, and refuses the rest by name (the
+// It honours exactly what the launcher gives MPI's ssh, and what a person types in
+// `mpi-launcher shell` (no command, -t, -T: ssh/terminal.h), and refuses the rest by name (the
 // real ssh is no option here): -p, -l, -i (or -o IdentityFile), -o UserKnownHostsFile with
 // -o StrictHostKeyChecking=yes (host keys are only ever checked against a file it is given,
 // never taken on first use), -F only as /dev/null; the options ssh/call.cpp ignores change

@@ -2,7 +2,9 @@
 // where and why). mpi-ssh execs it with MPI's own arguments; it connects, runs the command
 // with its stdin, stdout and stderr (ssh/channel.h), and exits with the command's status, or
 // 255 with one line on stderr, as ssh does. MPI's teardown kills it: its connection closes,
-// and the server ends the command, as it would under a killed ssh.
+// and the server ends the command, as it would under a killed ssh. A person's `ssh HOST` or
+// `ssh -t HOST CMD` in `mpi-launcher shell` gets a login shell or the command on a pty, this
+// terminal raw meanwhile (ssh/terminal.h).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "ssh/call.h"
 #include "ssh/channel.h"
 #include "ssh/client.h"
+#include "ssh/terminal.h"
 
 namespace {
 
@@ -38,11 +42,27 @@ int run(const std::vector<std::string>& args) {
   using namespace tmpi::launch;
   SshCall call = parse_ssh_call(args);
   if (auto why = client_cannot_serve(call)) return fail(call.host, "cannot run this as ssh would: " + *why);
+  bool stdin_open = !call.no_stdin && fcntl(0, F_GETFD) >= 0;
+  TerminalChoice terminal = choose_terminal(call, stdin_open && isatty(0) == 1);
+  if (!terminal.notice.empty()) std::fprintf(stderr, "%s\n", terminal.notice.c_str());
   auto session = open_client_session(call, kConnectTimeout);
   if (!session) return fail(call.host, session.error().message);
-  int in = call.no_stdin || fcntl(0, F_GETFD) < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : 0;
+  RemoteCall remote;  // no caller socket and no wake: the client is its own caller
+  remote.command = call.command;
+  remote.in = stdin_open ? 0 : open("/dev/null", O_RDONLY | O_CLOEXEC);
+  remote.out = 1;
+  remote.err = 2;
+  std::optional<WindowChanges> window;
+  std::optional<RawTerminal> raw;
+  if (terminal.pty) {
+    remote.pty = terminal_size(remote.in);
+    remote.window = &window.emplace();
+    raw.emplace(remote.in);
+  }
   std::atomic<bool> stop{false};
-  RemoteExit ended = run_remote(session->get(), RemoteCall{call.command, in, 1, 2, -1, -1}, stop);
+  RemoteExit ended = run_remote(session->get(), remote, stop);
+  raw.reset();  // the terminal as it was, before any word of ours
+  if (terminal.pty && !call.quiet) std::fprintf(stderr, "Connection to %s closed.\r\n", call.host.c_str());
   if (!ended.problem.empty()) fail(call.host, ended.problem);
   return ended.status;
 }
@@ -54,9 +74,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 1 && args[0] == "--help") {
     std::printf(
-        "mpi-ssh-client [ssh options] HOST COMMAND...   (run by mpi-ssh where ssh cannot run)\n"
+        "mpi-ssh-client [ssh options] HOST [COMMAND...]   (run by mpi-ssh where ssh cannot run)\n"
         "Runs COMMAND on HOST over a libssh session of its own: -p, -l, -i, -o UserKnownHostsFile\n"
-        "with -o StrictHostKeyChecking=yes; it needs no passwd entry for the running uid.\n");
+        "with -o StrictHostKeyChecking=yes; it needs no passwd entry for the running uid. No\n"
+        "COMMAND: a login shell. A pty as ssh gives one (-t, -tt, -T); no escape character.\n");
     return 0;
   }
   try {

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   }
   SshCall call = tmpi::launch::parse_ssh_call(args);
   const char* path = std::getenv(tmpi::contract::kSshRelay.data());
-  if (path == nullptr || *path == '\0' || !call.not_relayable.empty()) become_ssh(argv);
+  if (path == nullptr || *path == '\0' || !tmpi::launch::relay_refusal(call).empty()) become_ssh(argv);
   int relay = connect_relay(path);
   if (relay < 0) become_ssh(argv);
   std::string body = tmpi::launch::encode_relay_request(call);

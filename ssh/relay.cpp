@@ -320,7 +320,13 @@ void SshRelay::serve(int caller) {
     }
     slot->busy = true;
   }
-  RemoteCall remote{call.command, request->fds[0], request->fds[1], request->fds[2], caller, wake_[0]};
+  RemoteCall remote;
+  remote.command = call.command;
+  remote.in = request->fds[0];
+  remote.out = request->fds[1];
+  remote.err = request->fds[2];
+  remote.caller = caller;
+  remote.wake = wake_[0];
   RemoteExit ended = run_remote(slot->session.get(), remote, stop_);
   {
     std::lock_guard lock(mutex_);

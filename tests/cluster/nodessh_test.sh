@@ -11,6 +11,7 @@
 # `ssh HOST COMMAND` typed in mpi-launcher shell.
 # Usage (under cib run): nodessh_test.sh
 source "$(dirname "$0")/lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
 uid=1234567
 sub=$(subdomain); launcher=$(launcher_pod); nodes=($(node_pods)); node=${nodes[0]}.$sub
 as_uid=(setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs --bounding-set -all --inh-caps -all)
@@ -199,16 +200,36 @@ pass "mpi-launcher run as uid $uid with no passwd entry (Open MPI 4 and MPICH, w
 
 # A person's `ssh HOST` in `mpi-launcher shell` (kubectl exec -it LAUNCHER), as uid $uid
 # with no passwd entry: the shell's ssh runs mpi-ssh with the job's options, and mpi-ssh
-# runs mpi-ssh-client where OpenSSH's client would refuse the uid; a login shell (no
-# command) is refused by name, not hung. The wrapper is the only thing the shell writes.
+# runs mpi-ssh-client where OpenSSH's client would refuse the uid. The wrapper is the only
+# thing the shell writes. First from a pipe, as a script would: a command, and a login whose
+# shell reads its commands from stdin, as ssh runs it without a terminal.
 out=$(printf '%s\n' "ssh ${nodes[1]}.$sub 'echo \"on \$(hostname) as \$(id -u)\"' </dev/null" \
-         "ssh ${nodes[1]}.$sub </dev/null; echo \"login: \$?\"" exit |
+         "echo 'echo \"piped \$((3 + 4)) on \$(hostname)\"; exit 5' | ssh ${nodes[1]}.$sub; echo \"login: \$?\"" exit |
   in_pod "$launcher" "${as_uid[@]}" env SHELL=/bin/sh TMPDIR="$CIB_DIR/launcher-tmp" \
     "$TMPI_BUILD_DIR/bin/mpi-launcher" shell --hosts "$ETC_MPI/hosts.json" 2>&1) || fail "the shell: $out"
 expect_contains "$out" "ssh HOST [COMMAND]: to the job's pods, as MPI reaches them" "the shell's banner"
 expect_contains "$out" "on ${nodes[1]} as $uid" "ssh HOST COMMAND in the shell"
-expect_contains "$out" "no command (a login shell)" "a login shell, refused by name"
-expect_contains "$out" "login: 255" "the refused login's exit"
+expect_contains "$out" "piped 7 on ${nodes[1]}" "a login's shell reading a pipe"
+expect_contains "$out" "login: 5" "the piped login's exit status"
 ! grep -q "No user exists" <<<"$out" || fail "OpenSSH's client ran for uid $uid in the shell: $out"
 [[ -x $launcher_home/.ssh/bin/ssh ]] || fail "no ssh wrapper in the job's ssh folder"
-pass "mpi-launcher shell as uid $uid with no passwd entry: ssh HOST COMMAND runs on the pod; a login is refused by name"
+# Then at a terminal (kubectl exec -it): the shell on a pty of 33x101, `ssh HOST` typed in
+# it. The login gets a pty of the terminal's size and TERM; the window grows and the remote
+# pty follows; a Ctrl-C stops the remote command, not the session; `exit 7` is the session's
+# status; the local terminal is as it was before (stty -g). Each output is told from the
+# typed line's echo by arithmetic only the shell does ($((1 + 1)) prints 2); the local
+# shell's prompt is its own (PS1), so that nothing is typed after `exit 7` before the session
+# has ended (the client would send it to the closing channel, as ssh would).
+out=$(in_pod "$launcher" "${as_uid[@]}" env SHELL=/bin/sh TERM=xterm-256color PS1='local> ' TMPDIR="$CIB_DIR/launcher-tmp" \
+  python3 "$here/pty_session.py" --rows 33 --cols 101 \
+    'expect:to the job.s pods' 'send:stty -g > "$TMPDIR/stty-before"; ssh '"${nodes[1]}.$sub"'\r' \
+    'send:echo "A$((1 + 1))B tty=$(tty) size=$(stty size) term=$TERM user=$(id -u)@$(hostname)"\r' \
+    'expect:A2B tty=/dev/pts/[0-9]+ size=33 101 term=xterm-256color user='"$uid@${nodes[1]}" \
+    'resize:40x120' 'send:echo "C$((2 + 1))D size=$(stty size)"\r' 'expect:C3D size=40 120' \
+    'send:echo "K$((10 + 1))L"; sleep 60\r' 'expect:K11L' 'pause:0.5' 'send:\x03' \
+    'send:echo "E$((4 + 1))F on $(hostname)"\r' 'expect:E5F on '"${nodes[1]}" \
+    'send:exit 7\r' 'expect:local> ' 'send:echo "G$((6 + 1))H rc=$?"; stty -g | cmp -s - "$TMPDIR/stty-before" && echo "I$((8 + 1))J same"\r' \
+    'expect:G7H rc=7' 'expect:I9J same' 'send:exit\r' eof \
+    -- "$TMPI_BUILD_DIR/bin/mpi-launcher" shell --hosts "$ETC_MPI/hosts.json" 2>&1) ||
+  fail "a login at a terminal, as uid $uid: $out"
+pass "mpi-launcher shell as uid $uid with no passwd entry: ssh HOST COMMAND runs on the pod; a login, piped and at a terminal (its size, TERM, a window change, a Ctrl-C, its exit status, the terminal put back)"

@@ -65,8 +65,25 @@ TEST(SshCall, LeavesToSshWhatTheRelayCannotHonour) {
         Args{"-o", "ProxyCommand=nc x", "node", "true"}, Args{"-oControlPath=/s", "node", "true"},
         Args{"-p", "0", "node", "true"}, Args{"-p", "22x", "node", "true"}, Args{"node"}, Args{"-p"},
         Args{"node;rm", "true"}, Args{"ssh://node:22", "true"}, Args{"-Z", "node", "true"}, Args{}}) {
-    EXPECT_NE(parse_ssh_call(args).not_relayable, "") << ::testing::PrintToString(args);
+    EXPECT_NE(relay_refusal(parse_ssh_call(args)), "") << ::testing::PrintToString(args);
   }
+}
+
+TEST(SshCall, LeavesALoginAndATerminalToAClientOfItsOwn) {
+  // mpi-ssh-client serves them (ssh/terminal.h); the relay's daemons never have a terminal.
+  SshCall login = parse_ssh_call({"-p", "2222", "node-1"});
+  EXPECT_EQ(login.not_relayable, "");
+  EXPECT_EQ(relay_refusal(login), "no command (a login shell)");
+  SshCall forced = parse_ssh_call({"-tt", "-q", "node-1", "top"});
+  EXPECT_EQ(forced.not_relayable, "");
+  EXPECT_EQ(forced.tty_requests, 2);
+  EXPECT_TRUE(forced.quiet);
+  EXPECT_EQ(relay_refusal(forced), "-t (a terminal)");
+  EXPECT_TRUE(parse_ssh_call({"-o", "LogLevel=ERROR", "node-1"}).quiet);  // the launcher's own options
+  EXPECT_FALSE(parse_ssh_call({"-o", "LogLevel=INFO", "node-1"}).quiet);
+  SshCall plain = parse_ssh_call({"-T", "node-1", "true"});
+  EXPECT_TRUE(plain.no_tty);
+  EXPECT_EQ(relay_refusal(plain), "");
 }
 
 // mpi-ssh-client runs a call itself where OpenSSH's client cannot (no passwd entry): it

@@ -1,0 +1,92 @@
+// mpi-ssh-client's terminal (ssh/terminal.h): when a session gets a pty, as OpenSSH's ssh.c
+// decides it, and that this side's terminal is raw while the session lives and as it was
+// after, on a real pty pair. The login itself, typed into a pty, is the cluster test's
+// (cluster.nodessh: `ssh HOST` in `mpi-launcher shell` as a uid with no passwd entry).
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+#include "ssh/terminal.h"
+
+namespace tmpi::launch {
+namespace {
+
+TEST(SshTerminal, GivesAPtyWhereSshWould) {
+  struct Case {
+    std::vector<std::string> args;
+    bool stdin_is_terminal;
+    bool pty;
+    bool notice;
+  };
+  const std::vector<Case> cases = {
+      {{"node"}, true, true, false},               // a login at a terminal
+      {{"node"}, false, false, true},              // a login fed from a pipe: a shell reading it
+      {{"-q", "node"}, false, false, false},       // ... quietly
+      {{"-T", "node"}, true, false, false},        // no pty asked
+      {{"node", "top"}, true, false, false},       // a command: none unless -t
+      {{"-t", "node", "top"}, true, true, false},  // -t at a terminal
+      {{"-t", "node", "top"}, false, false, true},
+      {{"-tt", "node", "top"}, false, true, false},       // forced
+      {{"-t", "-T", "node", "top"}, true, false, false},  // the last of -t and -T counts
+      {{"-T", "-t", "node", "top"}, true, true, false},
+      {{"-n", "node"}, true, false, true},  // stdin is /dev/null
+  };
+  for (const Case& c : cases) {
+    TerminalChoice choice = choose_terminal(parse_ssh_call(c.args), c.stdin_is_terminal);
+    EXPECT_EQ(choice.pty, c.pty) << ::testing::PrintToString(c.args);
+    EXPECT_EQ(!choice.notice.empty(), c.notice) << ::testing::PrintToString(c.args);
+  }
+}
+
+TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
+  int master = -1, slave = -1;
+  winsize size{};
+  size.ws_row = 33;
+  size.ws_col = 101;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, &size), 0);
+  termios before{};
+  ASSERT_EQ(tcgetattr(slave, &before), 0);
+  ASSERT_NE(before.c_lflag & ECHO, 0U);
+  {
+    RawTerminal raw(slave);
+    termios during{};
+    ASSERT_EQ(tcgetattr(slave, &during), 0);
+    EXPECT_EQ(during.c_lflag & (ECHO | ICANON | ISIG), 0U);
+    EXPECT_EQ(during.c_oflag & OPOST, 0U);
+    EXPECT_EQ(during.c_iflag & ICRNL, 0U);
+  }
+  termios after{};
+  ASSERT_EQ(tcgetattr(slave, &after), 0);
+  EXPECT_EQ(after.c_lflag, before.c_lflag);
+  EXPECT_EQ(after.c_iflag, before.c_iflag);
+  EXPECT_EQ(after.c_oflag, before.c_oflag);
+  PtyRequest request = terminal_size(slave);
+  EXPECT_EQ(request.cols, 101);
+  EXPECT_EQ(request.rows, 33);
+  EXPECT_EQ(terminal_size(-1).cols, 80);  // no terminal: ssh's 80x24
+  RawTerminal not_a_terminal(-1);         // nothing to make raw, nothing to put back
+  close(slave);
+  close(master);
+}
+
+TEST(SshTerminal, TellsTheLoopOfAWindowChange) {
+  {
+    WindowChanges changes;
+    ASSERT_GE(changes.read_fd(), 0);
+    EXPECT_FALSE(changes.take());
+    raise(SIGWINCH);
+    raise(SIGWINCH);
+    EXPECT_TRUE(changes.take());
+    EXPECT_FALSE(changes.take());
+  }
+  struct sigaction now {};
+  sigaction(SIGWINCH, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);  // the handler goes with the pipe
+}
+
+}  // namespace
+}  // namespace tmpi::launch
