@@ -10,7 +10,13 @@
 # Figures a size: each wall time's median, and the medians of the rounds' ratios against
 # plain mpirun over sshd (the goal at 64 pods: plain over mpi-sshd at most 0.85 of it: no
 # fork, privilege separation or login shell per connection); then the nodes' resident memory
-# under each server.
+# under each server. Where perf is installed (TMPI_SSH_SERVER_PROFILE=0 to skip), each round
+# also runs one more plain launch per server under `perf record -a`, and a size ends with
+# where that launch's CPU went, by program (samples at 1 kHz on every core: milliseconds):
+# the server's side (sshd with the login shell it runs each command in, bash here; mpi-sshd
+# with /bin/sh) against the rest, the same programs under both (orted, OpenSSH's client,
+# mpirun, the ranks). On a 2-core box a 64-pod launch keeps both cores busy, so the rest
+# bounds the ratio that any server can reach.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if [[ ${1:-} != --in-cluster ]]; then
@@ -40,6 +46,19 @@ run_ours() {
   timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --iface eth0 \
     --report "$CIB_DIR/r.json" -- true
 }
+profile=${TMPI_SSH_SERVER_PROFILE:-1}; command -v perf >/dev/null || profile=0
+# cpu_ms SERVER: one more plain launch under perf; appends "SERVER_SIDE_MS REST_MS".
+cpu_ms() {
+  local data="$CIB_DIR/perf.data" pid
+  perf record -a -F 1000 -o "$data" -- sleep 120 >/dev/null 2>&1 & pid=$!
+  sleep 0.5
+  run_plain >/dev/null || { kill -INT "$pid"; wait "$pid" || true; return 1; }
+  kill -INT "$pid"; wait "$pid" || true
+  perf report -i "$data" --sort comm -g none -q -n 2>/dev/null | awk '
+    $3 ~ /^(sshd|mpi-sshd|sh|bash)$/ { server += $2 }
+    $3 ~ /^(orted|ssh|mpirun\.openmpi|true)$/ { rest += $2 }
+    END { print server + 0, rest + 0 }' >> "$CIB_DIR/cpu-$1"
+}
 # serve SERVER: every node's port 2222 served by sshd or mpi-sshd, the other stopped.
 serve() {
   local node pid
@@ -66,6 +85,7 @@ for round in $(seq "$rounds"); do
       run_ours >> "$CIB_DIR/ours-builtin" || { echo "ssh_server: mpi-launcher over mpi-sshd failed at $n pods: $(cat "$CIB_DIR/r.json")" >&2; exit 1; }
       resident_mb "${nodes[@]}" >> "$CIB_DIR/mb-builtin"
     fi
+    ((profile == 0)) || cpu_ms "$server" || { echo "ssh_server: the launch under perf failed over $server" >&2; exit 1; }
   done
   base=$(tail -n 1 "$CIB_DIR/plain-sshd")
   echo "$(tail -n 1 "$CIB_DIR/plain-builtin") / $base" | bc -l >> "$CIB_DIR/ratio-plain"
@@ -79,3 +99,10 @@ printf '| launch, %d pods (%d ranks): mpi-launcher run over mpi-sshd vs plain mp
 printf '| %d node pods, idle after the launches: resident memory with mpi-sshd vs with sshd | %d MB | %d MB | %.2f | - |\n' \
   "$n" "$(median < "$CIB_DIR/mb-builtin")" "$(median < "$CIB_DIR/mb-sshd")" \
   "$(echo "$(median < "$CIB_DIR/mb-builtin") / $(median < "$CIB_DIR/mb-sshd")" | bc -l)"
+if ((profile)); then
+  cpu_median() { awk -v c="$2" '{ print $c }' "$CIB_DIR/cpu-$1" | median; }
+  for part in "1 the server's side (mpi-sshd and sh, vs sshd and bash)" "2 the rest (orted, ssh, mpirun, true)"; do
+    c=${part%% *} a=$(cpu_median mpi-sshd "$c") b=$(cpu_median sshd "$c")
+    printf '| CPU of one launch, %d pods: %s | %d ms | %d ms | %.2f | - |\n' "$n" "${part#* }" "$a" "$b" "$(echo "$a / $b" | bc -l)"
+  done
+fi
