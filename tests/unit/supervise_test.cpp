@@ -49,7 +49,7 @@ TEST(Supervise, LostHostStopsTheJobWithAShortGrace) {
   EXPECT_EQ(event_reason(decision.failure->event), "HostLost");
   EXPECT_EQ(decision.failure->code, static_cast<int>(Exit::kTempFail));
   EXPECT_EQ(decision.grace, kLostHostGrace);  // no daemon there passes SIGTERM on
-  EXPECT_EQ(decision.says, "host node-1 lost (no beat for 15 s); stopping 4 other ranks");
+  EXPECT_EQ(decision.says, "host node-1 lost (no beat for 15 s); stopping 4 ranks");
 }
 
 TEST(Supervise, RankFailureKeepsTheWholeGrace) {
@@ -61,7 +61,7 @@ TEST(Supervise, RankFailureKeepsTheWholeGrace) {
   ASSERT_EQ(decision.next, Decision::Next::kStop);
   EXPECT_EQ(event_reason(decision.failure->event), "RankFailed");
   EXPECT_EQ(decision.grace, Millis(10000));
-  EXPECT_EQ(decision.says, "rank 0 on node-0 exited with code 1 after 12 s; stopping 1 other ranks");
+  EXPECT_EQ(decision.says, "rank 0 on node-0 exited with code 1 after 12 s; stopping 1 other rank");
 }
 
 TEST(Supervise, TimeoutPassesOnTheClock) {
@@ -74,7 +74,9 @@ TEST(Supervise, TimeoutPassesOnTheClock) {
   EXPECT_EQ(supervisor.step(tally, clock.now(), std::nullopt).next, Decision::Next::kTimedOut);
   // run.cpp records past_timeout() in the tally: the next step stops on it.
   tally.failure = past_timeout(Millis(60000), nlohmann::json::array());
-  EXPECT_EQ(supervisor.step(tally, clock.now(), std::nullopt).next, Decision::Next::kStop);
+  Decision decision = supervisor.step(tally, clock.now(), std::nullopt);
+  EXPECT_EQ(decision.next, Decision::Next::kStop);
+  EXPECT_TRUE(decision.says.ends_with("; stopping 2 ranks")) << decision.says;  // no rank failed: none is "other"
 }
 
 TEST(Supervise, MpirunLingeringAfterEveryCleanExitIsEnded) {
