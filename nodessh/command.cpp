@@ -46,7 +46,8 @@ void restore_signals() {
   struct sigaction plain {};
   plain.sa_handler = SIG_DFL;
   for (int number = 1; number < NSIG; ++number) {
-    if (number != SIGKILL && number != SIGSTOP) sigaction(number, &plain, nullptr);  // fails for none other
+    // SIGKILL and SIGSTOP cannot be caught; glibc refuses its own two (32, 33): harmless.
+    if (number != SIGKILL && number != SIGSTOP) sigaction(number, &plain, nullptr);
   }
 }
 

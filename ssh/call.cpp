@@ -77,8 +77,8 @@ bool take_option(char flag, std::string_view value, SshCall& call) {
     call.no_tty = true;
     call.tty_requests = 0;
   }
-  if (flag == 't') {
-    call.tty_requests = call.no_tty ? 1 : call.tty_requests + 1;
+  if (flag == 't') {  // ssh.c: -t asks for a pty, a second forces one, a third asks again
+    call.tty_requests = call.tty_requests == 1 ? 2 : 1;
     call.no_tty = false;
     return true;
   }

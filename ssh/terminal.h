@@ -3,14 +3,15 @@
 //
 // The choice of a pty is OpenSSH's (openssh-portable ssh.c, main: tty_flag): one where
 // there is no command or -t was given, unless -T; none where stdin is not a terminal (or
-// -n), unless -t was given twice, and then a notice says so. While the session has a pty,
-// this side's terminal is raw as OpenSSH makes it (sshtty.c, enter_raw_mode: no echo, no
-// line editing, no signals from keys, no output processing), so that every key reaches the
-// remote shell as typed and its output comes back as the remote pty made it; it is put back
-// as it was when the session ends, whatever ended it. A change of the window's size
-// (SIGWINCH) reaches the remote pty as a "window-change" (clientloop.c,
-// client_check_window_change): the signal only writes a byte to a pipe, which the
-// session's loop watches (ssh/channel.h).
+// -n), unless -t was given twice, and a notice says so where one was wanted and not given.
+// While the session has a pty, this side's terminal is raw as OpenSSH makes it (sshtty.c,
+// enter_raw_mode: no echo, no line editing, no signals from keys, no output processing), so
+// that every key reaches the remote shell as typed and its output comes back as the remote
+// pty made it. It is put back as it was when the session ends, normally or by an error; a
+// signal that kills the client (SIGTERM, SIGHUP) still leaves it raw, where OpenSSH's client
+// catches those first. A change of the window's size (SIGWINCH) reaches the remote pty as a
+// "window-change" (clientloop.c, client_check_window_change): the signal only writes a byte
+// to a pipe, which the session's loop watches (ssh/channel.h).
 //
 // Unlike OpenSSH's client there is no escape character (`~.`): a session stuck on a dead
 // host ends with the keepalive of the server's side, or with the shell's own end.
@@ -38,7 +39,8 @@ struct TerminalChoice {
 // Whether `call` gets a pty, given whether this side's stdin is a terminal.
 TerminalChoice choose_terminal(const SshCall& call, bool stdin_is_terminal);
 
-// The size of the terminal on `fd` (TIOCGWINSZ), 80x24 where it has none, with $TERM.
+// The size of the terminal on `fd` (TIOCGWINSZ), with $TERM; where it has none, 80x24, this
+// client's own choice (OpenSSH's sends 0x0 and leaves the size to the remote side).
 PtyRequest terminal_size(int fd);
 
 // The terminal on `fd` made raw for the session's life, then put back as it was.

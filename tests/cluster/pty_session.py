@@ -57,6 +57,18 @@ class Session:
         self.transcript += data
         return bool(data)
 
+    def drain(self):
+        """Reads what the pty still holds, until nothing more comes within 50 ms (1 s at most)."""
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline and select.select([self.fd], [], [], 0.05)[0]:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.transcript += data
+
     def expect(self, pattern, timeout):
         deadline = time.monotonic() + timeout
         regex = re.compile(pattern.encode())
@@ -70,15 +82,20 @@ class Session:
                 return bool(regex.search(self.transcript, self.mark))
 
     def wait_end(self, timeout):
+        """The program's exit status once it has ended, reading what it printed meanwhile (a
+        process it left behind may hold the pty open: its end is the program's, not the pty's)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.read_for(0.2):
-            pass
+        open_ = True
         while time.monotonic() < deadline:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.pid = None
+                self.drain()
                 return os.waitstatus_to_exitcode(status)
-            time.sleep(0.05)
+            if open_:
+                open_ = self.read_for(0.05)
+            else:
+                time.sleep(0.05)
         return None
 
     def end(self):

@@ -31,6 +31,7 @@ TEST(SshTerminal, GivesAPtyWhereSshWould) {
       {{"-t", "node", "top"}, true, true, false},  // -t at a terminal
       {{"-t", "node", "top"}, false, false, true},
       {{"-tt", "node", "top"}, false, true, false},       // forced
+      {{"-ttt", "node", "top"}, false, false, true},      // a third -t asks again, as in ssh.c
       {{"-t", "-T", "node", "top"}, true, false, false},  // the last of -t and -T counts
       {{"-T", "-t", "node", "top"}, true, true, false},
       {{"-n", "node"}, true, false, true},  // stdin is /dev/null
@@ -67,7 +68,7 @@ TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
   PtyRequest request = terminal_size(slave);
   EXPECT_EQ(request.cols, 101);
   EXPECT_EQ(request.rows, 33);
-  EXPECT_EQ(terminal_size(-1).cols, 80);  // no terminal: ssh's 80x24
+  EXPECT_EQ(terminal_size(-1).cols, 80);  // no terminal: this client's 80x24
   RawTerminal not_a_terminal(-1);         // nothing to make raw, nothing to put back
   close(slave);
   close(master);
