@@ -55,8 +55,8 @@ int run(const std::vector<std::string>& args) {
   std::optional<WindowChanges> window;
   std::optional<RawTerminal> raw;
   if (terminal.pty) {
+    remote.window = &window.emplace();  // first: a resize from now on is seen
     remote.pty = terminal_size(remote.in);
-    remote.window = &window.emplace();
     raw.emplace(remote.in);
   }
   std::atomic<bool> stop{false};
