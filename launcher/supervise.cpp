@@ -100,7 +100,8 @@ Decision Supervisor::stop(const Failure& failure, const JobTally& tally) const {
     // "Other" only beside a rank that failed itself: a timeout or a lost host stops them all.
     int left = std::max(0, options_.np - tally.exited);
     const char* other = failure.event == FailureKind::kRankFailed ? "other " : "";
-    decision.says = fmt::format("{}; stopping {} {}rank{}", failure.reason, left, other, left == 1 ? "" : "s");
+    decision.says =
+        fmt::format("{}; stopping {} {}rank{}", failure.reason, left, other, left == 1 ? "" : "s");
   }
   // A lost host's daemon cannot pass mpirun's SIGTERM on, so the whole grace (10 s by
   // default) would only delay the report: a job with a lost host gets at most 3 s; so does

@@ -76,7 +76,8 @@ TEST(Supervise, TimeoutPassesOnTheClock) {
   tally.failure = past_timeout(Millis(60000), nlohmann::json::array());
   Decision decision = supervisor.step(tally, clock.now(), std::nullopt);
   EXPECT_EQ(decision.next, Decision::Next::kStop);
-  EXPECT_TRUE(decision.says.ends_with("; stopping 2 ranks")) << decision.says;  // no rank failed: none is "other"
+  EXPECT_TRUE(decision.says.ends_with("; stopping 2 ranks"))
+      << decision.says;  // no rank failed: none is "other"
 }
 
 TEST(Supervise, MpirunLingeringAfterEveryCleanExitIsEnded) {
