@@ -17,6 +17,10 @@
 #                 for 2 s, then passed for 2 s, for the whole run
 #   slow-launcher the launcher pod 100x slower both ways: it runs no rank, so the fabric
 #                 is healthy; the check must pass (exit 0), name no one, and the job run
+#   slow-launcher-ranks
+#                 the launcher pod 100x slower both ways, as a host that runs 2 ranks
+#                 itself (mpi-init --launcher-as-node, as the example runtimes run it,
+#                 with its own mpi-sshd as their sidecar): the launcher must be named
 #   two-slow      nodes 1 and 2 at 20 Mbit/s both ways: every link has a slow end, node 0's
 #                 too, so no pair test can tell which hosts are slow; the row must say so
 #                 (not localised, the three hosts as candidates), and name no host alone
@@ -26,7 +30,12 @@ row_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods))
 L="$TMPI_BUILD_DIR/bin/mpi-launcher"
 NC="$TMPI_BUILD_DIR/bin/nccl-check"
-init_launcher --slots 2
+if [[ $row_name == slow-launcher-ranks ]]; then
+  init_launcher --slots 2 --launcher-as-node true
+  start_mpi_sshd "$launcher"
+else
+  init_launcher --slots 2
+fi
 for node in "${nodes[@]}"; do init_node "$node"; done
 ns_of() { "$CIB" ns "$1"; }
 shape() {  # shape POD RATE: what leaves POD's eth0 at RATE
@@ -97,6 +106,7 @@ case $row_name in
   slow-mpich) shape "${nodes[2]}" 20mbit; want=("${nodes[2]}"); program=$NC.mpich; mpi=(--mpi mpich) ;;
   flap) flap "${nodes[2]}"; want=("${nodes[2]}") ;;
   slow-launcher) shape_both_ways "$launcher" 20mbit; want=(); want_rc=0 ;;
+  slow-launcher-ranks) shape_both_ways "$launcher" 20mbit; want=("$launcher") ;;
   two-slow) shape_both_ways "${nodes[1]}" 20mbit; shape_both_ways "${nodes[2]}" 20mbit; want=("${nodes[@]}"); kind="not localised" ;;
   drop) drop_between "${nodes[2]}" "${nodes[1]}"; want=("${nodes[1]} <-> ${nodes[2]}") ;;
   *) fail "unknown row $row_name" ;;
