@@ -1,5 +1,6 @@
-// See ssh/terminal.h. The signal handler does one thing a handler may do, a write(2) to a
-// non-blocking pipe; everything else happens in the session's loop.
+// See ssh/terminal.h. The signal handlers do only what a handler may: a write(2) to a
+// non-blocking pipe (a window change), or tcsetattr(3) and a raise of the signal at its
+// default action (the end of the client); everything else happens in the session's loop.
 #include "ssh/terminal.h"
 
 #include <fcntl.h>
@@ -25,6 +26,20 @@ void on_window_change(int /*signal*/) {
     [[maybe_unused]] ssize_t ignored = write(fd, &byte, 1);  // a full pipe already says it changed
   }
   errno = saved;
+}
+
+// The signals that end the client with its terminal put back first.
+constexpr std::array<int, 4> kEndingSignals = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+
+// The live RawTerminal's fd and saved mode, for the handler; -1 while none is raw.
+volatile sig_atomic_t raw_fd = -1;
+termios raw_saved{};
+
+void on_ending_signal(int signal_number) {
+  int fd = raw_fd;
+  if (fd >= 0) tcsetattr(fd, TCSADRAIN, &raw_saved);
+  std::signal(signal_number, SIG_DFL);  // then end as the signal would have ended us
+  raise(signal_number);
 }
 
 }  // namespace
@@ -63,11 +78,33 @@ RawTerminal::RawTerminal(int fd) : fd_(fd) {
   mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
   mode.c_cc[VMIN] = 1;
   mode.c_cc[VTIME] = 0;
-  if (tcsetattr(fd_, TCSADRAIN, &mode) != 0) saved_.reset();
+  raw_saved = *saved_;
+  raw_fd = fd_;
+  struct sigaction action {};
+  action.sa_handler = &on_ending_signal;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number : kEndingSignals) sigaddset(&action.sa_mask, signal_number);  // one at a time
+  for (size_t i = 0; i < kEndingSignals.size(); ++i) {
+    sigaction(kEndingSignals[i], &action, &previous_[i]);
+    // Ignored stays ignored, as ssh.c leaves it (a client started under nohup, or by a
+    // shell in the background).
+    if (previous_[i].sa_handler == SIG_IGN) sigaction(kEndingSignals[i], &previous_[i], nullptr);
+  }
+  if (tcsetattr(fd_, TCSADRAIN, &mode) != 0) {
+    restore_handlers();
+    saved_.reset();
+  }
 }
 
 RawTerminal::~RawTerminal() {
-  if (saved_) tcsetattr(fd_, TCSADRAIN, &*saved_);
+  if (!saved_) return;
+  restore_handlers();
+  tcsetattr(fd_, TCSADRAIN, &*saved_);
+}
+
+void RawTerminal::restore_handlers() {
+  for (size_t i = 0; i < kEndingSignals.size(); ++i) sigaction(kEndingSignals[i], &previous_[i], nullptr);
+  raw_fd = -1;
 }
 
 WindowChanges::WindowChanges() {

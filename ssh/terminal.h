@@ -7,9 +7,11 @@
 // While the session has a pty, this side's terminal is raw as OpenSSH makes it (sshtty.c,
 // enter_raw_mode: no echo, no line editing, no signals from keys, no output processing), so
 // that every key reaches the remote shell as typed and its output comes back as the remote
-// pty made it. It is put back as it was when the session ends, normally or by an error; a
-// signal that kills the client (SIGTERM, SIGHUP) still leaves it raw, where OpenSSH's client
-// catches those first. A change of the window's size (SIGWINCH) reaches the remote pty as a
+// pty made it. It is put back as it was when the session ends, normally or by an error, and
+// by a signal that ends the client (SIGHUP, SIGINT, SIGQUIT, SIGTERM, the ones OpenSSH's
+// clientloop.c catches): its handler puts the terminal back (tcsetattr is safe in a
+// handler), then the signal ends the client as it would have, so that its caller still sees
+// the signal. A change of the window's size (SIGWINCH) reaches the remote pty as a
 // "window-change" (clientloop.c, client_check_window_change): the signal only writes a byte
 // to a pipe, which the session's loop watches (ssh/channel.h).
 //
@@ -19,6 +21,8 @@
 
 #include <termios.h>
 
+#include <array>
+#include <csignal>
 #include <optional>
 #include <string>
 
@@ -43,7 +47,8 @@ TerminalChoice choose_terminal(const SshCall& call, bool stdin_is_terminal);
 // client's own choice (OpenSSH's sends 0x0 and leaves the size to the remote side).
 PtyRequest terminal_size(int fd);
 
-// The terminal on `fd` made raw for the session's life, then put back as it was.
+// The terminal on `fd` made raw for the session's life, then put back as it was, also on
+// the signals above. One lives at a time (the handlers keep one saved mode).
 class RawTerminal {
  public:
   explicit RawTerminal(int fd);
@@ -52,8 +57,11 @@ class RawTerminal {
   ~RawTerminal();
 
  private:
+  void restore_handlers();
+
   int fd_;
   std::optional<termios> saved_;
+  std::array<struct sigaction, 4> previous_{};  // the handlers before ours, put back after
 };
 
 // SIGWINCH as a readable pipe while this lives; read_fd() is -1 where no pipe could be made.

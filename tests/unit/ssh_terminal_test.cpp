@@ -1,12 +1,15 @@
 // mpi-ssh-client's terminal (ssh/terminal.h): when a session gets a pty, as OpenSSH's ssh.c
 // decides it, and that this side's terminal is raw while the session lives and as it was
-// after, on a real pty pair. The login itself, typed into a pty, is the cluster test's
-// (cluster.nodessh: `ssh HOST` in `mpi-launcher shell` as a uid with no passwd entry).
+// after, on a real pty pair, also when a signal ends the client. The login itself, typed
+// into a pty, is the cluster test's (cluster.nodessh: `ssh HOST` in `mpi-launcher shell` as
+// a uid with no passwd entry).
 #include <pty.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -65,6 +68,9 @@ TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
   EXPECT_EQ(after.c_lflag, before.c_lflag);
   EXPECT_EQ(after.c_iflag, before.c_iflag);
   EXPECT_EQ(after.c_oflag, before.c_oflag);
+  struct sigaction term_after {};
+  sigaction(SIGTERM, nullptr, &term_after);
+  EXPECT_EQ(term_after.sa_handler, SIG_DFL);  // the handlers go with the raw mode
   PtyRequest request = terminal_size(slave);
   EXPECT_EQ(request.cols, 101);
   EXPECT_EQ(request.rows, 33);
@@ -72,6 +78,55 @@ TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
   RawTerminal not_a_terminal(-1);         // nothing to make raw, nothing to put back
   close(slave);
   close(master);
+}
+
+// A client in raw mode, in a child: it says so on `ready`, then waits for its end. With
+// `ignore_hangup`, SIGHUP was ignored before (nohup), as the client found it.
+pid_t raw_client(int terminal, bool ignore_hangup, int ready) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (ignore_hangup) signal(SIGHUP, SIG_IGN);
+  RawTerminal raw(terminal);
+  char byte = 1;
+  if (write(ready, &byte, 1) != 1) _exit(3);
+  for (;;) pause();
+}
+
+bool is_raw(int terminal) {
+  termios mode{};
+  return tcgetattr(terminal, &mode) == 0 && (mode.c_lflag & (ECHO | ICANON)) == 0;
+}
+
+TEST(SshTerminal, IsPutBackWhenASignalEndsTheClient) {
+  for (int signal_number : {SIGTERM, SIGHUP, SIGINT, SIGQUIT}) {
+    int master = -1, slave = -1, ready[2];
+    ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+    ASSERT_EQ(pipe(ready), 0);
+    termios before{};
+    ASSERT_EQ(tcgetattr(slave, &before), 0);
+    pid_t client = raw_client(slave, signal_number == SIGQUIT, ready[1]);
+    ASSERT_GT(client, 0);
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    EXPECT_TRUE(is_raw(slave));
+    if (signal_number == SIGQUIT) {  // SIGHUP ignored: it stays so, and the client raw
+      kill(client, SIGHUP);
+      usleep(100 * 1000);
+      EXPECT_EQ(waitpid(client, nullptr, WNOHANG), 0) << "an ignored SIGHUP ended the client";
+      EXPECT_TRUE(is_raw(slave));
+    }
+    kill(client, signal_number);
+    int status = 0;
+    ASSERT_EQ(waitpid(client, &status, 0), client);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number)  // ended by it, as before
+        << strsignal(signal_number) << ": status " << status;
+    termios after{};
+    ASSERT_EQ(tcgetattr(slave, &after), 0);
+    EXPECT_EQ(after.c_lflag, before.c_lflag) << strsignal(signal_number);
+    EXPECT_EQ(after.c_iflag, before.c_iflag) << strsignal(signal_number);
+    EXPECT_EQ(after.c_oflag, before.c_oflag) << strsignal(signal_number);
+    for (int fd : {master, slave, ready[0], ready[1]}) close(fd);
+  }
 }
 
 TEST(SshTerminal, TellsTheLoopOfAWindowChange) {
