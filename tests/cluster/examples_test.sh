@@ -6,7 +6,7 @@
 # pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
 # node pods); Trainer's objects are made from it (the hostfile ConfigMap as rendered, the SSH
 # Secret with a fresh ECDSA P-521 PEM key, the kind Trainer makes); each pod's volumes are
-# folders of that pod (tests/examples/pod_command.py), as the kubelet makes them with the pod's
+# folders of that pod (tests/examples/pod_command.py; kubelet_lib.sh), as the kubelet makes them with the pod's
 # fsGroup: an emptyDir root-owned, group fsGroup, 2777; a Secret's or ConfigMap's files
 # root-owned, group fsGroup, the rendered modes plus group read, behind ..data. Each pod's
 # /etc/passwd is the image's (mpiuser 1000, images/Dockerfile). Each pod then runs as the
@@ -210,61 +210,7 @@ for key in ssh-privatekey ssh-publickey; do
 done
 for key in $(rq '.configmap.data | keys[]'); do jq -j --arg k "$key" '.configmap.data[$k]' "$rendered" > "$cm/$key"; done
 
-# spec POD [CONTAINER]: pod_command.py's JSON for that pod (its volumes) or container.
-spec() {
-  python3 "$here/../examples/pod_command.py" "$rendered" "$@" \
-    --home "$CIB_DIR/pods/$1/home" --volumes "$CIB_DIR/pods/$1/volumes" || fail "pod_command.py $*"
-}
-stamp="..$(date -u +%Y_%m_%d_%H_%M_%S.%N)"
-make_volumes() {
-  local name dir source key path mode
-  while IFS=$'\t' read -r name dir source key path mode; do
-    mkdir -p "$dir"
-    chown "0:$fs_group" "$dir"
-    if [[ -z $key ]]; then chmod 2777 "$dir"; continue; fi  # an emptyDir, as the kubelet makes it
-    [[ -f $objects/$source/$key ]] || fail "$1: volume $name shows $source's $key, which Trainer does not make"
-    mkdir -p "$dir/$stamp"; chown "0:$fs_group" "$dir/$stamp"; chmod 2755 "$dir" "$dir/$stamp"
-    install -g "$fs_group" -m "$(printf %o $((mode | 0440)))" "$objects/$source/$key" "$dir/$stamp/$path"
-    ln -sfn "$stamp" "$dir/..data"; ln -sfn "..data/$path" "$dir/$path"; chown -h "0:$fs_group" "$dir/..data" "$dir/$path"
-  done < <(spec "$1" | jq -r '.volumes[] | if .kind == "emptyDir" or .kind == "persistentVolumeClaim" then [.name, .dir]
-                               else . as $v | .files[] | [$v.name, $v.dir, $v.source, .key, .path, .mode] end | @tsv')
-}
-
-# A sanitized build's programs under nss_wrapper: it dlopens libc with RTLD_DEEPBIND, which
-# ASan refuses at once ("incompatible with sanitizer runtime"), unless told not to. Only the
-# test build needs this; the image's programs are not sanitized.
-sanitizer_env=()
-[[ ${TMPI_SANITIZED:-OFF} != ON ]] || sanitizer_env=(NSS_WRAPPER_DISABLE_DEEPBIND=1)
-# start_pod POD: as the kubelet: its init containers in order, a native sidecar left running,
-# then its main container; their pids in pid[POD/CONTAINER], their output in the pod's folder.
-declare -A pid
-start_pod() {
-  local name kind log json
-  make_volumes "$1"
-  while read -r name kind; do
-    json=$(spec "$1" "$name"); log="$CIB_DIR/pods/$1/$name.log"
-    local -a argv env_pairs
-    mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' <<<"$json")
-    mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' <<<"$json")
-    local -a cmd=("$CIB" exec "$1" -- "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
-                  "${sanitizer_env[@]}"
-                  "${env_pairs[@]}" "${argv[@]}")
-    if [[ $kind == init ]]; then
-      "${cmd[@]}" > "$log" 2>&1 </dev/null || fail "$1: init container $name exited $?: $(cat "$log")"
-    else
-      "${cmd[@]}" > "$log" 2>&1 </dev/null & pid[$1/$name]=$!
-    fi
-  done < <(rq --arg h "$1" '.pods[] | select(.spec.hostname == $h) | .spec |
-             (.initContainers[]? | "\(.name) \(if .restartPolicy == "Always" then "sidecar" else "init" end)"),
-             (.containers[] | "\(.name) main")')
-}
-# ended PID SECONDS: whether that child process ends within SECONDS.
-ended() {
-  local deadline=$((SECONDS + $2)) state
-  while state=$(ps -o stat= -p "$1") && [[ $state != Z* ]]; do (( SECONDS < deadline )) || return 1; sleep 0.2; done
-}
-sidecars() { rq --arg h "$1" '.pods[] | select(.spec.hostname == $h) | .spec.initContainers[]? |
-                               select(.restartPolicy == "Always") | .name'; }
+source "$here/kubelet_lib.sh"  # spec, make_volumes, start_pod (pid[POD/CONTAINER]), ended, sidecars
 
 if [[ $kind == sdk* && -z $image_root ]]; then
   for pod in "${all[@]}"; do in_pod "$pod" mount -t tmpfs -o mode=1777,size=1m tmpfs "$user_home"; done
