@@ -257,6 +257,7 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
       watch.exited_at = Clock::now();
     }
   }
+  sigprocmask(SIG_SETMASK, &waiting, nullptr);  // the mask as it was: a signal now reaches its handler
   if (exit_fd >= 0) close(exit_fd);
 }
 

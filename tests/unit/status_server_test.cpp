@@ -76,6 +76,9 @@ class FakeStatusServer : public ::testing::Test {
     args.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
+      sigset_t none;  // every signal deliverable, whatever a test before this one blocked
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
       ::execvp("python3", args.data());
       ::_exit(127);
     }
