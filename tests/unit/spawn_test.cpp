@@ -6,9 +6,12 @@
 //
 // A test binary of its own: it stands in for glibc's malloc family (outside ASan), which no
 // other test should run under.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -111,11 +114,19 @@ TEST(Spawn, TheRankAgentForksItsRankWithoutAnAllocationAndTheTorchVariables) {
   RankAgentOptions options;  // no coordinator: nothing to report to
   BusyAllocators busy(3);
   int code = 0;
+  sigset_t mask_before, mask_after;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask_before);
   {
     AllocWatch watch;
     code = run_rank(options, env, {"sh", "-c", "echo \"$RANK $WORLD_SIZE\" > " + out.string()});
   }
   EXPECT_EQ(code, 0) << "99: the child allocated before exec";
+  // The signals it forwards are blocked while it watches the rank, and no longer after: a
+  // process that goes on (this one) still gets its SIGTERM.
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask_after);
+  for (int signal_number : {SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGQUIT})
+    EXPECT_EQ(sigismember(&mask_after, signal_number), sigismember(&mask_before, signal_number))
+        << strsignal(signal_number);
   std::string written;
   if (FILE* file = std::fopen(out.c_str(), "r")) {
     char line[64] = {0};
