@@ -37,7 +37,9 @@ termios raw_saved{};
 
 void on_ending_signal(int signal_number) {
   int fd = raw_fd;
-  if (fd >= 0) tcsetattr(fd, TCSADRAIN, &raw_saved);
+  // At once (TCSANOW): waiting for output to drain could wait for good on a terminal that
+  // nobody reads, and the signal would then end nothing.
+  if (fd >= 0) tcsetattr(fd, TCSANOW, &raw_saved);
   std::signal(signal_number, SIG_DFL);  // then end as the signal would have ended us
   raise(signal_number);
 }
@@ -85,10 +87,10 @@ RawTerminal::RawTerminal(int fd) : fd_(fd) {
   sigemptyset(&action.sa_mask);
   for (int signal_number : kEndingSignals) sigaddset(&action.sa_mask, signal_number);  // one at a time
   for (size_t i = 0; i < kEndingSignals.size(); ++i) {
-    sigaction(kEndingSignals[i], &action, &previous_[i]);
-    // Ignored stays ignored, as ssh.c leaves it (a client started under nohup, or by a
-    // shell in the background).
-    if (previous_[i].sa_handler == SIG_IGN) sigaction(kEndingSignals[i], &previous_[i], nullptr);
+    sigaction(kEndingSignals[i], nullptr, &previous_[i]);
+    // Ignored stays ignored, never handled even for a moment, as clientloop.c leaves it (a
+    // client started under nohup, or by a shell in the background).
+    if (previous_[i].sa_handler != SIG_IGN) sigaction(kEndingSignals[i], &action, nullptr);
   }
   if (tcsetattr(fd_, TCSADRAIN, &mode) != 0) {
     restore_handlers();
@@ -98,8 +100,10 @@ RawTerminal::RawTerminal(int fd) : fd_(fd) {
 
 RawTerminal::~RawTerminal() {
   if (!saved_) return;
-  restore_handlers();
+  // The terminal first: a signal between the two finds the handler still there, which puts
+  // the same mode back again, where the other order would leave the terminal raw.
   tcsetattr(fd_, TCSADRAIN, &*saved_);
+  restore_handlers();
 }
 
 void RawTerminal::restore_handlers() {

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # An example TrainJob (MPI hello on manifests/base/runtime-openmpi.yaml, as `kubectl kustomize
-# manifests/trainer-v2.3` renders it, by default; KIND below), run on the
-# cluster in a box as Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of
-# their transformation) renders the TrainJob, and the facts come from that rendering: cib's
-# pods must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the
-# node pods); Trainer's objects are made from it (the hostfile ConfigMap as rendered, the SSH
+# manifests/trainer-v2.3` renders it, by default; KIND below), run on the cluster in a box as
+# Kubeflow Trainer v2.3 and JobSet would run it. tests/examples/render.py (the model of their
+# transformation) renders the TrainJob, and the facts come from that rendering: cib's pods
+# must be the rendered ones (hostnames, subdomain: the launcher, a host too, and the node
+# pods); Trainer's objects are made from it (the hostfile ConfigMap as rendered, the SSH
 # Secret with a fresh ECDSA P-521 PEM key, the kind Trainer makes); each pod's volumes are
-# folders of that pod (tests/examples/pod_command.py; kubelet_lib.sh), as the kubelet makes them with the pod's
-# fsGroup: an emptyDir root-owned, group fsGroup, 2777; a Secret's or ConfigMap's files
-# root-owned, group fsGroup, the rendered modes plus group read, behind ..data. Each pod's
-# /etc/passwd is the image's (mpiuser 1000, images/Dockerfile). Each pod then runs as the
-# kubelet runs it: its init containers in order, a native sidecar (restartPolicy Always) left
-# running, then its main container; each as the pod's user, with its rendered command and env
-# (the TrainJob's command, Trainer's OMPI_MCA_* variables, fields from the pod's labels,
-# nss_wrapper's) and no other variable but HOME, HOSTNAME and the image's PATH (this build's
-# programs where the image has its own). The pods start in the rendered order.
+# folders of that pod (tests/examples/pod_command.py; kubelet_lib.sh), as the kubelet makes
+# them with the pod's fsGroup: an emptyDir root-owned, group fsGroup, 2777; a Secret's or
+# ConfigMap's files root-owned, group fsGroup, the rendered modes plus group read, behind
+# ..data. Each pod's /etc/passwd is the image's (mpiuser 1000, images/Dockerfile). Each pod
+# then runs as the kubelet runs it: its init containers in order, a native sidecar
+# (restartPolicy Always) left running, then its main container; each as the pod's user, with
+# its rendered command and env (the TrainJob's command, Trainer's OMPI_MCA_* variables, fields
+# from the pod's labels, nss_wrapper's) and no other variable but HOME, HOSTNAME and the
+# image's PATH (this build's programs where the image has its own). The pods start in the
+# rendered order.
 #
 # Under `cib run --image VARIANT` (the images tests, tests/images), every pod runs from that
 # image's root filesystem (cib says how), with the image's PATH (images/Dockerfile's ENV

@@ -1,6 +1,6 @@
 # The kubelet's part of examples_test.sh, sourced by it: a rendered pod's volumes as the
 # kubelet makes them, and its containers started as the kubelet starts them. It reads the
-# caller's: here, rendered and rq (the rendering), objects (Trainer's Secret and ConfigMap),
+# caller's: here (the tests' folder), rendered and rq (the rendering), objects (Trainer's Secret and ConfigMap),
 # fs_group, as_pod_user (setpriv's arguments for the pod's uid), image_path, CIB and CIB_DIR.
 # The volumes: an emptyDir root-owned, group fsGroup, 2777; a Secret's or ConfigMap's files
 # root-owned, group fsGroup, the rendered modes plus group read, behind ..data, as the

@@ -1,5 +1,6 @@
-# launcher_lib.sh: the job that the mpi-launcher tests share (tests/cluster/launcher_test.sh, teardown_test.sh,
-# faults_test.sh): 1 launcher and the node pods of the cluster, 2 slots each, mpi-init run
+# launcher_lib.sh: the job that the mpi-launcher tests share (tests/cluster/launcher_test.sh,
+# teardown_test.sh, faults_test.sh, attacks_test.sh, ip_family_test.sh, mpirun_line_test.sh,
+# ssh_relay_test.sh): 1 launcher and the node pods of the cluster, 2 slots each, mpi-init run
 # in each, sshd in each node; launch() runs mpi-launcher with short beats, so that a loss is
 # named in seconds. Sourced after the case's name is in $1.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,5 +1,5 @@
 // ssh_relay_probe KEY PORT HOST...: the launcher's ssh relay on its own, for the cluster
-// tests (launcher_test.sh, ssh-relay). It runs the ssh check over HOSTs with the job key as
+// tests (ssh_relay_test.sh). It runs the ssh check over HOSTs with the job key as
 // mpi-launcher does beside a launch, hands each verdict to a relay, prints the relay's socket
 // path, and serves until its stdin closes; then it prints what the relay counted. The test
 // then runs mpi-ssh against it with command shapes that a job seldom shows on its own.

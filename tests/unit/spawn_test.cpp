@@ -121,8 +121,8 @@ TEST(Spawn, TheRankAgentForksItsRankWithoutAnAllocationAndTheTorchVariables) {
     code = run_rank(options, env, {"sh", "-c", "echo \"$RANK $WORLD_SIZE\" > " + out.string()});
   }
   EXPECT_EQ(code, 0) << "99: the child allocated before exec";
-  // The signals it forwards are blocked while it watches the rank, and no longer after: a
-  // process that goes on (this one) still gets its SIGTERM.
+  // The signals it forwards are blocked while it watches the rank, and no longer after: in
+  // a process that goes on (this one), a SIGTERM reaches its handler.
   pthread_sigmask(SIG_SETMASK, nullptr, &mask_after);
   for (int signal_number : {SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGQUIT})
     EXPECT_EQ(sigismember(&mask_after, signal_number), sigismember(&mask_before, signal_number))

@@ -3,8 +3,10 @@
 // after, on a real pty pair, also when a signal ends the client. The login itself, typed
 // into a pty, is the cluster test's (cluster.nodessh: `ssh HOST` in `mpi-launcher shell` as
 // a uid with no passwd entry).
+#include <poll.h>
 #include <pty.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +48,14 @@ TEST(SshTerminal, GivesAPtyWhereSshWould) {
   }
 }
 
+void a_handler_of_its_own(int /*signal*/) {}
+
+void (*handler_of(int signal_number))(int) {
+  struct sigaction now {};
+  sigaction(signal_number, nullptr, &now);
+  return now.sa_handler;
+}
+
 TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
   int master = -1, slave = -1;
   winsize size{};
@@ -55,8 +65,15 @@ TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
   termios before{};
   ASSERT_EQ(tcgetattr(slave, &before), 0);
   ASSERT_NE(before.c_lflag & ECHO, 0U);
+  // SIGTERM handled by a handler of the program's own before: ours while raw, its after.
+  struct sigaction own {
+  }, found_before{};
+  own.sa_handler = &a_handler_of_its_own;
+  sigemptyset(&own.sa_mask);
+  sigaction(SIGTERM, &own, &found_before);
   {
     RawTerminal raw(slave);
+    EXPECT_NE(handler_of(SIGTERM), &a_handler_of_its_own) << "no handler of ours while raw";
     termios during{};
     ASSERT_EQ(tcgetattr(slave, &during), 0);
     EXPECT_EQ(during.c_lflag & (ECHO | ICANON | ISIG), 0U);
@@ -68,14 +85,16 @@ TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
   EXPECT_EQ(after.c_lflag, before.c_lflag);
   EXPECT_EQ(after.c_iflag, before.c_iflag);
   EXPECT_EQ(after.c_oflag, before.c_oflag);
-  struct sigaction term_after {};
-  sigaction(SIGTERM, nullptr, &term_after);
-  EXPECT_EQ(term_after.sa_handler, SIG_DFL);  // the handlers go with the raw mode
+  EXPECT_EQ(handler_of(SIGTERM), &a_handler_of_its_own) << "the program's handler, put back";
   PtyRequest request = terminal_size(slave);
   EXPECT_EQ(request.cols, 101);
   EXPECT_EQ(request.rows, 33);
   EXPECT_EQ(terminal_size(-1).cols, 80);  // no terminal: this client's 80x24
-  RawTerminal not_a_terminal(-1);         // nothing to make raw, nothing to put back
+  {
+    RawTerminal not_a_terminal(-1);  // nothing to make raw, nothing to put back, no handler
+    EXPECT_EQ(handler_of(SIGTERM), &a_handler_of_its_own);
+  }
+  sigaction(SIGTERM, &found_before, nullptr);
   close(slave);
   close(master);
 }
@@ -85,11 +104,31 @@ TEST(SshTerminal, IsRawForTheSessionAndAsItWasAfter) {
 pid_t raw_client(int terminal, bool ignore_hangup, int ready) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  sigset_t none;  // every signal deliverable, whatever a test before this one blocked
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int signal_number : {SIGHUP, SIGINT, SIGQUIT, SIGTERM}) signal(signal_number, SIG_DFL);
+  rlimit no_core{0, 0};  // SIGQUIT's default action dumps core
+  setrlimit(RLIMIT_CORE, &no_core);
   if (ignore_hangup) signal(SIGHUP, SIG_IGN);
   RawTerminal raw(terminal);
   char byte = 1;
   if (write(ready, &byte, 1) != 1) _exit(3);
   for (;;) pause();
+}
+
+// The child's end within 10 s, else SIGKILL: a client that no signal ends fails the test
+// rather than hang it.
+int ended_within_10s(pid_t child) {
+  int status = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (waitpid(child, &status, WNOHANG) == child) return status;
+    usleep(10 * 1000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  ADD_FAILURE() << "the client did not end within 10 s";
+  return status;
 }
 
 bool is_raw(int terminal) {
@@ -106,8 +145,9 @@ TEST(SshTerminal, IsPutBackWhenASignalEndsTheClient) {
     ASSERT_EQ(tcgetattr(slave, &before), 0);
     pid_t client = raw_client(slave, signal_number == SIGQUIT, ready[1]);
     ASSERT_GT(client, 0);
+    pollfd said{ready[0], POLLIN, 0};
     char byte = 0;
-    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    ASSERT_TRUE(poll(&said, 1, 10000) == 1 && read(ready[0], &byte, 1) == 1) << "the child never got raw";
     EXPECT_TRUE(is_raw(slave));
     if (signal_number == SIGQUIT) {  // SIGHUP ignored: it stays so, and the client raw
       kill(client, SIGHUP);
@@ -116,8 +156,7 @@ TEST(SshTerminal, IsPutBackWhenASignalEndsTheClient) {
       EXPECT_TRUE(is_raw(slave));
     }
     kill(client, signal_number);
-    int status = 0;
-    ASSERT_EQ(waitpid(client, &status, 0), client);
+    int status = ended_within_10s(client);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal_number)  // ended by it, as before
         << strsignal(signal_number) << ": status " << status;
     termios after{};
