@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The degraded-fabric matrix: `mpi-launcher run --wait ssh --check mpi -- true` over 1
 # launcher and 3 node pods of 2 slots (the launcher a fourth host of 2 in one row), at
-# nccl-check's defaults (no size, threshold or
-# timeout flag), with one fault on the fabric per row. Each row must name exactly the
-# faulty host or link, or say that it cannot ("not localised", with every candidate), and
-# never a healthy host alone; the exit code is the fault's (69); the row's time is printed
-# with its verdict, for README.md's fault table. One row per run:
+# nccl-check's defaults (no size, threshold or timeout flag), with one fault on the fabric per
+# row. Each row must name exactly the faulty host or link, or say that it cannot ("not
+# localised", with every candidate), and never a healthy host alone; the exit code is the
+# fault's (69); the row's time is printed with its verdict, for README.md's fault table. One
+# row per run:
 #   slow-100x     node 2's eth0 shaped to 20 Mbit/s (tbf), ~100x slower than its peers
 #   slow-1000x    the same at 2 Mbit/s
 #   slow-10x      node 2's eth0 shaped to a tenth of what this machine's healthy links
