@@ -211,8 +211,15 @@ constexpr std::array kTable = {
 
     // mpi-sshd, the node's own SSH server (nodessh/session_rules.h says why each bound).
     ranged(row(param::kSshdMaxConnections, "N", "256",
-               "connections served at once; one more is closed at accept", kScopeSshd),
+               "logged-in connections served at once; one more is closed at accept", kScopeSshd),
            1, 4096),
+    ranged(row(param::kSshdMaxStartups, "N", "64",
+               "connections not logged in yet, in all; when full, the oldest idle one goes for a new one",
+               kScopeSshd),
+           1, 1024),
+    ranged(row(param::kSshdPerSourceStartups, "N", "8",
+               "connections not logged in yet from one address; one more is closed at accept", kScopeSshd),
+           1, 1024),
     ranged(row(param::kSshdLoginGrace, "DURATION", "20s", "a connection not logged in by then is closed",
                kScopeSshd),
            1s, 10min),

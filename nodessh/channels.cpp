@@ -299,10 +299,6 @@ bool retire_channel(Channel& channel) {
   return over;
 }
 
-void log_refusal(Server::State& server, const std::string& reason, const std::string& line) {
-  if (auto told = server.refusals.note(reason, line, Clock::now())) spdlog::warn("{}", *told);
-}
-
 void Watch::want(short events) {
   if (events == registered_) return;
   if (registered_ != 0) ssh_event_remove_fd(event_, fd_);

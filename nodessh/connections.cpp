@@ -1,11 +1,16 @@
-// Connections of mpi-sshd (server_state.h): the listening socket, the accept with its bound,
-// and each connection's login.
+// A connection process's one connection (server_state.h): its libssh session, and its login.
 //
 // libssh is used as its own server example uses it (libssh examples/ssh_server.c: server
 // callbacks for authentication and the session channel, channel callbacks for its requests),
-// with two changes for one process serving all: the socket is accepted here and handed over
-// with ssh_bind_accept_fd(), and ssh_handle_key_exchange() runs non-blocking, called again
-// after each poll until it is done (libssh's server.c keeps its state between calls).
+// with two changes: the socket is accepted by the listener and handed over with
+// ssh_bind_accept_fd(), and ssh_handle_key_exchange() runs non-blocking, called again after
+// each poll until it is done (libssh's server.c keeps its state between calls).
+//
+// Every way to log in but the job key is refused and counted against --sshd-auth-tries, and
+// named in the (rate-limited) log: a wrong key, password, keyboard-interactive, gssapi-with-mic
+// (libssh answers it before any message callback, when built with GSSAPI: its
+// gssapi_select_oid callback is the one place to refuse it, libssh src/gssapi.c,
+// ssh_gssapi_handle_userauth), and "none" after the first.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -43,19 +48,11 @@ void keep_alive(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof timeout_ms);
 }
 
-std::string describe_peer(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
-    port = ntohs(v4.sin_port);
-    return fmt::format("{}:{}", text, port);
-  }
-  const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-  inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
-  port = ntohs(v6.sin6_port);
-  return fmt::format("[{}]:{}", text, port);
+// A way to log in that is not the job key's: counted, and the connection closed at the last.
+void refuse_method(Connection& connection, AuthVerdict verdict) {
+  if (verdict != AuthVerdict::kDeniedLast) return;
+  connection.close_for("auth tries", fmt::format("{} authentication attempts refused",
+                                                 connection.server.options.max_auth_tries));
 }
 
 int on_publickey(ssh_session /*session*/, const char* user, ssh_key key, char state, void* userdata) {
@@ -74,8 +71,8 @@ int on_publickey(ssh_session /*session*/, const char* user, ssh_key key, char st
                               rdv::excerpt(user)));
       return SSH_AUTH_DENIED;
     case AuthVerdict::kDeniedLast:
-      connection.close_for("auth tries", fmt::format("{} authentication attempts refused",
-                                                     connection.server.options.max_auth_tries));
+    case AuthVerdict::kMethodsListed:
+      refuse_method(connection, AuthVerdict::kDeniedLast);
       return SSH_AUTH_DENIED;
   }
   return SSH_AUTH_DENIED;
@@ -87,7 +84,11 @@ int on_unhandled(ssh_session /*session*/, ssh_message message, void* userdata) {
   const int type = ssh_message_type(message);
   const int subtype = ssh_message_subtype(message);
   if (type == SSH_REQUEST_SERVICE) return 1;  // "ssh-userauth": the default accepts it
-  if (type == SSH_REQUEST_AUTH && subtype == SSH_AUTH_METHOD_NONE) return 1;  // lists "publickey"
+  AuthVerdict verdict = AuthVerdict::kDenied;
+  if (type == SSH_REQUEST_AUTH) {
+    verdict = subtype == SSH_AUTH_METHOD_NONE ? connection.gate.on_none() : connection.gate.on_other_method();
+    if (verdict == AuthVerdict::kMethodsListed) return 1;  // the default answer lists "publickey"
+  }
   if (type == SSH_REQUEST_GLOBAL && subtype == SSH_GLOBAL_REQUEST_KEEPALIVE) return 1;
   Refused refused{type, subtype, ""};
   if (type == SSH_REQUEST_CHANNEL_OPEN && subtype == SSH_CHANNEL_DIRECT_TCPIP) {
@@ -101,67 +102,25 @@ int on_unhandled(ssh_session /*session*/, ssh_message message, void* userdata) {
   }
   log_refusal(connection.server, fmt::format("message {}.{}", type, subtype),
               fmt::format("{}: {}", connection.peer, describe_refusal(refused)));
-  if (type == SSH_REQUEST_AUTH && connection.gate.on_other_method() == AuthVerdict::kDeniedLast) {
-    connection.close_for("auth tries", fmt::format("{} authentication attempts refused",
-                                                   connection.server.options.max_auth_tries));
-  }
+  if (type == SSH_REQUEST_AUTH) refuse_method(connection, verdict);
   return 1;
+}
+
+// gssapi-with-mic: no mechanism is chosen, so libssh answers a failure; refused and counted.
+ssh_string on_gssapi(ssh_session /*session*/, const char* user, int /*n_oid*/, ssh_string* /*oids*/,
+                     void* userdata) {
+  auto& connection = *static_cast<Connection*>(userdata);
+  log_refusal(connection.server, "gssapi",
+              fmt::format("{}: gssapi-with-mic for {} refused: only the job key logs in", connection.peer,
+                          rdv::excerpt(user == nullptr ? "" : user)));
+  refuse_method(connection, connection.gate.on_other_method());
+  return nullptr;
 }
 
 }  // namespace
 
-Expected<int> listen_on(SshdOptions options) {
-  // "::" is 0.0.0.0 where the pod has no IPv6, as for the coordinator (--listen-address).
-  if (options.listen_address == "::") {
-    int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe < 0 && errno == EAFNOSUPPORT) options.listen_address = "0.0.0.0";
-    if (probe >= 0) close(probe);
-  }
-  const bool v4 = options.listen_address.find(':') == std::string::npos;
-  int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return make_error(Exit::kOsErr, "cannot make a socket: {}", std::strerror(errno));
-  int on = 1;
-  int off = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_storage address{};
-  socklen_t size = 0;
-  bool parsed = false;
-  if (v4) {
-    auto& in = reinterpret_cast<sockaddr_in&>(address);
-    in.sin_family = AF_INET;
-    in.sin_port = htons(static_cast<uint16_t>(options.port));
-    parsed = inet_pton(AF_INET, options.listen_address.c_str(), &in.sin_addr) == 1;
-    size = sizeof in;
-  } else {
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);  // "::" takes IPv4 too
-    auto& in6 = reinterpret_cast<sockaddr_in6&>(address);
-    in6.sin6_family = AF_INET6;
-    in6.sin6_port = htons(static_cast<uint16_t>(options.port));
-    parsed = inet_pton(AF_INET6, options.listen_address.c_str(), &in6.sin6_addr) == 1;
-    size = sizeof in6;
-  }
-  if (!parsed) {
-    close(fd);
-    return make_error(Exit::kUsage, "--listen-address {}: not an IP address; give one such as :: or 0.0.0.0",
-                      options.listen_address);
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 || listen(fd, 128) != 0) {
-    int error = errno;
-    close(fd);
-    if (options.listen_address == "::" && error == EADDRNOTAVAIL) {  // IPv6 off in this pod
-      options.listen_address = "0.0.0.0";
-      return listen_on(options);
-    }
-    return make_error(Exit::kUnavailable, "cannot listen on port {} ({}): {}; is another sshd there?",
-                      options.port, options.listen_address, std::strerror(error));
-  }
-  return fd;
-}
-
-namespace {
-
-void accept_one(Server::State& server, int fd, const sockaddr_storage& client, const std::string& peer,
-                Clock::time_point now) {
+bool start_session(Server::State& server, int fd, const sockaddr_storage& client, const std::string& peer,
+                   Clock::time_point now) {
   keep_alive(fd);
   ssh_session session = ssh_new();
   auto connection = std::make_unique<Connection>(
@@ -176,13 +135,14 @@ void accept_one(Server::State& server, int fd, const sockaddr_storage& client, c
     spdlog::error("{}: libssh could not take the connection: {}", peer, ssh_get_error(server.bind));
     if (session != nullptr) ssh_free(session);
     close(fd);
-    return;
+    return false;
   }
   ssh_set_blocking(session, 0);
   ssh_set_auth_methods(session, SSH_AUTH_METHOD_PUBLICKEY);
   ssh_server_callbacks_struct& callbacks = connection->callbacks;
   callbacks.userdata = connection.get();
   callbacks.auth_pubkey_function = on_publickey;
+  callbacks.gssapi_select_oid_function = on_gssapi;
   callbacks.channel_open_request_session_function = open_session_channel;
   ssh_callbacks_init(&callbacks);
   ssh_set_server_callbacks(session, &callbacks);
@@ -191,43 +151,12 @@ void accept_one(Server::State& server, int fd, const sockaddr_storage& client, c
     log_refusal(server, "key exchange",
                 fmt::format("{}: the key exchange failed: {}", peer, ssh_get_error(session)));
     ssh_free(session);
-    return;
+    return false;
   }
   ssh_event_add_session(server.event, session);
   connection->in_event = true;
-  server.connections.push_back(std::move(connection));
-}
-
-}  // namespace
-
-void accept_ready(Server::State& server, Clock::time_point now) {
-  while (true) {
-    sockaddr_storage address{};
-    socklen_t size = sizeof address;
-    int fd =
-        accept4(server.listen_fd, reinterpret_cast<sockaddr*>(&address), &size, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0 && errno == EINTR) continue;
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      // Out of descriptors (EMFILE, ENFILE) or another failure: the socket stays readable, so
-      // accepting pauses for a moment rather than spin, and the line is rate-limited.
-      log_refusal(server, "accept",
-                  fmt::format("accept: {}; not accepting for 200 ms", std::strerror(errno)));
-      server.listen_watch->want(0);
-      server.accept_paused_until = now + Millis(200);
-      return;
-    }
-    std::string peer = describe_peer(address);
-    auto open = static_cast<int>(server.connections.size());
-    if (server.stopping || !admits_connection(open, server.options.max_connections)) {
-      log_refusal(server, "max connections",
-                  fmt::format("{}: connection refused: {} are open, the most --sshd-max-connections allows",
-                              peer, open));
-      close(fd);
-      continue;
-    }
-    accept_one(server, fd, address, peer, now);
-  }
+  server.connection = std::move(connection);
+  return true;
 }
 
 }  // namespace tmpi::nodessh

@@ -27,6 +27,8 @@ Expected<SshdOptions> options_from(const Params& params) {
   options.listen_address = params.str(param::kListenAddress);
   options.port = static_cast<int>(params.integer(param::kSshPort));
   options.max_connections = static_cast<int>(params.integer(param::kSshdMaxConnections));
+  options.max_startups = static_cast<int>(params.integer(param::kSshdMaxStartups));
+  options.per_source_startups = static_cast<int>(params.integer(param::kSshdPerSourceStartups));
   options.login_grace = params.duration(param::kSshdLoginGrace);
   options.max_auth_tries = static_cast<int>(params.integer(param::kSshdAuthTries));
   options.accept_env = params.list(param::kSshdAcceptEnv);

@@ -1,14 +1,13 @@
-// See server.h. The loop: poll (libssh's ssh_event; at least every 100 ms, for the timers),
-// then accept, reap, and walk every connection and channel once. Signals (SIGCHLD, SIGTERM,
-// SIGINT) come through a signalfd in the same poll, so that no handler runs inside libssh.
+// See server.h. Opening the server: the job key into libssh's bind (every connection process
+// inherits it), the listening socket, the signals, and the descriptor limit. The listener's
+// loop is in listener.cpp, each connection's in connection_process.cpp.
 #include "nodessh/server.h"
 
-#include <poll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 
@@ -21,7 +20,6 @@ namespace tmpi::nodessh {
 
 namespace {
 
-constexpr int kTickMs = 100;
 // Only the algorithms that ssh-audit finds no fault with, and that every client of the job
 // speaks (OpenSSH 9, libssh 0.10 in the launcher).
 constexpr const char* kKeyExchange = "curve25519-sha256,curve25519-sha256@libssh.org";
@@ -76,7 +74,9 @@ Status configure_bind(Server::State& state) {
 Status watch_signals(Server::State& state) {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGCHLD, SIGTERM, SIGINT}) sigaddset(&set, sig);
+  // SIGUSR1 too: blocked here, so that a connection process, which inherits the mask, keeps
+  // one sent before its own signalfd exists.
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
   sigprocmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a peer gone mid-write is an error return, not the end
   state.signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -84,120 +84,31 @@ Status watch_signals(Server::State& state) {
   return ok_status();
 }
 
-void begin_stop(Server::State& state, int sig) {
-  if (state.stopping) return;
-  state.stopping = true;
-  spdlog::info("signal {}: hanging up every command and stopping", sig);
-  for (auto& connection : state.connections) connection->close_for("stopping", "the server is stopping");
-}
-
-void read_signals(Server::State& state) {
-  signalfd_siginfo info{};
-  while (read(state.signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    if (info.ssi_signo != SIGCHLD) begin_stop(state, static_cast<int>(info.ssi_signo));
-  }
-  int status = 0;
-  pid_t pid = 0;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    auto found = state.by_pid.find(pid);
-    if (found == state.by_pid.end()) continue;
-    Channel* channel = found->second;
-    state.by_pid.erase(found);
-    command_exited(*channel, status);
-  }
-}
-
-void forget(Server::State& state, const Channel& channel) {
-  auto found = state.by_pid.find(channel.command.pid);
-  if (found != state.by_pid.end() && found->second == &channel) state.by_pid.erase(found);
-}
-
-// One connection's turn; false once it is over and freed.
-bool serve_connection(Server::State& state, Connection& connection, Clock::time_point now) {
-  if (!connection.key_exchanged && connection.drop.empty()) {
-    int rc = ssh_handle_key_exchange(connection.session);
-    if (rc == SSH_OK) connection.key_exchanged = true;
-    if (rc == SSH_ERROR)
-      connection.close_for("key exchange",
-                           fmt::format("the key exchange failed: {}", ssh_get_error(connection.session)));
-  }
-  if (connection.drop.empty() && connection.gate.expired(now)) {
-    connection.close_for("login grace",
-                         fmt::format("not logged in within {} s", state.options.login_grace.count() / 1000));
-  }
-  const int status = ssh_get_status(connection.session);
-  bool closed = (status & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0 || ssh_is_connected(connection.session) == 0;
-  for (std::size_t i = 0; i < connection.channels.size(); ++i) pump_channel(*connection.channels[i], now);
-  auto& channels = connection.channels;
-  for (auto it = channels.begin(); it != channels.end();) {
-    Channel& channel = **it;
-    if (!retire_channel(channel) && !channel.released) {
-      ++it;
-      continue;
-    }
-    if (channel.rules.finished()) {
-      forget(state, channel);
-    } else {
-      channel.connection = nullptr;
-      state.orphans.push_back(std::move(*it));
-    }
-    it = channels.erase(it);
-  }
-  if (!closed && connection.drop.empty()) return true;
-  if (!connection.drop.empty()) {
-    std::string line = fmt::format("{}: closed: {}", connection.peer, connection.drop);
-    if (connection.gate.authenticated()) {
-      spdlog::info("{}", line);
-    } else {  // a stranger's connections come at line rate
-      log_refusal(state, "closed: " + connection.drop_reason, line);
-    }
-  }
-  connection_gone(connection, now);
-  for (auto& channel : channels) {
-    if (channel->rules.finished()) {
-      forget(state, *channel);
-    } else {
-      state.orphans.push_back(std::move(channel));
-    }
-  }
-  channels.clear();
-  if (connection.in_event) ssh_event_remove_session(state.event, connection.session);
-  ssh_disconnect(connection.session);
-  ssh_free(connection.session);
-  return false;
-}
-
-void serve_orphans(Server::State& state, Clock::time_point now) {
-  auto& orphans = state.orphans;
-  for (auto it = orphans.begin(); it != orphans.end();) {
-    pump_channel(**it, now);
-    if ((*it)->rules.finished()) {
-      forget(state, **it);
-      it = orphans.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-// At the stop: the groups just killed are reaped before the server goes (half a second at
-// most), so that none is left a zombie for whoever adopts it.
-void reap_the_rest() {
-  for (int tries = 0; tries < 50; ++tries) {
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    if (waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
-    usleep(10000);
+// The listener holds a report pipe for every connection process, so its soft limit on
+// descriptors must cover both bounds of the admission; it is raised up to the hard limit (a
+// container's default soft limit is 1024), and a hard limit below the need is named.
+void raise_descriptor_limit(Server::State& state) {
+  getrlimit(RLIMIT_NOFILE, &state.descriptors_at_start);
+  const auto need = static_cast<rlim_t>(state.options.max_connections + state.options.max_startups + 64);
+  rlimit raised = state.descriptors_at_start;
+  if (raised.rlim_cur >= need) return;
+  raised.rlim_cur = std::min(need, raised.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &raised);
+  if (raised.rlim_cur < need) {
+    spdlog::warn(
+        "the descriptor limit is {} (hard), below the {} that --sshd-max-connections and "
+        "--sshd-max-startups need; lower them, or raise the container's nofile limit",
+        raised.rlim_max, need);
   }
 }
 
 }  // namespace
 
 Server::State::~State() {
-  connections.clear();
+  connection.reset();
   orphans.clear();
-  listen_watch.reset();
   signal_watch.reset();
+  for (auto& [pid, child] : children) close(child.report_fd);
   if (event != nullptr) ssh_event_free(event);
   if (bind != nullptr) ssh_bind_free(bind);
   if (job_public != nullptr) ssh_key_free(job_public);
@@ -215,6 +126,8 @@ int Server::port() const {
 Expected<std::unique_ptr<Server>> Server::open(const SshdOptions& options) {
   auto state = std::make_unique<State>();
   state->options = options;
+  state->admission =
+      Admission(AdmissionLimits{options.max_connections, options.max_startups, options.per_source_startups});
   const char* home = std::getenv("HOME");
   state->base_env["HOME"] = home != nullptr && *home != '\0' ? home : "/";
   TMPI_CHECK(configure_bind(*state));
@@ -225,41 +138,8 @@ Expected<std::unique_ptr<Server>> Server::open(const SshdOptions& options) {
   state->port = ntohs(address.ss_family == AF_INET ? reinterpret_cast<sockaddr_in&>(address).sin_port
                                                    : reinterpret_cast<sockaddr_in6&>(address).sin6_port);
   TMPI_CHECK(watch_signals(*state));
-  state->event = ssh_event_new();
-  if (state->event == nullptr) return make_error(Exit::kSoftware, "libssh could not make its event loop");
-  state->listen_watch = std::make_unique<Watch>(state->event, state->listen_fd);
-  state->listen_watch->want(POLLIN);
-  state->signal_watch = std::make_unique<Watch>(state->event, state->signal_fd);
-  state->signal_watch->want(POLLIN);
+  raise_descriptor_limit(*state);
   return std::unique_ptr<Server>(new Server(std::move(state)));
-}
-
-Status Server::run() {
-  State& state = *state_;
-  while (true) {
-    ssh_event_dopoll(state.event, kTickMs);
-    const auto now = Clock::now();
-    if (state.signal_watch->take_ready() != 0) read_signals(state);
-    if (state.accept_paused_until && now >= *state.accept_paused_until) {
-      state.accept_paused_until.reset();
-      state.listen_watch->want(POLLIN);
-    }
-    if (state.listen_watch->take_ready() != 0) accept_ready(state, now);
-    auto& connections = state.connections;
-    for (std::size_t i = 0; i < connections.size();) {
-      if (serve_connection(state, *connections[i], now)) {
-        ++i;
-      } else {
-        connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-    }
-    serve_orphans(state, now);
-    for (const std::string& line : state.refusals.flush(now)) spdlog::warn("{}", line);
-    if (state.stopping && connections.empty() && state.orphans.empty()) {
-      reap_the_rest();
-      return ok_status();
-    }
-  }
 }
 
 }  // namespace tmpi::nodessh

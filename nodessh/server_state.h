@@ -1,9 +1,12 @@
-// The inside of nodessh/server.h: what the loop holds for each connection and each channel.
-// libssh's callbacks (run inside ssh_event_dopoll) only record what happened here; the loop
-// acts on it after each poll, so that no callback adds or removes a watched descriptor, or
-// frees what libssh is still using.
+// The inside of nodessh/server.h: what the listener holds for its connection processes, and
+// what a connection process holds for its one connection and its channels. libssh's
+// callbacks (run inside ssh_event_dopoll) only record what happened here; the loop acts on it
+// after each poll, so that no callback adds or removes a watched descriptor, or frees what
+// libssh is still using.
 #pragma once
 
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <map>
@@ -17,6 +20,7 @@
 #include <libssh/libssh.h>
 #include <libssh/server.h>
 
+#include "nodessh/admission.h"
 #include "nodessh/channel_rules.h"
 #include "nodessh/command.h"
 #include "nodessh/server.h"
@@ -75,6 +79,8 @@ struct Connection {
   std::vector<std::pair<std::string, std::string>> env;
   bool key_exchanged = false;
   bool in_event = false;
+  bool banner_told = false;  // told to the listener (the connection is no longer idle)
+  bool login_told = false;
   std::string drop;         // set: why the connection is to be closed
   std::string drop_reason;  // its kind, for the rate-limited log: "login grace", "auth tries"...
   void close_for(std::string reason, std::string why) {
@@ -84,30 +90,70 @@ struct Connection {
   std::vector<std::unique_ptr<Channel>> channels;
 };
 
+// A connection process, as the listener sees it: its peer, and the pipe on which it tells
+// what became of its connection (kReport*), read until its end.
+struct ChildProcess {
+  std::string peer;    // "10.0.0.5:51234", for the log
+  std::string source;  // its address, for the admission's per-source bounds
+  int report_fd = -1;
+  std::string pending;  // a report line read in part
+};
+
+// What a connection process tells the listener, one line each: its client's banner came
+// (it is no longer idle), it logged in, or a refusal for the listener's rate-limited log
+// ("R" reason TAB line).
+inline constexpr char kReportBanner = 'B';
+inline constexpr char kReportLogin = 'A';
+inline constexpr char kReportRefusal = 'R';
+
+// How a connection process ends (its exit status), as OpenSSH's sshd-session tells sshd
+// (EXIT_AUTH_ATTEMPTED 2, EXIT_LOGIN_GRACE 3): the listener's penalty comes from it.
+int exit_status_of(Ending ending);
+Ending ending_of(int wait_status);
+
 struct Server::State {
+  // Both: set before the first fork, read by every connection process.
   SshdOptions options;
   ssh_bind bind = nullptr;
-  ssh_event event = nullptr;
   ssh_key job_public = nullptr;
-  int listen_fd = -1;
+  std::map<std::string, std::string> base_env;  // HOME
   int signal_fd = -1;
+  rlimit descriptors_at_start{};  // the soft limit a connection process puts back
+  bool stopping = false;
+
+  // The listener (listener.cpp).
+  int listen_fd = -1;
   int port = 0;
-  std::unique_ptr<Watch> listen_watch, signal_watch;
+  Admission admission{AdmissionLimits{}};
+  std::map<pid_t, ChildProcess> children;
   std::optional<Clock::time_point> accept_paused_until;  // after an accept that failed
-  std::map<std::string, std::string> base_env;           // HOME
-  std::vector<std::unique_ptr<Connection>> connections;
+  rdv::RefusalLog refusals;  // one line per reason per 10 s: a stranger may refuse at line rate
+
+  // A connection process (connection_process.cpp): its one connection, and its commands.
+  int report_fd = -1;  // to the listener
+  ssh_event event = nullptr;
+  std::unique_ptr<Watch> signal_watch;
+  std::unique_ptr<Connection> connection;
   // Channels whose connection has gone, kept until their command's group has ended.
   std::vector<std::unique_ptr<Channel>> orphans;
   std::map<pid_t, Channel*> by_pid;
-  rdv::RefusalLog refusals;  // one line per reason per 10 s: a stranger may refuse at line rate
-  bool stopping = false;
 
   ~State();
 };
 
-// connections.cpp: the listening socket, and the connections it brings.
+// listener.cpp: the listening socket, and a connection process for each connection.
 Expected<int> listen_on(SshdOptions options);
-void accept_ready(Server::State& server, Clock::time_point now);
+
+// connection_process.cpp: serves one accepted connection, then ends the process.
+[[noreturn]] void serve_connection_process(Server::State& server, int fd, const sockaddr_storage& client,
+                                           const std::string& peer);
+
+// connections.cpp: the connection's libssh session and its login.
+// Makes the session for `fd` and starts its key exchange; false (logged) when libssh cannot.
+bool start_session(Server::State& server, int fd, const sockaddr_storage& client, const std::string& peer,
+                   Clock::time_point now);
+// A line to the listener (report_fd); dropped rather than waited for when its pipe is full.
+void report_to_listener(const Server::State& server, char kind, const std::string& text = "");
 
 // channels.cpp: a connection's session channel, from its open to its end.
 ssh_channel open_session_channel(ssh_session session, void* userdata);  // userdata: the Connection

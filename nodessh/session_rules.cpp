@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 #include <libssh/libssh.h>
@@ -31,12 +32,14 @@ Status check_accept_env(const std::vector<std::string>& patterns) {
 }
 
 AuthVerdict LoginGate::deny() {
+  attempted_ = true;
   --tries_left_;
   return tries_left_ <= 0 ? AuthVerdict::kDeniedLast : AuthVerdict::kDenied;
 }
 
 AuthVerdict LoginGate::on_publickey(bool is_job_key, bool signed_ok) {
   if (authenticated_ || tries_left_ <= 0) return AuthVerdict::kDeniedLast;
+  attempted_ = true;
   if (!is_job_key) return deny();
   if (!signed_ok) return AuthVerdict::kProbeAccepted;
   authenticated_ = true;
@@ -44,8 +47,14 @@ AuthVerdict LoginGate::on_publickey(bool is_job_key, bool signed_ok) {
 }
 
 AuthVerdict LoginGate::on_other_method() {
-  if (tries_left_ <= 0) return AuthVerdict::kDeniedLast;
+  if (authenticated_ || tries_left_ <= 0) return AuthVerdict::kDeniedLast;
   return deny();
+}
+
+AuthVerdict LoginGate::on_none() {
+  if (!std::exchange(none_asked_, true) && !authenticated_ && tries_left_ > 0)
+    return AuthVerdict::kMethodsListed;
+  return on_other_method();
 }
 
 Endpoint endpoint_of(const sockaddr_storage& address) {

@@ -10,10 +10,10 @@
 //   connection holds a slot six times shorter.
 // - Authentication attempts: 6, as sshd's MaxAuthTries; each key offered that is not the
 //   job's counts, as in sshd.
-// - Connections: 256 at once by default, beyond which a new one is closed at accept, named in
-//   the log. mpirun opens one per daemon it starts on this node (one, with its tree spawn);
-//   the bound is for the stranger, and stays far below the open-file limit (1024 in
-//   containerd 2's default), since each connection may hold a command's three pipes.
+// - A client's banner: within 5 s (kBannerGrace), else the connection is closed as past its
+//   grace. A client sends it first thing (RFC 4253, section 4.2); one that sends nothing is
+//   idle, holds a slot, and is the first to go for a newer connection (admission.h).
+// - Connections: admission.h bounds them, those logged in apart from those that are not.
 #pragma once
 
 #include <sys/socket.h>
@@ -27,11 +27,15 @@
 
 namespace tmpi::nodessh {
 
+inline constexpr Millis kBannerGrace{5000};
+
 struct SshdOptions {
   std::string ssh_dir;  // the job key (host key and the one authorized key) lives here
   std::string listen_address = "::";
   int port = 2222;
-  int max_connections = 256;
+  int max_connections = 256;    // logged in at once
+  int max_startups = 64;        // not logged in yet, in all
+  int per_source_startups = 8;  // not logged in yet, from one address
   Millis login_grace{20000};
   int max_auth_tries = 6;
   std::vector<std::string> accept_env;
@@ -42,7 +46,13 @@ struct SshdOptions {
 // AcceptEnv); a bad one is named, with its fix.
 Status check_accept_env(const std::vector<std::string>& patterns);
 
-enum class AuthVerdict { kAccepted, kProbeAccepted, kDenied, kDeniedLast };
+enum class AuthVerdict {
+  kAccepted,
+  kProbeAccepted,
+  kMethodsListed,  // the first "none": answered with the methods, not counted
+  kDenied,
+  kDeniedLast,
+};
 
 // One connection's login: the job key only, a bounded number of tries, a bounded time.
 class LoginGate {
@@ -53,9 +63,14 @@ class LoginGate {
   // A public key offered: `is_job_key` whether it is the job's, `signed_ok` whether the
   // client proved it holds the private half (false: it only asks whether the key would do).
   AuthVerdict on_publickey(bool is_job_key, bool signed_ok);
-  // Any other method (password, keyboard-interactive): refused, and counted.
+  // Any other method (password, keyboard-interactive, gssapi-with-mic): refused, and counted.
   AuthVerdict on_other_method();
+  // The "none" method, which a client sends to learn the methods (RFC 4252, section 5.2):
+  // the first is free, as in sshd; each after it is refused and counted.
+  AuthVerdict on_none();
   bool authenticated() const { return authenticated_; }
+  // Whether a login was tried with anything but the first "none" (OpenSSH's auth_attempted).
+  bool attempted() const { return attempted_; }
   // Whether the connection has outlived its unauthenticated time.
   bool expired(Clock::time_point now) const { return !authenticated_ && now >= deadline_; }
 
@@ -65,12 +80,9 @@ class LoginGate {
   Clock::time_point deadline_;
   int tries_left_;
   bool authenticated_ = false;
+  bool attempted_ = false;
+  bool none_asked_ = false;
 };
-
-// Whether one more connection may be served, with `open` served now.
-inline bool admits_connection(int open, int max_connections) {
-  return open < max_connections;
-}
 
 // What a refused global request or channel open was, for the log: "port forwarding
 // (direct-tcpip to db:5432)". libssh's message type and subtype, and the fields it read.

@@ -1,0 +1,263 @@
+// A connection process: one connection of mpi-sshd, from its key exchange to the end of its
+// last command, alone in a process forked by the listener (listener.cpp) for it.
+//
+// Why a process per connection: libssh polls every session that shares an ssh_event when it
+// polls for one, and a failure or a disconnect seen there marks the session it was polling for
+// (libssh 0.10 src/poll.c, ssh_poll_ctx_dopoll; src/session.c). With one loop for all, a
+// stranger's "connect, read the banner, close" ended others' key exchanges and hung up
+// logged-in sessions' commands. Here the process's ssh_event holds one session, its
+// commands' pipes and its own signals; no other connection's bytes, failure or end can
+// reach it. A crash ends one connection, as in OpenSSH's sshd-session.
+//
+// The loop: poll (at least every 100 ms, for the timers), then signals (SIGCHLD: a command
+// ended; SIGTERM, SIGINT: the server stops; SIGUSR1: the listener drops this connection for
+// a newer one, which a connection that has logged in ignores), the connection's turn, and the
+// channels whose connection has gone. It tells the listener when the client's banner came
+// and when it logged in, and forwards its refusals to the listener's rate-limited log. It
+// exits once the connection is over and every command's group has ended; its exit status
+// says how it ended (server_state.h, exit_status_of), which the listener turns into a penalty.
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include <spdlog/spdlog.h>
+
+#include "nodessh/server_state.h"
+
+namespace tmpi::nodessh {
+
+namespace {
+
+constexpr int kTickMs = 100;
+constexpr int kDidNotStart = 6;
+
+void report_once(const Server::State& server, bool& told, char kind) {
+  if (!std::exchange(told, true)) report_to_listener(server, kind);
+}
+
+void begin_stop(Server::State& state, int sig) {
+  if (state.stopping) return;
+  state.stopping = true;
+  if (state.connection) state.connection->close_for("stopping", "the server is stopping");
+  spdlog::debug("signal {}: this connection's commands are hung up", sig);
+}
+
+void read_signals(Server::State& state) {
+  signalfd_siginfo info{};
+  while (read(state.signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT)
+      begin_stop(state, static_cast<int>(info.ssi_signo));
+    Connection* connection = state.connection.get();
+    if (info.ssi_signo == SIGUSR1 && connection != nullptr && !connection->gate.authenticated()) {
+      connection->close_for("dropped",
+                            "dropped for a newer connection: the most --sshd-max-startups allows "
+                            "are not logged in, and this one was the oldest idle");
+    }
+  }
+  int status = 0;
+  pid_t pid = 0;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    auto found = state.by_pid.find(pid);
+    if (found == state.by_pid.end()) continue;
+    Channel* channel = found->second;
+    state.by_pid.erase(found);
+    command_exited(*channel, status);
+  }
+}
+
+void forget(Server::State& state, const Channel& channel) {
+  auto found = state.by_pid.find(channel.command.pid);
+  if (found != state.by_pid.end() && found->second == &channel) state.by_pid.erase(found);
+}
+
+// The deadlines before login: the client's banner, then the login itself.
+void check_deadlines(Server::State& state, Connection& connection, Clock::time_point accepted_at,
+                     Clock::time_point now) {
+  if (!connection.drop.empty()) return;
+  if (!connection.banner_told && ssh_get_clientbanner(connection.session) != nullptr) {
+    report_once(state, connection.banner_told, kReportBanner);
+  }
+  if (!connection.banner_told && now - accepted_at >= kBannerGrace) {
+    connection.close_for("banner grace",
+                         fmt::format("no client banner within {} s", kBannerGrace.count() / 1000));
+  } else if (connection.gate.expired(now)) {
+    connection.close_for("login grace",
+                         fmt::format("not logged in within {} s", state.options.login_grace.count() / 1000));
+  }
+}
+
+// How the connection ended, from what it did before its end.
+Ending how_it_ended(const Connection& connection) {
+  if (connection.gate.authenticated()) return Ending::kLoggedIn;
+  if (connection.drop_reason == "login grace" || connection.drop_reason == "banner grace")
+    return Ending::kGraceExceeded;
+  return connection.gate.attempted() ? Ending::kAuthFailed : Ending::kNoAuth;
+}
+
+// The connection's turn; false once it is over and freed.
+bool serve_connection(Server::State& state, Connection& connection, Clock::time_point accepted_at,
+                      Clock::time_point now, Ending& ending) {
+  if (!connection.key_exchanged && connection.drop.empty()) {
+    int rc = ssh_handle_key_exchange(connection.session);
+    if (rc == SSH_OK) connection.key_exchanged = true;
+    if (rc == SSH_ERROR)
+      connection.close_for("key exchange",
+                           fmt::format("the key exchange failed: {}", ssh_get_error(connection.session)));
+  }
+  check_deadlines(state, connection, accepted_at, now);
+  if (connection.gate.authenticated()) report_once(state, connection.login_told, kReportLogin);
+  const int status = ssh_get_status(connection.session);
+  bool closed = (status & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0 || ssh_is_connected(connection.session) == 0;
+  for (std::size_t i = 0; i < connection.channels.size(); ++i) pump_channel(*connection.channels[i], now);
+  auto& channels = connection.channels;
+  for (auto it = channels.begin(); it != channels.end();) {
+    Channel& channel = **it;
+    if (!retire_channel(channel) && !channel.released) {
+      ++it;
+      continue;
+    }
+    if (channel.rules.finished()) {
+      forget(state, channel);
+    } else {
+      channel.connection = nullptr;
+      state.orphans.push_back(std::move(*it));
+    }
+    it = channels.erase(it);
+  }
+  if (!closed && connection.drop.empty()) return true;
+  ending = how_it_ended(connection);
+  if (!connection.drop.empty()) {
+    std::string line = fmt::format("{}: closed: {}", connection.peer, connection.drop);
+    if (connection.gate.authenticated()) {
+      spdlog::info("{}", line);
+    } else {  // a stranger's connections come at line rate
+      log_refusal(state, "closed: " + connection.drop_reason, line);
+    }
+  }
+  connection_gone(connection, now);
+  for (auto& channel : channels) {
+    if (channel->rules.finished()) {
+      forget(state, *channel);
+    } else {
+      state.orphans.push_back(std::move(channel));
+    }
+  }
+  channels.clear();
+  if (connection.in_event) ssh_event_remove_session(state.event, connection.session);
+  ssh_disconnect(connection.session);
+  ssh_free(connection.session);
+  return false;
+}
+
+void serve_orphans(Server::State& state, Clock::time_point now) {
+  auto& orphans = state.orphans;
+  for (auto it = orphans.begin(); it != orphans.end();) {
+    pump_channel(**it, now);
+    if ((*it)->rules.finished()) {
+      forget(state, **it);
+      it = orphans.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// The process's own signals, in its own signalfd: the listener's is the listener's.
+bool watch_own_signals(Server::State& state) {
+  if (state.signal_fd >= 0) close(state.signal_fd);
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
+  state.signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  state.event = ssh_event_new();
+  if (state.signal_fd < 0 || state.event == nullptr) return false;
+  state.signal_watch = std::make_unique<Watch>(state.event, state.signal_fd);
+  state.signal_watch->want(POLLIN);
+  return true;
+}
+
+}  // namespace
+
+void serve_connection_process(Server::State& state, int fd, const sockaddr_storage& client,
+                              const std::string& peer) {
+  const auto accepted_at = Clock::now();
+  setrlimit(RLIMIT_NOFILE, &state.descriptors_at_start);  // a command gets what the server got
+  if (!watch_own_signals(state) || !start_session(state, fd, client, peer, accepted_at)) {
+    _exit(kDidNotStart);
+  }
+  Ending ending = Ending::kNoAuth;
+  while (true) {
+    ssh_event_dopoll(state.event, kTickMs);
+    const auto now = Clock::now();
+    if (state.signal_watch->take_ready() != 0) read_signals(state);
+    if (state.connection && !serve_connection(state, *state.connection, accepted_at, now, ending)) {
+      state.connection.reset();
+    }
+    serve_orphans(state, now);
+    if (!state.connection && state.orphans.empty()) break;
+  }
+  spdlog::default_logger()->flush();
+  _exit(exit_status_of(ending));
+}
+
+int exit_status_of(Ending ending) {
+  switch (ending) {
+    case Ending::kLoggedIn:
+      return 0;
+    case Ending::kAuthFailed:
+      return 2;
+    case Ending::kGraceExceeded:
+      return 3;
+    case Ending::kCrashed:
+      return 4;
+    case Ending::kNoAuth:
+      return 5;
+  }
+  return 5;
+}
+
+Ending ending_of(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    // As sshd.c's signal_is_crash: the signals of a fault, not of someone ending it.
+    const bool crash = sig == SIGSEGV || sig == SIGBUS || sig == SIGTRAP || sig == SIGSYS || sig == SIGFPE ||
+                       sig == SIGILL || sig == SIGABRT;
+    return crash ? Ending::kCrashed : Ending::kNoAuth;
+  }
+  switch (WEXITSTATUS(wait_status)) {
+    case 0:
+      return Ending::kLoggedIn;
+    case 2:
+      return Ending::kAuthFailed;
+    case 3:
+      return Ending::kGraceExceeded;
+    case 4:
+      return Ending::kCrashed;
+    default:
+      return Ending::kNoAuth;
+  }
+}
+
+void report_to_listener(const Server::State& server, char kind, const std::string& text) {
+  if (server.report_fd < 0) return;
+  std::string line(1, kind);
+  line += text.substr(0, 1000);
+  for (char& c : line) c = c == '\n' ? ' ' : c;
+  line += '\n';
+  // One write of under PIPE_BUF is whole or nothing; a full pipe drops a refusal's line
+  // rather than stall the connection.
+  [[maybe_unused]] ssize_t wrote = write(server.report_fd, line.data(), line.size());
+}
+
+void log_refusal(Server::State& server, const std::string& reason, const std::string& line) {
+  if (server.report_fd >= 0) {
+    report_to_listener(server, kReportRefusal, reason + '\t' + line);
+  } else if (auto told = server.refusals.note(reason, line, Clock::now())) {
+    spdlog::warn("{}", *told);
+  }
+}
+
+}  // namespace tmpi::nodessh
