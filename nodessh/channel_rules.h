@@ -3,8 +3,8 @@
 // client ends. The server (nodessh/server.cpp) turns libssh's callbacks into calls here and
 // carries out the actions it gets back; unit tests drive it with no socket and no process.
 //
-// The life of a channel: "pty-req" and "env" prepare it; "exec" or "shell" starts its one
-// command; "window-change" and "signal" reach the running command. The command's end is
+// The life of a channel: "pty-req" and "env" prepare it; "exec", "shell" or "subsystem sftp"
+// starts its one command; "window-change" and "signal" reach the running command. The command's end is
 // told (exit-status or exit-signal, as OpenSSH's session_exit_message words it), then EOF and
 // close, once both its process has exited and its output has ended: a client that takes the
 // status as the end has all the output by then. When the client goes first (a closed channel,
@@ -13,9 +13,11 @@
 // never outlive its mpirun. OpenSSH differs here (docs/design.md, "The node SSH server").
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,7 +32,7 @@ enum class RequestKind {
   kShell,         // "shell"
   kWindowChange,  // "window-change"
   kSignal,        // "signal": name = the signal's name without SIG ("TERM")
-  kSubsystem,     // "subsystem": name ("sftp")
+  kSubsystem,     // "subsystem": name ("sftp"); value = the image's sftp-server, "" for none
   kX11,           // "x11-req"
   kAuthAgent,     // "auth-agent-req@openssh.com"
   kOther,         // anything else: name = the request's type
@@ -44,7 +46,8 @@ struct Request {
 
 struct Verdict {
   bool accepted = false;
-  std::string refusal;  // why not, for the log: names the request
+  std::string refusal;    // why not, for the log: names the request
+  std::string to_client;  // a refusal a person must read: sent on the channel's stderr first
 };
 
 enum class ActionKind {
@@ -63,9 +66,19 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
-// What the command is, once "exec" or "shell" has been accepted.
+// Where distributions put OpenSSH's sftp-server, which runs on its own (no sshd): Debian and
+// Ubuntu, RHEL and Fedora, Alpine, Arch. The server looks for it at each "subsystem sftp"
+// request; the first found runs, as sshd runs the one its Subsystem line names.
+inline constexpr std::array<std::string_view, 4> kSftpServerPaths{
+    "/usr/lib/openssh/sftp-server",
+    "/usr/libexec/openssh/sftp-server",
+    "/usr/libexec/sftp-server",
+    "/usr/lib/ssh/sftp-server",
+};
+
+// What the command is, once "exec", "shell" or "subsystem sftp" has been accepted.
 struct Command {
-  std::vector<std::string> argv;                         // /bin/sh -c CMD, or /bin/sh -l
+  std::vector<std::string> argv;                         // /bin/sh -c CMD, /bin/sh -l, or sftp-server
   std::vector<std::pair<std::string, std::string>> env;  // accepted env requests, then TERM
   bool pty = false;
 };
@@ -82,8 +95,8 @@ class ChannelRules {
  public:
   explicit ChannelRules(ChannelLimits limits) : limits_(std::move(limits)) {}
 
-  // A request on the channel. An accepted "exec" or "shell" makes command() set: the server
-  // starts it, and calls command_failed() if it could not.
+  // A request on the channel. An accepted "exec", "shell" or "subsystem sftp" makes command()
+  // set: the server starts it, and calls command_failed() if it could not.
   Verdict on_request(const Request& request);
   // The "signal" request's action, after on_request accepted it.
   std::optional<Action> signal_action(const Request& request) const;
@@ -108,6 +121,7 @@ class ChannelRules {
  private:
   Verdict before_start(const Request& request);
   Verdict start(const Request& request);
+  Verdict subsystem(const Request& request) const;
   std::vector<Action> tell_end();
 
   ChannelLimits limits_;

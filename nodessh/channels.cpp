@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -34,10 +35,16 @@ int decide(Channel& channel, const Request& request) {
     log_refusal(channel.connection->server, verdict.refusal.substr(0, verdict.refusal.find(' ')),
                 fmt::format("{}: {}", channel.peer, verdict.refusal));
   }
+  // Before the failure's reply, which the client may take as the end (ssh -s: "subsystem
+  // request failed"), so that it prints this first.
+  if (!verdict.to_client.empty() && verdict.to_client.size() <= ssh_channel_window_size(channel.channel))
+    ssh_channel_write_stderr(channel.channel, verdict.to_client.data(),
+                             static_cast<uint32_t>(verdict.to_client.size()));
   return verdict.accepted ? 0 : -1;
 }
 
-int start(Channel& channel) {
+// `what`: the command as the log names it ("exec CMD", "shell", "subsystem sftp (PATH)").
+int start(Channel& channel, const std::string& what) {
   Server::State& server = channel.connection->server;
   Command command = *channel.rules.command();
   command.env.insert(command.env.end(), channel.connection->env.begin(), channel.connection->env.end());
@@ -49,9 +56,7 @@ int start(Channel& channel) {
   }
   channel.command = *started;
   server.by_pid[started->pid] = &channel;
-  const auto& argv = channel.rules.command()->argv;
-  spdlog::info("{}: started pid {}: {}{}", channel.connection->peer, started->pid,
-               argv.size() > 2 ? "exec " : "shell", argv.size() > 2 ? argv[2].substr(0, 200) : "");
+  spdlog::info("{}: started pid {}: {}", channel.connection->peer, started->pid, what);
   return 0;
 }
 
@@ -70,13 +75,13 @@ int on_env(ssh_session /*session*/, ssh_channel /*handle*/, const char* name, co
 int on_exec(ssh_session /*session*/, ssh_channel /*handle*/, const char* command, void* userdata) {
   Channel& channel = self(userdata);
   if (decide(channel, Request{RequestKind::kExec, "", command}) != 0) return -1;
-  return start(channel);
+  return start(channel, "exec " + std::string(command).substr(0, 200));
 }
 
 int on_shell(ssh_session /*session*/, ssh_channel /*handle*/, void* userdata) {
   Channel& channel = self(userdata);
   if (decide(channel, Request{RequestKind::kShell, "", ""}) != 0) return -1;
-  return start(channel);
+  return start(channel, "shell");
 }
 
 int on_window_change(ssh_session /*session*/, ssh_channel /*handle*/, int width, int height, int width_px,
@@ -96,7 +101,10 @@ void on_signal(ssh_session /*session*/, ssh_channel /*handle*/, const char* name
 }
 
 int on_subsystem(ssh_session /*session*/, ssh_channel /*handle*/, const char* name, void* userdata) {
-  return decide(self(userdata), Request{RequestKind::kSubsystem, name, ""});
+  Channel& channel = self(userdata);
+  const std::string program = std::string_view(name) == "sftp" ? find_sftp_server() : "";
+  if (decide(channel, Request{RequestKind::kSubsystem, name, program}) != 0) return -1;
+  return start(channel, fmt::format("subsystem sftp ({})", program));
 }
 
 void on_auth_agent(ssh_session /*session*/, ssh_channel /*handle*/, void* userdata) {

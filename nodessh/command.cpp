@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <utmp.h>
 
@@ -193,6 +194,16 @@ Expected<StartedCommand> start_command(const Command& command, const std::map<st
   auto home = base.find("HOME");
   const CleanStart clean(home != base.end() && !home->second.empty() ? home->second : "/");
   return command.pty ? start_with_pty(plan, clean, size) : start_with_pipes(plan, clean);
+}
+
+std::string find_sftp_server() {
+  for (std::string_view candidate : kSftpServerPaths) {
+    std::string path(candidate);
+    struct stat info {};
+    if (stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0)
+      return path;
+  }
+  return "";
 }
 
 void resize_terminal(int master_fd, const TerminalSize& size) {

@@ -38,6 +38,10 @@ struct StartedCommand {
 Expected<StartedCommand> start_command(const Command& command, const std::map<std::string, std::string>& base,
                                        const TerminalSize& size);
 
+// The first of kSftpServerPaths that is a program this process may run; "" where the image has
+// none.
+std::string find_sftp_server();
+
 // Sets a pty's size (window-change).
 void resize_terminal(int master_fd, const TerminalSize& size);
 
