@@ -92,6 +92,12 @@ bool matches_pattern(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
+std::optional<std::string> window_ignored(std::size_t held) {
+  if (held <= kMaxClientBytesHeld) return std::nullopt;
+  return fmt::format("the client ignored the channel's window: {} bytes held, more than the {} it may send",
+                     held, kMaxClientBytesHeld);
+}
+
 std::optional<int> signal_number(std::string_view name) {
   for (const auto& [known, number] : kSignals) {
     if (known == name) return number;

@@ -136,6 +136,18 @@ class ChannelRules {
   std::optional<Clock::time_point> kill_at_;
 };
 
+// The bytes of the client's that libssh holds for a channel and the server has not taken yet
+// (`held`): more than a client within its window could have sent (RFC 4254, section 5.2)
+// says the client ignores the window, which libssh does not enforce (it takes a packet beyond
+// the window "anyway": libssh 0.10 src/channels.c, channel_rcv_data), so nothing else would
+// bound what it holds. libssh opens a channel's window to at most 1.28 MB at a time
+// (WINDOWBASE there, topped up when below half of it), and the server takes all it holds at
+// each read, so a client within its window never has 2 MB held; past kMaxClientBytesHeld, the
+// reason to close the connection, as OpenSSH's sshd closes one whose client exceeds the
+// window ("peer ignored channel window": openssh-portable channels.c, channel_input_data).
+inline constexpr std::size_t kMaxClientBytesHeld = 4 * 1024 * 1024;
+std::optional<std::string> window_ignored(std::size_t held);
+
 // sshd_config's pattern match: * any run, ? any one character.
 bool matches_pattern(std::string_view pattern, std::string_view text);
 // RFC 4254 section 6.10's signal names ("TERM") and back; nullopt/"" for one it lacks.

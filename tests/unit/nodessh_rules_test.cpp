@@ -140,6 +140,17 @@ TEST(NodeSshRules, SftpWithoutAnSftpServerIsRefusedWithWhatWorks) {
   EXPECT_TRUE(rules.on_request(exec("true")).accepted);
 }
 
+TEST(NodeSshRules, AClientBeyondItsWindowIsToldApart) {
+  // libssh 0.10 opens a window of 1.28 MB at most, topped up below half of it: a client
+  // within its window has less than 2 MB held.
+  EXPECT_FALSE(window_ignored(0).has_value());
+  EXPECT_FALSE(window_ignored(2 * 1280000).has_value());
+  EXPECT_FALSE(window_ignored(kMaxClientBytesHeld).has_value());
+  auto ignored = window_ignored(kMaxClientBytesHeld + 1);
+  ASSERT_TRUE(ignored.has_value());
+  EXPECT_NE(ignored->find("ignored the channel's window"), std::string::npos);
+}
+
 TEST(NodeSshRules, SignalsReachOnlyARunningCommand) {
   ChannelRules rules = make_rules();
   EXPECT_FALSE(rules.on_request({RequestKind::kSignal, "TERM", ""}).accepted);
