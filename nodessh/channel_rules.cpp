@@ -9,6 +9,7 @@
 #include <csignal>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "rendezvous/refusal_log.h"  // excerpt(): a name off the wire, short and escaped
 
@@ -17,12 +18,12 @@ namespace tmpi::nodessh {
 namespace {
 
 Verdict accept() {
-  return Verdict{true, ""};
+  return Verdict{true, "", ""};
 }
 
 template <typename... Args>
 Verdict refuse(fmt::format_string<Args...> format, Args&&... args) {
-  return Verdict{false, fmt::format(format, std::forward<Args>(args)...)};
+  return Verdict{false, fmt::format(format, std::forward<Args>(args)...), ""};
 }
 
 // RFC 4254, section 6.10: the names a "signal" or "exit-signal" carries.
@@ -58,6 +59,8 @@ std::string_view kind_name(RequestKind kind) {
       return "env";
     case RequestKind::kExec:
       return "exec";
+    case RequestKind::kSubsystem:
+      return "subsystem";
     default:
       return "shell";
   }
@@ -89,6 +92,12 @@ bool matches_pattern(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
+std::optional<std::string> window_ignored(std::size_t held) {
+  if (held <= kMaxClientBytesHeld) return std::nullopt;
+  return fmt::format("the client ignored the channel's window: {} bytes held, more than the {} it may send",
+                     held, kMaxClientBytesHeld);
+}
+
 std::optional<int> signal_number(std::string_view name) {
   for (const auto& [known, number] : kSignals) {
     if (known == name) return number;
@@ -105,9 +114,6 @@ std::string signal_name(int number) {
 
 Verdict ChannelRules::on_request(const Request& request) {
   switch (request.kind) {
-    case RequestKind::kSubsystem:
-      return refuse("subsystem {} refused: mpi-sshd serves no subsystem (no sftp)",
-                    rdv::excerpt(request.name));
     case RequestKind::kX11:
       return refuse("x11-req refused: mpi-sshd forwards no X11");
     case RequestKind::kAuthAgent:
@@ -159,9 +165,33 @@ Verdict ChannelRules::before_start(const Request& request) {
   return start(request);
 }
 
+// "subsystem sftp" runs the image's sftp-server, as sshd runs the program its Subsystem line
+// names (openssh-portable session.c, session_subsystem_req); any other subsystem, or sftp in
+// an image without one, is refused by name. Debian 12's scp speaks SFTP by default, and fails
+// with only "Connection closed" where the subsystem is refused, so that refusal tells the
+// person what does work: scp -O, the scp protocol, which is a plain exec.
+Verdict ChannelRules::subsystem(const Request& request) const {
+  if (request.name != "sftp")
+    return refuse("subsystem {} refused: mpi-sshd serves only sftp", rdv::excerpt(request.name));
+  const bool known =
+      std::find(kSftpServerPaths.begin(), kSftpServerPaths.end(), request.value) != kSftpServerPaths.end();
+  if (known) return accept();
+  Verdict verdict = refuse("subsystem \"sftp\" refused: no sftp-server in this image (looked in {})",
+                           fmt::join(kSftpServerPaths, ", "));
+  verdict.to_client = fmt::format(
+      "mpi-sshd: no sftp-server in this image (looked in {}), so sftp, and scp without -O, cannot run; "
+      "scp -O copies over the scp protocol instead\n",
+      fmt::join(kSftpServerPaths, ", "));
+  return verdict;
+}
+
 Verdict ChannelRules::start(const Request& request) {
   Command command;
-  if (request.kind == RequestKind::kExec) {
+  if (request.kind == RequestKind::kSubsystem) {
+    Verdict verdict = subsystem(request);
+    if (!verdict.accepted) return verdict;
+    command.argv = {request.value};
+  } else if (request.kind == RequestKind::kExec) {
     if (request.value.size() > limits_.max_command_bytes)
       return refuse("exec refused: the command is longer than {} bytes", limits_.max_command_bytes);
     // As sshd runs a command for a user whose shell is /bin/sh (session.c, do_child).

@@ -3,8 +3,8 @@
 // client ends. The server (nodessh/server.cpp) turns libssh's callbacks into calls here and
 // carries out the actions it gets back; unit tests drive it with no socket and no process.
 //
-// The life of a channel: "pty-req" and "env" prepare it; "exec" or "shell" starts its one
-// command; "window-change" and "signal" reach the running command. The command's end is
+// The life of a channel: "pty-req" and "env" prepare it; "exec", "shell" or "subsystem sftp"
+// starts its one command; "window-change" and "signal" reach the running command. The command's end is
 // told (exit-status or exit-signal, as OpenSSH's session_exit_message words it), then EOF and
 // close, once both its process has exited and its output has ended: a client that takes the
 // status as the end has all the output by then. When the client goes first (a closed channel,
@@ -13,9 +13,11 @@
 // never outlive its mpirun. OpenSSH differs here (docs/design.md, "The node SSH server").
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,7 +32,7 @@ enum class RequestKind {
   kShell,         // "shell"
   kWindowChange,  // "window-change"
   kSignal,        // "signal": name = the signal's name without SIG ("TERM")
-  kSubsystem,     // "subsystem": name ("sftp")
+  kSubsystem,     // "subsystem": name ("sftp"); value = the image's sftp-server, "" for none
   kX11,           // "x11-req"
   kAuthAgent,     // "auth-agent-req@openssh.com"
   kOther,         // anything else: name = the request's type
@@ -44,7 +46,8 @@ struct Request {
 
 struct Verdict {
   bool accepted = false;
-  std::string refusal;  // why not, for the log: names the request
+  std::string refusal;    // why not, for the log: names the request
+  std::string to_client;  // a refusal a person must read: sent on the channel's stderr first
 };
 
 enum class ActionKind {
@@ -63,9 +66,19 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
-// What the command is, once "exec" or "shell" has been accepted.
+// Where distributions put OpenSSH's sftp-server, which runs on its own (no sshd): Debian and
+// Ubuntu, RHEL and Fedora, Alpine, Arch. The server looks for it at each "subsystem sftp"
+// request; the first found runs, as sshd runs the one its Subsystem line names.
+inline constexpr std::array<std::string_view, 4> kSftpServerPaths{
+    "/usr/lib/openssh/sftp-server",
+    "/usr/libexec/openssh/sftp-server",
+    "/usr/libexec/sftp-server",
+    "/usr/lib/ssh/sftp-server",
+};
+
+// What the command is, once "exec", "shell" or "subsystem sftp" has been accepted.
 struct Command {
-  std::vector<std::string> argv;                         // /bin/sh -c CMD, or /bin/sh -l
+  std::vector<std::string> argv;                         // /bin/sh -c CMD, /bin/sh -l, or sftp-server
   std::vector<std::pair<std::string, std::string>> env;  // accepted env requests, then TERM
   bool pty = false;
 };
@@ -82,8 +95,8 @@ class ChannelRules {
  public:
   explicit ChannelRules(ChannelLimits limits) : limits_(std::move(limits)) {}
 
-  // A request on the channel. An accepted "exec" or "shell" makes command() set: the server
-  // starts it, and calls command_failed() if it could not.
+  // A request on the channel. An accepted "exec", "shell" or "subsystem sftp" makes command()
+  // set: the server starts it, and calls command_failed() if it could not.
   Verdict on_request(const Request& request);
   // The "signal" request's action, after on_request accepted it.
   std::optional<Action> signal_action(const Request& request) const;
@@ -108,6 +121,7 @@ class ChannelRules {
  private:
   Verdict before_start(const Request& request);
   Verdict start(const Request& request);
+  Verdict subsystem(const Request& request) const;
   std::vector<Action> tell_end();
 
   ChannelLimits limits_;
@@ -121,6 +135,18 @@ class ChannelRules {
   bool client_gone_ = false;
   std::optional<Clock::time_point> kill_at_;
 };
+
+// The bytes of the client's that libssh holds for a channel and the server has not taken yet
+// (`held`): more than a client within its window could have sent (RFC 4254, section 5.2)
+// says the client ignores the window, which libssh does not enforce (it takes a packet beyond
+// the window "anyway": libssh 0.10 src/channels.c, channel_rcv_data), so nothing else would
+// bound what it holds. libssh opens a channel's window to at most 1.28 MB at a time
+// (WINDOWBASE there, topped up when below half of it), and the server takes all it holds at
+// each read, so a client within its window never has 2 MB held; past kMaxClientBytesHeld, the
+// reason to close the connection, as OpenSSH's sshd closes one whose client exceeds the
+// window ("peer ignored channel window": openssh-portable channels.c, channel_input_data).
+inline constexpr std::size_t kMaxClientBytesHeld = 4 * 1024 * 1024;
+std::optional<std::string> window_ignored(std::size_t held);
 
 // sshd_config's pattern match: * any run, ? any one character.
 bool matches_pattern(std::string_view pattern, std::string_view text);

@@ -1,16 +1,29 @@
 // Session channels of mpi-sshd (server_state.h): libssh's channel callbacks ask
 // ChannelRules, and the loop's pump moves bytes and carries out the rules' actions.
 //
-// Flow control both ways is the SSH window's (RFC 4254, section 5.2): the client's bytes are
-// read from libssh (ssh_channel_read_nonblocking, which also opens the window again) only
-// once the command has taken the last ones, and the command's output is read only while the
-// client's window has room, at most that much. A command that does not read its stdin, or a
-// client that does not read, holds back only its own channel.
+// Flow control both ways is the SSH window's (RFC 4254, section 5.2), with libssh's gaps
+// closed, so that what the server holds for a channel stays bounded whatever its client does:
+// - The client's bytes are taken from libssh only once the command has taken the last ones,
+//   and then all that libssh holds at once: each read tops the window up to 1.28 MB whatever
+//   is still held (libssh 0.10 src/channels.c, ssh_channel_read_timeout), so reading in small
+//   steps let a fast client, within its window, grow what libssh held without bound. A client
+//   that sends beyond the window, which libssh takes "anyway", is found by what libssh holds
+//   (window_ignored, channel_rules.h), and its connection closed. Extended data from the
+//   client goes nowhere, as under sshd.
+// - The command's output is read only while the client's window has room, at most that much,
+//   and only while the connection's socket has room: libssh queues whatever the socket does
+//   not take, so a client that grants a window and then stops reading would have had the
+//   server queue the command's output without bound (OpenSSH's sshd too stops reading its
+//   channels while its output is large: serverloop.c, ssh_packet_not_very_much_data_to_write).
+// A command that does not read its stdin, or a client that does not read, holds back only its
+// own channel, and the other channels of its own connection.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -34,10 +47,16 @@ int decide(Channel& channel, const Request& request) {
     log_refusal(channel.connection->server, verdict.refusal.substr(0, verdict.refusal.find(' ')),
                 fmt::format("{}: {}", channel.peer, verdict.refusal));
   }
+  // Before the failure's reply, which the client may take as the end (ssh -s: "subsystem
+  // request failed"), so that it prints this first.
+  if (!verdict.to_client.empty() && verdict.to_client.size() <= ssh_channel_window_size(channel.channel))
+    ssh_channel_write_stderr(channel.channel, verdict.to_client.data(),
+                             static_cast<uint32_t>(verdict.to_client.size()));
   return verdict.accepted ? 0 : -1;
 }
 
-int start(Channel& channel) {
+// `what`: the command as the log names it ("exec CMD", "shell", "subsystem sftp (PATH)").
+int start(Channel& channel, const std::string& what) {
   Server::State& server = channel.connection->server;
   Command command = *channel.rules.command();
   command.env.insert(command.env.end(), channel.connection->env.begin(), channel.connection->env.end());
@@ -49,9 +68,7 @@ int start(Channel& channel) {
   }
   channel.command = *started;
   server.by_pid[started->pid] = &channel;
-  const auto& argv = channel.rules.command()->argv;
-  spdlog::info("{}: started pid {}: {}{}", channel.connection->peer, started->pid,
-               argv.size() > 2 ? "exec " : "shell", argv.size() > 2 ? argv[2].substr(0, 200) : "");
+  spdlog::info("{}: started pid {}: {}", channel.connection->peer, started->pid, what);
   return 0;
 }
 
@@ -70,13 +87,13 @@ int on_env(ssh_session /*session*/, ssh_channel /*handle*/, const char* name, co
 int on_exec(ssh_session /*session*/, ssh_channel /*handle*/, const char* command, void* userdata) {
   Channel& channel = self(userdata);
   if (decide(channel, Request{RequestKind::kExec, "", command}) != 0) return -1;
-  return start(channel);
+  return start(channel, "exec " + std::string(command).substr(0, 200));
 }
 
 int on_shell(ssh_session /*session*/, ssh_channel /*handle*/, void* userdata) {
   Channel& channel = self(userdata);
   if (decide(channel, Request{RequestKind::kShell, "", ""}) != 0) return -1;
-  return start(channel);
+  return start(channel, "shell");
 }
 
 int on_window_change(ssh_session /*session*/, ssh_channel /*handle*/, int width, int height, int width_px,
@@ -96,7 +113,22 @@ void on_signal(ssh_session /*session*/, ssh_channel /*handle*/, const char* name
 }
 
 int on_subsystem(ssh_session /*session*/, ssh_channel /*handle*/, const char* name, void* userdata) {
-  return decide(self(userdata), Request{RequestKind::kSubsystem, name, ""});
+  Channel& channel = self(userdata);
+  const std::string program = std::string_view(name) == "sftp" ? find_sftp_server() : "";
+  if (decide(channel, Request{RequestKind::kSubsystem, name, program}) != 0) return -1;
+  return start(channel, fmt::format("subsystem sftp ({})", program));
+}
+
+// Every packet of the client's data, as libssh takes it: nothing is taken here (pump_stdin
+// reads it), only what libssh holds is judged. Extended data, which no session uses from a
+// client, is taken and dropped, as sshd drops it.
+int on_data(ssh_session /*session*/, ssh_channel /*handle*/, void* /*data*/, uint32_t held, int is_stderr,
+            void* userdata) {
+  if (is_stderr != 0) return static_cast<int>(held);
+  Channel& channel = self(userdata);
+  if (auto ignored = window_ignored(held); ignored && channel.connection != nullptr)
+    channel.connection->close_for("window", *ignored);
+  return 0;
 }
 
 void on_auth_agent(ssh_session /*session*/, ssh_channel /*handle*/, void* userdata) {
@@ -149,13 +181,19 @@ void pump_stdin(Channel& channel) {
   StartedCommand& command = channel.command;
   if (channel.stdin_closed || command.stdin_fd < 0) return;
   const bool pty = command.stdin_fd == command.stdout_fd;
-  char buffer[kChunk];
   while (true) {
     if (channel.to_stdin.empty()) {
-      int got = ssh_channel_read_nonblocking(channel.channel, buffer, sizeof buffer, 0);
-      if (got > 0) {
-        channel.to_stdin.assign(buffer, static_cast<std::size_t>(got));
-      } else {
+      // All that libssh holds, in one read: one read of less would top the window up again
+      // with the rest still held (the file's opening comment).
+      const int held = ssh_channel_poll(channel.channel, 0);
+      int got = held;
+      if (held > 0) {
+        channel.to_stdin.resize(static_cast<std::size_t>(held));
+        got = ssh_channel_read_nonblocking(channel.channel, channel.to_stdin.data(),
+                                           static_cast<uint32_t>(held), 0);
+        channel.to_stdin.resize(static_cast<std::size_t>(std::max(got, 0)));
+      }
+      if (got <= 0) {
         if (got < 0 || ssh_channel_is_eof(channel.channel) != 0) {
           channel.stdin_closed = true;
           if (!pty) close_fd(command.stdin_fd);
@@ -177,10 +215,24 @@ void pump_stdin(Channel& channel) {
     channel.stdin_watch->want(channel.to_stdin.empty() || channel.stdin_closed ? 0 : POLLOUT);
 }
 
-// One of the command's outputs to the channel, within the client's window.
+// Whether the connection's socket takes more now. libssh queues what the socket does not take
+// (libssh 0.10 src/socket.c), and after one write in a pass queues the rest until the next
+// poll; so the outputs of all the connection's channels are read only while the socket has
+// room, each once a pass, and what libssh queues is at most one pass's reads. (libssh's
+// SSH_WRITE_PENDING would say the same, but it is set by every write until the next poll: the
+// first channel of a pass would be the only one to send.)
+bool socket_has_room(const Channel& channel) {
+  if (channel.connection == nullptr) return false;
+  pollfd socket{ssh_get_fd(channel.connection->session), POLLOUT, 0};
+  return poll(&socket, 1, 0) == 1 && (socket.revents & POLLOUT) != 0;
+}
+
+// One of the command's outputs to the channel, within the client's window, while the socket
+// has room.
 void pump_output(Channel& channel, int& fd, std::unique_ptr<Watch>& watch, bool is_stderr) {
   if (fd < 0) return;
-  const auto window = static_cast<std::size_t>(ssh_channel_window_size(channel.channel));
+  const auto window =
+      socket_has_room(channel) ? static_cast<std::size_t>(ssh_channel_window_size(channel.channel)) : 0;
   if (window > 0 && (watch->take_ready() != 0)) {
     char buffer[kChunk];
     ssize_t got = read(fd, buffer, std::min(window, sizeof buffer));
@@ -231,6 +283,7 @@ ssh_channel open_session_channel(ssh_session session, void* userdata) {
   callbacks.channel_subsystem_request_function = on_subsystem;
   callbacks.channel_auth_agent_req_function = on_auth_agent;
   callbacks.channel_close_function = on_close;
+  callbacks.channel_data_function = on_data;
   ssh_callbacks_init(&callbacks);
   ssh_set_channel_callbacks(handle, &callbacks);
   connection.channels.push_back(std::move(channel));

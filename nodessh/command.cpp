@@ -1,15 +1,20 @@
-// See command.h. Everything the child needs (argv, the whole environment) is built before the
-// fork (common/exec_plan.h); the child only rewires descriptors, restores the signal state the
-// server changed (its blocked mask, SIGPIPE ignored), and execs.
+// See command.h. Everything the child needs (argv, the whole environment, the words of its one
+// error) is built before the fork (common/exec_plan.h); the child only rewires descriptors,
+// restores the signal state the server changed (its blocked mask, SIGPIPE ignored), closes
+// what it inherited, changes to HOME, and execs.
 #include "nodessh/command.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pty.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <utmp.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -51,6 +56,64 @@ void restore_signals() {
   }
 }
 
+// What the child does after its stdin, stdout and stderr are in place, made before the fork.
+struct CleanStart {
+  std::string home;
+  std::string chdir_failed;  // "Could not chdir to home directory HOME: "
+  int max_fd = 1024;         // RLIMIT_NOFILE's soft limit: where the last resort stops
+
+  explicit CleanStart(std::string folder)
+      : home(std::move(folder)), chdir_failed("Could not chdir to home directory " + home + ": ") {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      max_fd = static_cast<int>(std::min<rlim_t>(limit.rlim_cur, 1 << 20));
+  }
+
+  // In the child: async-signal-safe calls only.
+  void apply() const {
+    close_inherited();
+    if (chdir(home.c_str()) != 0) {
+      const char* why = strerrordesc_np(errno);
+      say(chdir_failed.c_str());
+      say(why != nullptr ? why : "unknown error");
+      say("\n");
+      if (chdir("/") != 0) _exit(126);
+    }
+  }
+
+ private:
+  static void say(const char* text) {
+    ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+    (void)ignored;
+  }
+
+  // Every descriptor above stderr: those the server inherited from whoever started it (a
+  // script's `3>file`, a runtime's socket), which carry no close-on-exec, must not reach a
+  // command. close_range (Linux 5.9); before it, each one /proc/self/fd lists; without /proc,
+  // each one up to the limit.
+  void close_inherited() const {
+    if (close_range(3, ~0U, 0) == 0) return;
+    int folder = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (folder < 0) {
+      for (int fd = 3; fd < max_fd; ++fd) close(fd);
+      return;
+    }
+    alignas(dirent64) char entries[4096];
+    ssize_t got = 0;
+    while ((got = getdents64(folder, entries, sizeof entries)) > 0) {
+      for (ssize_t at = 0; at < got;) {
+        const auto* entry = reinterpret_cast<const dirent64*>(entries + at);
+        at += entry->d_reclen;
+        int fd = 0;
+        for (const char* digit = entry->d_name; *digit >= '0' && *digit <= '9'; ++digit)
+          fd = fd * 10 + (*digit - '0');
+        if (entry->d_name[0] != '.' && fd > STDERR_FILENO && fd != folder) close(fd);
+      }
+    }
+    close(folder);
+  }
+};
+
 struct Pipes {
   std::array<int, 2> in{-1, -1};
   std::array<int, 2> out{-1, -1};
@@ -62,7 +125,7 @@ struct Pipes {
   }
 };
 
-Expected<StartedCommand> start_with_pipes(const launch::ExecPlan& plan) {
+Expected<StartedCommand> start_with_pipes(const launch::ExecPlan& plan, const CleanStart& clean) {
   Pipes pipes;
   if (pipe2(pipes.in.data(), O_CLOEXEC) != 0 || pipe2(pipes.out.data(), O_CLOEXEC) != 0 ||
       pipe2(pipes.err.data(), O_CLOEXEC) != 0) {
@@ -82,6 +145,7 @@ Expected<StartedCommand> start_with_pipes(const launch::ExecPlan& plan) {
     dup2(pipes.in[0], STDIN_FILENO);
     dup2(pipes.out[1], STDOUT_FILENO);
     dup2(pipes.err[1], STDERR_FILENO);
+    clean.apply();
     plan.exec();
   }
   close(pipes.in[0]);
@@ -92,7 +156,8 @@ Expected<StartedCommand> start_with_pipes(const launch::ExecPlan& plan) {
   return started;
 }
 
-Expected<StartedCommand> start_with_pty(const launch::ExecPlan& plan, const TerminalSize& size) {
+Expected<StartedCommand> start_with_pty(const launch::ExecPlan& plan, const CleanStart& clean,
+                                        const TerminalSize& size) {
   int master = -1;
   int slave = -1;
   winsize window = to_winsize(size);
@@ -111,6 +176,7 @@ Expected<StartedCommand> start_with_pty(const launch::ExecPlan& plan, const Term
     restore_signals();
     // login_tty: a new session, the pty as its controlling terminal, and as fds 0, 1, 2.
     if (login_tty(slave) != 0) _exit(126);
+    clean.apply();
     plan.exec();
   }
   close(slave);
@@ -125,7 +191,19 @@ Expected<StartedCommand> start_command(const Command& command, const std::map<st
   std::map<std::string, std::string> env = base;
   for (const auto& [name, value] : command.env) env[name] = value;
   const launch::ExecPlan plan(command.argv, env);
-  return command.pty ? start_with_pty(plan, size) : start_with_pipes(plan);
+  auto home = base.find("HOME");
+  const CleanStart clean(home != base.end() && !home->second.empty() ? home->second : "/");
+  return command.pty ? start_with_pty(plan, clean, size) : start_with_pipes(plan, clean);
+}
+
+std::string find_sftp_server() {
+  for (std::string_view candidate : kSftpServerPaths) {
+    std::string path(candidate);
+    struct stat info {};
+    if (stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0)
+      return path;
+  }
+  return "";
 }
 
 void resize_terminal(int master_fd, const TerminalSize& size) {

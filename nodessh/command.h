@@ -2,8 +2,10 @@
 // sshd's child calls setsid() (openssh-portable session.c, do_exec_no_pty and do_exec_pty),
 // so that the whole group can be hung up and killed when the client goes, and nothing it
 // does reaches the server's own group. Its stdin, stdout and stderr are non-blocking pipes,
-// or one pty for a channel that asked for a terminal. It starts with every signal's default
-// action and none blocked, whatever the server itself was started with.
+// or one pty for a channel that asked for a terminal. It starts clean, whatever the server
+// itself was started with: every signal at its default action and none blocked, no
+// descriptor but its stdin, stdout and stderr, and HOME as its working folder, as sshd's
+// child starts (session.c, do_child: "Could not chdir to home directory", then "/").
 #pragma once
 
 #include <sys/types.h>
@@ -31,9 +33,14 @@ struct StartedCommand {
 };
 
 // Starts command.argv with this process's environment, `base` over it (HOME), and the
-// command's accepted variables over that. The descriptors returned are the caller's to close.
+// command's accepted variables over that, in base's HOME ("/" where it has none). The
+// descriptors returned are the caller's to close.
 Expected<StartedCommand> start_command(const Command& command, const std::map<std::string, std::string>& base,
                                        const TerminalSize& size);
+
+// The first of kSftpServerPaths that is a program this process may run; "" where the image has
+// none.
+std::string find_sftp_server();
 
 // Sets a pty's size (window-change).
 void resize_terminal(int master_fd, const TerminalSize& size);

@@ -75,13 +75,19 @@ struct Model {
   void check_command(const Request& request) {
     const auto& command = rules.command();
     if (!command) return;
-    if (!started) {  // just started: only an accepted exec or shell may start one, once
-      check(!ever_started && (request.kind == RequestKind::kExec || request.kind == RequestKind::kShell));
+    if (!started) {  // just started: only an accepted exec, shell or sftp may start one, once
+      check(!ever_started && (request.kind == RequestKind::kExec || request.kind == RequestKind::kShell ||
+                              request.kind == RequestKind::kSubsystem));
       ever_started = true;
       started = command;
       if (request.kind == RequestKind::kExec) {
         check(command->argv.size() == 3 && command->argv[2] == request.value);
         check(request.value.size() <= kLimits.max_command_bytes);
+      }
+      if (request.kind == RequestKind::kSubsystem) {  // sftp, and only a program of the list
+        check(request.name == "sftp" && command->argv == std::vector<std::string>{request.value});
+        check(std::find(kSftpServerPaths.begin(), kSftpServerPaths.end(), request.value) !=
+              kSftpServerPaths.end());
       }
       check(command->env.size() <= kLimits.max_env + 1);
       for (const auto& variable : command->env) {

@@ -101,6 +101,56 @@ TEST(NodeSshRules, ForwardingAgentX11AndSubsystemsAreRefusedByName) {
             std::string::npos);
 }
 
+TEST(NodeSshRules, SftpRunsTheImagesSftpServerAsTheChannelsCommand) {
+  ChannelRules rules = make_rules();
+  ASSERT_TRUE(rules.on_request({RequestKind::kEnv, "LANG", "C.UTF-8"}).accepted);
+  ASSERT_TRUE(
+      rules.on_request({RequestKind::kSubsystem, "sftp", "/usr/libexec/openssh/sftp-server"}).accepted);
+  ASSERT_TRUE(rules.command().has_value());
+  EXPECT_EQ(rules.command()->argv, std::vector<std::string>{"/usr/libexec/openssh/sftp-server"});
+  EXPECT_EQ(rules.command()->env, (std::vector<std::pair<std::string, std::string>>{{"LANG", "C.UTF-8"}}));
+  EXPECT_FALSE(rules.command()->pty);
+  // The channel's one command: nothing starts after it.
+  EXPECT_FALSE(rules.on_request(exec("id")).accepted);
+  EXPECT_FALSE(rules.on_request({RequestKind::kSubsystem, "sftp", "/usr/lib/openssh/sftp-server"}).accepted);
+}
+
+TEST(NodeSshRules, SftpWithoutAnSftpServerIsRefusedWithWhatWorks) {
+  ChannelRules rules = make_rules();
+  Verdict none = rules.on_request({RequestKind::kSubsystem, "sftp", ""});
+  EXPECT_FALSE(none.accepted);
+  EXPECT_NE(none.refusal.find("subsystem \"sftp\" refused: no sftp-server in this image"), std::string::npos);
+  EXPECT_NE(none.refusal.find("/usr/lib/openssh/sftp-server, /usr/libexec/openssh/sftp-server"),
+            std::string::npos);
+  // The person reads why, and what does work.
+  EXPECT_NE(none.to_client.find("no sftp-server in this image"), std::string::npos);
+  EXPECT_NE(none.to_client.find("scp -O"), std::string::npos);
+  EXPECT_FALSE(rules.command().has_value());
+  // Only a program of the list runs, whatever the server were to pass.
+  EXPECT_FALSE(rules.on_request({RequestKind::kSubsystem, "sftp", "/tmp/sftp-server"}).accepted);
+  EXPECT_FALSE(rules.command().has_value());
+  // Another subsystem is refused by its name, even where sftp-server is there.
+  Verdict other = rules.on_request({RequestKind::kSubsystem, "netconf", "/usr/lib/openssh/sftp-server"});
+  EXPECT_FALSE(other.accepted);
+  EXPECT_NE(other.refusal.find("subsystem \"netconf\" refused: mpi-sshd serves only sftp"),
+            std::string::npos);
+  EXPECT_TRUE(other.to_client.empty());
+  EXPECT_FALSE(rules.command().has_value());
+  // The channel is still free for its one command.
+  EXPECT_TRUE(rules.on_request(exec("true")).accepted);
+}
+
+TEST(NodeSshRules, AClientBeyondItsWindowIsToldApart) {
+  // libssh 0.10 opens a window of 1.28 MB at most, topped up below half of it: a client
+  // within its window has less than 2 MB held.
+  EXPECT_FALSE(window_ignored(0).has_value());
+  EXPECT_FALSE(window_ignored(2 * 1280000).has_value());
+  EXPECT_FALSE(window_ignored(kMaxClientBytesHeld).has_value());
+  auto ignored = window_ignored(kMaxClientBytesHeld + 1);
+  ASSERT_TRUE(ignored.has_value());
+  EXPECT_NE(ignored->find("ignored the channel's window"), std::string::npos);
+}
+
 TEST(NodeSshRules, SignalsReachOnlyARunningCommand) {
   ChannelRules rules = make_rules();
   EXPECT_FALSE(rules.on_request({RequestKind::kSignal, "TERM", ""}).accepted);
