@@ -14,6 +14,7 @@ packages=(
   "${build[@]}" git clang-14 libclang-rt-14-dev clang-format clang-tidy openssl
   openmpi-bin mpich libpmix-dev
   openssh-server openssh-client ssh-audit libnss-wrapper iproute2 nftables util-linux procps psmisc curl bc jq time python3 python3-yaml
+  python3-paramiko python3-asyncssh  # tests/initcontainer: the generated key as other SSH clients read it
   debootstrap podman  # images/build.sh: the offline base, and the images built from images/Dockerfile
   python3-torch  # torch.distributed (gloo) under mpi-launcher: what DeepSpeed and Megatron-LM build on
 )
