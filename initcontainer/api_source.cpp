@@ -42,7 +42,12 @@ bool owned_by(const json& secret, const JobSetInfo& jobset) {
 }  // namespace
 
 Status check_secret_is_the_jobs(const std::string& body, const JobSetInfo& jobset, const std::string& ns) {
-  json secret = parse_object(body);
+  json secret = json::parse(body, nullptr, false);
+  std::string name = job_secret_name(jobset.name);
+  if (!secret.is_object()) {  // a proxy's page, say: no Secret to judge
+    return make_error(Exit::kData, "Secret {}/{}: the API's answer is not a JSON object: {}", ns, name,
+                      truncate_utf8(body, 200, "..."));
+  }
   std::vector<std::string> wrong;
   if (!owned_by(secret, jobset))
     wrong.push_back(fmt::format("metadata.ownerReferences has no JobSet of uid {}", jobset.uid));
@@ -53,7 +58,6 @@ Status check_secret_is_the_jobs(const std::string& body, const JobSetInfo& jobse
         fmt::format("type is {}, not {}", dump_json(json(truncate_utf8(type, 64, "..."))), kSecretType));
   }
   if (wrong.empty()) return ok_status();
-  std::string name = job_secret_name(jobset.name);
   return make_error(Exit::kNoPerm,
                     "Secret {}/{} exists but is not JobSet {}'s own ({}); whoever made it may hold its key, "
                     "so mpi-init does not adopt it. Delete it (kubectl delete secret -n {} {}) so that "

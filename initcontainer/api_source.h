@@ -42,7 +42,7 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
 // `jobset` in namespace `ns`: owned by the JobSet (an ownerReference of kind JobSet and its
 // uid), labelled app.kubernetes.io/managed-by: trainer-mpi, of type kubernetes.io/ssh-auth.
 // Anything else may have been made by someone who keeps its key: Exit::kNoPerm, naming the
-// Secret, each mark it lacks, and the fix.
+// Secret, each mark it lacks, and the fix. An answer that is no JSON object: Exit::kData.
 Status check_secret_is_the_jobs(const std::string& body, const JobSetInfo& jobset, const std::string& ns);
 
 // The job key in a Secret as the API answered it (`body`, a 200); `where` names it in errors.

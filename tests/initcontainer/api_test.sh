@@ -174,10 +174,10 @@ KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$port "$init" --jobset
   --out "$work/out.sa" --ssh-dir "$work/ssh.sa" --log-level warn
 [[ $(wc -l < "$work/out.sa/hostfile") == 4 ]] || fail "in-cluster config"
 echo "ok: in-cluster service account"
-# 9. A 200 that is not JSON (a proxy's page) for the JobSet, then for the pods: a clear error
+# 9. A 200 that is not JSON (a proxy's page) for the JobSet, the pods, the Secret: a clear error
 # that names what came back, the documented code, and nothing written (before, a 200 that
 # was not JSON threw inside the API source).
-for resource in jobsets pods; do
+for resource in jobsets pods secrets; do
   start_fake --state "$work/state.json" --not-json "$resource"
   rc=0; err=$(mpi_init --wait-timeout 3s 2>&1) || rc=$?
   [[ $rc == 65 || $rc == 69 || $rc == 75 ]] || fail "a 200 of HTML for $resource: exit $rc: $err"
