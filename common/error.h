@@ -31,7 +31,7 @@ enum class Exit : int {
   kOsErr = 71,        // EX_OSERR: the system refused a resource (fork, a pipe, descriptors)
   kIo = 74,           // EX_IOERR: a file could not be read or written (permissions, a full disk)
   kTempFail = 75,     // EX_TEMPFAIL: a timeout or a lost host; may pass on a retry
-  kNoPerm = 77,       // EX_NOPERM: the Kubernetes API refused (RBAC) or a token was refused
+  kNoPerm = 77,       // EX_NOPERM: the API refused (RBAC), a token was refused, a Secret is not ours
 };
 
 // One row of the exit-code table, shared by every program and the docs.

@@ -30,7 +30,9 @@ const std::vector<ExitInfo>& exit_table() {
        "a file could not be read or written (permissions, a full disk); nothing half-written is left", false},
       {Exit::kTempFail, "temporary",
        "a deadline passed (rendezvous, wait, check step) or a host was lost; a retry may pass", true},
-      {Exit::kNoPerm, "refused", "the Kubernetes API or a service refused our credentials (RBAC, token)",
+      {Exit::kNoPerm, "refused",
+       "the Kubernetes API or a service refused our credentials (RBAC, token), or the job's Secret is not "
+       "the job's own",
        false},
   };
   return table;

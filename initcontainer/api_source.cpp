@@ -1,7 +1,10 @@
 // See api_source.h. Every call runs under the one deadline of --wait-timeout, so a slow or
-// failing API server ends in one clear timeout (exit 75), never a hang.
+// failing API server ends in one clear timeout (exit 75), never a hang. The Secret's name is
+// predictable, and whoever may create Secrets in the namespace could make it before the job
+// does: an existing one is adopted only when it bears every mark of the one mpi-init makes.
 #include "initcontainer/api_source.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -23,7 +26,44 @@ const KubeAction kListPods{"list", "", "pods"};
 const KubeAction kGetSecret{"get", "", "secrets"};
 const KubeAction kCreateSecret{"create", "", "secrets"};
 
+// The marks of the Secret mpi-init makes, which an existing one must bear to be adopted.
+constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
+constexpr const char* kManagedBy = "trainer-mpi";
+constexpr const char* kSecretType = "kubernetes.io/ssh-auth";
+
+bool owned_by(const json& secret, const JobSetInfo& jobset) {
+  const json* owners = node_at(secret, "/metadata/ownerReferences");
+  if (jobset.uid.empty() || owners == nullptr || !owners->is_array()) return false;
+  return std::any_of(owners->begin(), owners->end(), [&](const json& owner) {
+    return string_at(owner, "/kind") == "JobSet" && string_at(owner, "/uid") == jobset.uid;
+  });
+}
+
 }  // namespace
+
+Status check_secret_is_the_jobs(const std::string& body, const JobSetInfo& jobset, const std::string& ns) {
+  json secret = json::parse(body, nullptr, false);
+  std::string name = job_secret_name(jobset.name);
+  if (!secret.is_object()) {  // a proxy's page, say: no Secret to judge
+    return make_error(Exit::kData, "Secret {}/{}: the API's answer is not a JSON object: {}", ns, name,
+                      truncate_utf8(body, 200, "..."));
+  }
+  std::vector<std::string> wrong;
+  if (!owned_by(secret, jobset))
+    wrong.push_back(fmt::format("metadata.ownerReferences has no JobSet of uid {}", jobset.uid));
+  if (string_at(secret, "/metadata/labels/app.kubernetes.io~1managed-by") != kManagedBy)
+    wrong.push_back(fmt::format("metadata.labels has no {}: {}", kManagedByLabel, kManagedBy));
+  if (std::string type = string_at(secret, "/type"); type != kSecretType) {
+    wrong.push_back(
+        fmt::format("type is {}, not {}", dump_json(json(truncate_utf8(type, 64, "..."))), kSecretType));
+  }
+  if (wrong.empty()) return ok_status();
+  return make_error(Exit::kNoPerm,
+                    "Secret {}/{} exists but is not JobSet {}'s own ({}); whoever made it may hold its key, "
+                    "so mpi-init does not adopt it. Delete it (kubectl delete secret -n {} {}) so that "
+                    "mpi-init makes the job's own, or mount the job's key with --ssh-secret",
+                    ns, name, jobset.name, fmt::join(wrong, "; "), ns, name);
+}
 
 Expected<KeyPair> key_from_secret_answer(const std::string& body, const std::string& where) {
   json secret = json::parse(body, nullptr, false);
@@ -154,6 +194,7 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
   std::string path = fmt::format("/api/v1/namespaces/{}/secrets/{}", ns, name);
   TMPI_ASSIGN(KubeResponse existing, client.call("GET", path, "", kGetSecret, deadline));
   if (existing.status == 200) {
+    TMPI_CHECK(check_secret_is_the_jobs(existing.body, jobset, ns));
     spdlog::info("using the job key of {}", where);
     return key_from_secret_answer(existing.body, where);
   }
@@ -165,25 +206,25 @@ Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset
       {"metadata",
        {{"name", name},
         {"namespace", ns},
-        {"labels",
-         {{"jobset.sigs.k8s.io/jobset-name", jobset.name}, {"app.kubernetes.io/managed-by", "trainer-mpi"}}},
+        {"labels", {{"jobset.sigs.k8s.io/jobset-name", jobset.name}, {kManagedByLabel, kManagedBy}}},
         {"ownerReferences", json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
                                           {"kind", "JobSet"},
                                           {"name", jobset.name},
                                           {"uid", jobset.uid}}})}}},
-      {"type", "kubernetes.io/ssh-auth"},
+      {"type", kSecretType},
       {"immutable", true},
       {"data",
        {{"ssh-privatekey", base64_encode(key.private_key)},
         {"ssh-publickey", base64_encode(key.public_line + "\n")}}}};
   TMPI_ASSIGN(KubeResponse created, client.call("POST", fmt::format("/api/v1/namespaces/{}/secrets", ns),
                                                 dump_json(secret), kCreateSecret, deadline));
-  if (created.status == 409) {  // another launcher (a restart) made it first: use theirs
-    spdlog::info("{} was created meanwhile; using its key", where);
+  if (created.status == 409) {  // another launcher (a restart) made it first: use theirs, if it is
     TMPI_ASSIGN(KubeResponse again, client.call("GET", path, "", kGetSecret, deadline));
     if (again.status != 200)
       return make_error(Exit::kTempFail, "{}: created by another launcher, then gone (HTTP {})", where,
                         again.status);
+    TMPI_CHECK(check_secret_is_the_jobs(again.body, jobset, ns));
+    spdlog::info("{} was created meanwhile; using its key", where);
     return key_from_secret_answer(again.body, where);
   }
   if (created.status == 404) return make_error(Exit::kUsage, "create {}: namespace {} not found", where, ns);

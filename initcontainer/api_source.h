@@ -34,8 +34,16 @@ Expected<Topology> wait_for_pods(KubeClient& client, const SourceOptions& option
 
 // "<jobset>-mpi-ssh": the existing Secret's key, or a new Ed25519 key stored as an
 // immutable kubernetes.io/ssh-auth Secret owned by the JobSet. A 409 from a launcher that
-// raced us means the Secret now exists: read it and use that key.
+// raced us means the Secret now exists: read it and use that key. An existing Secret, found
+// first or after the 409, is adopted only if check_secret_is_the_jobs passes.
 Expected<KeyPair> ensure_job_secret(KubeClient& client, const JobSetInfo& jobset, const Deadline& deadline);
+
+// Whether a Secret as the API answered it (`body`, a 200) is the one mpi-init makes for
+// `jobset` in namespace `ns`: owned by the JobSet (an ownerReference of kind JobSet and its
+// uid), labelled app.kubernetes.io/managed-by: trainer-mpi, of type kubernetes.io/ssh-auth.
+// Anything else may have been made by someone who keeps its key: Exit::kNoPerm, naming the
+// Secret, each mark it lacks, and the fix. An answer that is no JSON object: Exit::kData.
+Status check_secret_is_the_jobs(const std::string& body, const JobSetInfo& jobset, const std::string& ns);
 
 // The job key in a Secret as the API answered it (`body`, a 200); `where` names it in errors.
 Expected<KeyPair> key_from_secret_answer(const std::string& body, const std::string& where);

@@ -1,5 +1,6 @@
-// See ssh_identity.h. libssh does the cryptography (generation, parsing of OpenSSH and PEM
-// keys, public key derivation); this file only chooses names, modes and configs.
+// See ssh_identity.h. libssh does the cryptography (parsing of OpenSSH and PEM keys, public
+// key derivation), libsodium makes a new key (openssh_key.h); this file only chooses names,
+// modes and configs.
 #include "initcontainer/ssh_identity.h"
 
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include "common/job_key.h"
 #include "common/utf8.h"
 #include "initcontainer/account.h"
+#include "initcontainer/openssh_key.h"
 
 namespace tmpi::init {
 
@@ -63,20 +65,11 @@ Expected<std::string> public_line_of(ssh_key private_key, std::string_view comme
 }  // namespace
 
 Expected<KeyPair> generate_ed25519() {
-  ssh_key raw = nullptr;
-  if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw) != SSH_OK) {
-    return make_error(Exit::kSoftware, "libssh could not generate an Ed25519 key");
-  }
-  KeyPtr key(raw);
-  char* base64 = nullptr;
-  if (ssh_pki_export_privkey_base64(key.get(), nullptr, nullptr, nullptr, &base64) != SSH_OK) {
-    return make_error(Exit::kSoftware, "libssh could not encode the new key");
-  }
-  KeyPair pair;
-  pair.private_key = take_string(base64);
-  if (pair.private_key.empty() || pair.private_key.back() != '\n') pair.private_key += '\n';
-  TMPI_ASSIGN(pair.public_line, public_line_of(key.get(), kKeyComment));
-  pair.file_name = "id_ed25519";
+  // Encoded in OpenSSH's exact format (openssh_key.h), then read back through libssh as any
+  // key is: what is written is what every program of the job has parsed.
+  TMPI_ASSIGN(std::string private_key, new_openssh_ed25519_private_key(kKeyComment));
+  auto pair = key_pair_from_private(std::move(private_key), "the new job key");
+  if (!pair) return make_error(Exit::kSoftware, "libssh cannot read the Ed25519 key mpi-init made");
   return pair;
 }
 

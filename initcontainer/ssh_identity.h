@@ -1,7 +1,8 @@
 // The job's SSH identity. One key pair per job: its private key is every pod's client
 // identity and every pod's sshd host key, and its public key is every authorized key and
 // every pinned known_hosts entry, so strict host key checking works with no extra secret.
-// Keys are read, made and converted with libssh; key material never reaches a message.
+// Keys are read and converted with libssh, and made with libsodium in OpenSSH's own format
+// (openssh_key.h); key material never reaches a message.
 #pragma once
 
 #include <map>
@@ -23,6 +24,7 @@ struct KeyPair {
 // reuses the key writes the same bytes.
 inline constexpr std::string_view kKeyComment = "trainer-mpi";
 
+// A new key, its private half as ssh-keygen writes one (openssh_key.h), read back by libssh.
 Expected<KeyPair> generate_ed25519();
 // Checks a private key and derives its public half; `origin` names the input in errors.
 Expected<KeyPair> key_pair_from_private(std::string private_key, std::string_view origin);

@@ -14,7 +14,10 @@ packages=(
   "${build[@]}" git clang-14 libclang-rt-14-dev clang-format clang-tidy openssl
   openmpi-bin mpich libpmix-dev
   openssh-server openssh-client ssh-audit libnss-wrapper iproute2 nftables util-linux procps psmisc curl bc jq time python3 python3-yaml
-  rsync python3-paramiko python3-asyncssh  # tests/cluster/nodessh_tools_test.sh: rsync over mpi-sshd; a client that ignores the SSH window
+  rsync  # tests/cluster/nodessh_tools_test.sh: rsync over mpi-sshd
+  # paramiko: a client that ignores the SSH window, a stranger's gssapi and "none" requests
+  # (tests/cluster); with asyncssh, the generated key as other SSH clients read it (tests/initcontainer)
+  python3-paramiko python3-asyncssh
   debootstrap podman  # images/build.sh: the offline base, and the images built from images/Dockerfile
   python3-torch  # torch.distributed (gloo) under mpi-launcher: what DeepSpeed and Megatron-LM build on
 )

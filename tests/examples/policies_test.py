@@ -18,7 +18,9 @@ that it must refuse.
   container where ranks run is the user's code; mpi-launcher's Events are off, which need one.
   examples/rbac.yaml (mpi-init --jobset without Trainer) grants get on Secrets by name only,
   the job's own, and neither list nor watch on them (K: plugin/pkg/auth/authorizer/rbac
-  RuleAllows: resourceNames match on the request's name, and a list has none).
+  RuleAllows: resourceNames match on the request's name, and a list has none). Its Role
+  grants exactly the requests mpi-init makes (initcontainer/api_source.cpp), and its create
+  on Secrets carries no resourceNames (a create has no name when it is authorized).
 - The NetworkPolicy (manifests/kubeflow/profile): it selects every pod, and admits exactly
   the ports the programs use by default (sshd, the rendezvous, torch's MASTER_PORT) and the
   kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999), from the job's pods,
@@ -127,6 +129,32 @@ def secret_rule_breaches(role, secret_name):
     return out
 
 
+def mpi_init_requests():
+    """What mpi-init --jobset asks the API: initcontainer/api_source.cpp's KubeActions, as
+    (apiGroup, resource, verb)."""
+    with open(os.path.join(ROOT, "initcontainer", "api_source.cpp")) as f:
+        found = re.findall(r'const KubeAction k\w+\{"(\w+)", "([^"]*)", "(\w+)"\};', f.read())
+    return {(group, resource, verb) for verb, group, resource in found}
+
+
+def rbac_breaches(role, requests):
+    """What the Role grants beyond `requests`, or lacks of them (K: RuleAllows; a create's
+    request has no name yet, so a create rule with resourceNames allows none)."""
+    out, granted = [], set()
+    for rule in role["rules"]:
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                for verb in rule.get("verbs", []):
+                    granted.add((group, resource, verb))
+                    if (group, resource, verb) not in requests:
+                        out.append(f"{verb} on {resource} ({group or 'core'}), which mpi-init never asks")
+                    if verb == "create" and rule.get("resourceNames"):
+                        out.append(f"create on {resource} by name, which refuses every create")
+    out += [f"no {verb} on {resource} ({group or 'core'}), which mpi-init asks" for group, resource, verb
+            in sorted(requests - granted)]
+    return out
+
+
 class Trust(unittest.TestCase):
     def test_no_pod_mounts_a_token(self):
         pods = rendered_pods()
@@ -162,6 +190,24 @@ class Trust(unittest.TestCase):
             broken = copy.deepcopy(role)
             broken["rules"].append({"apiGroups": [""], "resources": ["secrets"], **widen})
             self.assertNotEqual(secret_rule_breaches(broken, jobset + "-mpi-ssh"), [], widen)
+
+    def test_rbac_grants_what_mpi_init_asks_and_nothing_else(self):
+        with open(os.path.join(EXAMPLES, "rbac.yaml")) as stream:
+            [role] = [d for d in yaml.safe_load_all(stream) if d and d["kind"] == "Role"]
+        requests = mpi_init_requests()
+        self.assertEqual(requests, {("", "pods", "list"), ("jobset.x-k8s.io", "jobsets", "get"),
+                                    ("", "secrets", "get"), ("", "secrets", "create")})
+        self.assertEqual(rbac_breaches(role, requests), [])
+        jobset = role["metadata"]["name"].removesuffix("-launcher")
+        [jobsets] = [r for r in role["rules"] if "jobsets" in r["resources"]]
+        self.assertEqual(jobsets.get("resourceNames"), [jobset])
+        for change in (lambda r: r["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}),
+                       lambda r: r["rules"].append({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}),
+                       lambda r: r["rules"][-1].update(resourceNames=[jobset + "-mpi-ssh"]),
+                       lambda r: r["rules"].pop(0)):
+            broken = copy.deepcopy(role)
+            change(broken)
+            self.assertNotEqual(rbac_breaches(broken, requests), [], broken["rules"])
 
 
 EPHEMERAL = (32768, 60999)

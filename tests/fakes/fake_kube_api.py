@@ -14,8 +14,9 @@ Normal or Warning); created Events are logged with their body.
 Failure switches: --throttle N (the first N requests get 429 with Retry-After), --fail-500 N,
 --forbid RESOURCE (403 for pods, secrets, jobsets, trainjobs or events), --stall N (the first N requests hang),
 --late-pods FILE --late-after N (pods that appear after N pod lists), --no-ip-until N
-(pods have no IP until N pod lists), --race-secret (the first Secret create finds that
-another launcher made it: it is stored with another key and the answer is 409),
+(pods have no IP until N pod lists), --race-secret FILE (the first Secret create finds that
+another made it first: the create's body with the fields of FILE over it, its data at least,
+is stored, and the answer is 409),
 --not-json RESOURCE (a GET of it answers 200 with an HTML page, as a proxy or a captive
 portal in front of the API would).
 Every request is logged as a JSON line to --log.
@@ -222,7 +223,12 @@ class Handler(FakeHandler):
         with st.lock:
             if st.args.race_secret and not st.raced:
                 st.raced = True
-                other = dict(obj, data=json.load(open(st.args.race_secret))["data"])
+                with open(st.args.race_secret) as f:
+                    raced = json.load(f)
+                # Its data, and whatever else it says of itself: a Secret planted by someone
+                # else carries its own metadata and type, a racing launcher ours.
+                other = dict(obj, **raced)
+                other["metadata"] = dict(other["metadata"], name=name)
                 st.secrets[(ns, name)] = self.stored(other, ns)
             if (ns, name) in st.secrets:
                 return self.reply(*status(409, "AlreadyExists", f'secrets "{name}" already exists',
@@ -284,7 +290,7 @@ def main():
     parser.add_argument("--stall-seconds", type=float, default=30)
     parser.add_argument("--forbid", action="append", default=[])
     parser.add_argument("--not-json", action="append", default=[], help="a resource whose GET answers 200 with HTML")
-    parser.add_argument("--race-secret", default="", help="a Secret JSON whose data the racing launcher stored")
+    parser.add_argument("--race-secret", default="", help="the fields (data, metadata, type) of a Secret made first")
     args = parser.parse_args()
     Handler.state = State(args)
     serve(Handler, args)

@@ -1,9 +1,9 @@
 // libFuzzer target: the Kubernetes API's answers as mpi-init and the launcher read them
 // (outside input: the API server, or whatever stands in between). The first line is the
 // answer's Retry-After header, the rest its body, which every parser reads in turn: a pod
-// list page (again as the next page while it names a `continue`), a JobSet, a Secret and a
-// metav1.Status error. Each gives a value or an Error, never a crash, hang or leak; what
-// they accept must hold the bounds the programs rely on.
+// list page (again as the next page while it names a `continue`), a JobSet, a Secret (whose
+// it is, then its key) and a metav1.Status error. Each gives a value or an Error, never a
+// crash, hang or leak; what they accept must hold the bounds the programs rely on.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -44,6 +44,13 @@ void read_jobset(const std::string& body) {
 }
 
 void read_secret(const std::string& body) {
+  // Whose the Secret is: the job's own, refused as not (exit 77), or no object (exit 65).
+  tmpi::init::JobSetInfo jobset;
+  jobset.name = "job";
+  jobset.uid = "7d3c1f00-1111-2222-3333-444455556666";
+  auto owned = tmpi::init::check_secret_is_the_jobs(body, jobset, "fuzz");
+  if (!owned && owned.error().exit != tmpi::Exit::kNoPerm && owned.error().exit != tmpi::Exit::kData)
+    std::abort();
   auto key = tmpi::init::key_from_secret_answer(body, "Secret fuzz/job-mpi-ssh");
   if (!key) return;
   if (key->private_key.empty() || key->private_key.back() != '\n' || key->public_line.empty()) std::abort();

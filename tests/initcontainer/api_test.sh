@@ -2,7 +2,8 @@
 # mpi-init --jobset NAME against the fake Kubernetes API (tests/fakes/fake_kube_api.py,
 # HTTPS with a CA made here): paging, a pod that comes late, 429 with Retry-After, 403
 # with the RBAC rule, a stalled connection, the deadline (exit 75), the Secret created once
-# with its owner reference and reused, a 409 from a racing launcher, in-cluster config.
+# with its owner reference and reused, a 409 from a racing launcher, a Secret of the job's name
+# that is not the job's own refused (exit 77), in-cluster config.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 init="$TMPI_BUILD_DIR/bin/mpi-init"
@@ -118,6 +119,54 @@ mpi_init --log-level warn
   fail "after a 409 the racing launcher's key must be used"
 echo "ok: 409 AlreadyExists uses the racing launcher's key"
 
+# 7b. The Secret's name is predictable: whoever may create Secrets in the namespace can make
+# it before the job does, and would hold the job's key. One is adopted only if it is the one
+# mpi-init makes: owned by this JobSet (kind and uid), labelled managed-by trainer-mpi, of
+# type kubernetes.io/ssh-auth. Else exit 77, naming it, the mark it lacks and the fix, with
+# nothing written; whether the first GET finds it or the GET after a 409 does.
+uid=$(jq -r '.jobsets[0].metadata.uid' "$work/state.json")
+planted() {  # planted KIND UID LABEL TYPE: a Secret of the job's name, made by someone else
+  jq -n --arg kind "$1" --arg uid "$2" --arg managed "$3" --arg type "$4" \
+    --arg k "$(base64 -w0 "$work/other")" --arg p "$(base64 -w0 "$work/other.pub")" '
+    {apiVersion: "v1", kind: "Secret", type: $type, data: {"ssh-privatekey": $k, "ssh-publickey": $p},
+     metadata: ({name: "train-mpi-ssh", namespace: "team-a"}
+       + if $uid == "" then {} else {ownerReferences: [{apiVersion: "jobset.x-k8s.io/v1alpha2", kind: $kind,
+                                                        name: "train", uid: $uid}]} end
+       + if $managed == "" then {} else {labels: {"app.kubernetes.io/managed-by": $managed}} end)}'
+}
+while IFS='|' read -r case kind owner label type needle; do
+  planted "$kind" "$owner" "$label" "$type" > "$work/planted.json"
+  jq --slurpfile s "$work/planted.json" '.secrets = $s' "$work/state.json" > "$work/planted-state.json"
+  for way in get 409; do
+    if [[ $way == get ]]; then start_fake --state "$work/planted-state.json"
+    else start_fake --state "$work/state.json" --race-secret "$work/planted.json"; fi
+    rc=0; err=$(mpi_init 2>&1) || rc=$?
+    [[ $rc == 77 ]] || fail "$case ($way): a planted Secret must exit 77, got $rc: $err"
+    for said in "Secret team-a/train-mpi-ssh" "$needle" "kubectl delete secret -n team-a train-mpi-ssh"; do
+      grep -qF -- "$said" <<<"$err" || fail "$case ($way): '$said' is not in: $err"
+    done
+    [[ $way == get || $(count '"code": 409') == 1 ]] || fail "$case: expected a 409"
+    [[ ! -e $work/ssh.$run && ! -e $work/out.$run ]] || fail "$case ($way): something was written"
+    grep -q "PRIVATE KEY" <<<"$err" && fail "$case ($way): a key reached the log"
+  done
+  echo "ok: $case is refused, by GET and after a 409: ${err##*error: }"
+done <<CASES
+no owner||$uid|trainer-mpi|kubernetes.io/ssh-auth|metadata.ownerReferences has no JobSet of uid $uid
+another JobSet's uid|JobSet|00000000-0000-0000-0000-000000000000|trainer-mpi|kubernetes.io/ssh-auth|metadata.ownerReferences
+this uid on another kind|Job|$uid|trainer-mpi|kubernetes.io/ssh-auth|metadata.ownerReferences
+no managed-by label|JobSet|$uid||kubernetes.io/ssh-auth|metadata.labels has no app.kubernetes.io/managed-by: trainer-mpi
+another type|JobSet|$uid|trainer-mpi|Opaque|type is "Opaque", not kubernetes.io/ssh-auth
+CASES
+# The job's own, owned, labelled and typed, is adopted as before: its key, no create.
+planted JobSet "$uid" trainer-mpi kubernetes.io/ssh-auth > "$work/planted.json"
+jq --slurpfile s "$work/planted.json" '.secrets = $s' "$work/state.json" > "$work/planted-state.json"
+start_fake --state "$work/planted-state.json"
+mpi_init --log-level warn
+[[ $(count '"method": "POST"') == 0 ]] || fail "the job's own Secret exists: no create"
+[[ $(cut -d' ' -f2 "$work/ssh.$run/id_ed25519.pub") == $(cut -d' ' -f2 "$work/other.pub") ]] ||
+  fail "the job's own Secret's key was not used"
+echo "ok: the job's own Secret is adopted"
+
 # 8. In a pod: the service account's token, CA and namespace.
 start_fake --state "$work/state.json"
 mkdir -p "$work/sa"; printf '%s' "$token" > "$work/sa/token"; cp "$work/ca.crt" "$work/sa/ca.crt"; printf team-a > "$work/sa/namespace"
@@ -125,10 +174,10 @@ KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$port "$init" --jobset
   --out "$work/out.sa" --ssh-dir "$work/ssh.sa" --log-level warn
 [[ $(wc -l < "$work/out.sa/hostfile") == 4 ]] || fail "in-cluster config"
 echo "ok: in-cluster service account"
-# 9. A 200 that is not JSON (a proxy's page) for the JobSet, then for the pods: a clear error
+# 9. A 200 that is not JSON (a proxy's page) for the JobSet, the pods, the Secret: a clear error
 # that names what came back, the documented code, and nothing written (before, a 200 that
 # was not JSON threw inside the API source).
-for resource in jobsets pods; do
+for resource in jobsets pods secrets; do
   start_fake --state "$work/state.json" --not-json "$resource"
   rc=0; err=$(mpi_init --wait-timeout 3s 2>&1) || rc=$?
   [[ $rc == 65 || $rc == 69 || $rc == 75 ]] || fail "a 200 of HTML for $resource: exit $rc: $err"
