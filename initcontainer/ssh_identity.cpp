@@ -149,7 +149,10 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
       // Only the locale, as Debian's own sshd_config: MPI's launchers carry the job's
       // environment on the command line, and a session's LD_PRELOAD or PATH is not a
       // client's to choose.
-      "AcceptEnv LANG LC_*\n",
+      "AcceptEnv LANG LC_*\n"
+      // A person's scp (SFTP by default since OpenSSH 9.0), sftp and rsync: sshd's own
+      // in-process server, which needs no sftp-server binary and no path in the image.
+      "Subsystem sftp internal-sftp\n",
       layout.ssh_dir, layout.port, key.file_name);
   if (layout.strict_modes_problem) {
     out += fmt::format(
