@@ -2,8 +2,8 @@
 # The identity mpi-init writes works with real sshd, with strict host key checking on:
 # the launcher's mpi-init writes the topology and key; the key reaches the node pods as a
 # read-only Secret folder; each node runs `mpi-init --role node` and sshd with the config
-# it wrote; the launcher reaches every node by FQDN, short name and address. A node whose
-# sshd presents another host key is refused.
+# it wrote; the launcher reaches every node by FQDN, short name and address; scp and sftp
+# copy a file there and back. A node whose sshd presents another host key is refused.
 # Usage (under cib run): mpi_init_ssh_test.sh generated|trainer-ecdsa
 source "$(dirname "$0")/lib.sh"
 mode=$1
@@ -44,6 +44,13 @@ got=$(in_pod "$launcher" ssh -o SetEnv="LD_PRELOAD=/tmp/x.so LC_TIME=C.UTF-8" "$
   'echo "${LD_PRELOAD:-none} ${LC_TIME:-none}"') || fail "ssh with SetEnv was refused"
 expect_eq "$got" "none C.UTF-8" "the variables a session was sent (LD_PRELOAD refused, LC_TIME taken)"
 pass "$mode: sshd takes a session's locale and nothing else of its environment"
+
+# A person's file copies: scp (SFTP, OpenSSH 9's default) and sftp through sshd's subsystem.
+head -c 100000 /dev/urandom > "$CIB_DIR/payload"
+in_pod "$launcher" scp -q "$CIB_DIR/payload" "${nodes[0]}:copied" || fail "scp (SFTP) to sshd failed"
+in_pod "$launcher" sftp -q -b - "${nodes[0]}" <<<"get copied $CIB_DIR/back" >/dev/null || fail "sftp from sshd failed"
+cmp -s "$CIB_DIR/payload" "$CIB_DIR/back" || fail "the file copied with scp and back with sftp differs"
+pass "$mode: scp and sftp through sshd's sftp subsystem"
 
 # A node whose sshd presents another host key must be refused, not trusted.
 impostor=${nodes[0]}
