@@ -5,6 +5,7 @@
 # 1's lets one address hold every connection not logged in yet (--sshd-per-source-startups 64),
 # so that the total bound and its drop of the oldest idle connection are what holds.
 # Proves:
+# - the listener's soft descriptor limit raised to what its bounds need, and a command's put back;
 # - keyless churn (4 loops of connect, read the banner, close, from 4 addresses, 12 s): a
 #   session with stdin open and one streaming output both survive it, their bytes whole, and
 #   at least 9 logins of 10 made during it succeed; the churn is refused by name, then
@@ -27,12 +28,23 @@ log="$CIB_DIR/pods/${nodes[0]}/mpi-sshd.log"; held_log="$CIB_DIR/pods/${nodes[1]
 init_launcher --slots 2
 for pod in "${nodes[@]:0:2}"; do
   in_pod "$pod" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-secret "$SECRET" --log-level warn
-  options=()
-  [[ $pod == "${nodes[1]}" ]] && options=(--sshd-per-source-startups 64)
-  "$CIB" exec "$pod" -- env HOME="$CIB_DIR/pods/$pod/home" "$TMPI_BUILD_DIR/bin/mpi-sshd" "${options[@]}" \
-    >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+  options=() limits=()
+  # Node 1's at a container's soft descriptor limit, 1024, with room for 4096 logged in.
+  [[ $pod == "${nodes[1]}" ]] && options=(--sshd-per-source-startups 64 --sshd-max-connections 4096) \
+    limits=(prlimit --nofile=1024:)
+  "$CIB" exec "$pod" -- "${limits[@]}" env HOME="$CIB_DIR/pods/$pod/home" "$TMPI_BUILD_DIR/bin/mpi-sshd" \
+    "${options[@]}" >"$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
 done
 for pod in "${nodes[@]:0:2}"; do wait_mpi_sshd "$pod"; done
+
+# The listener's soft limit covers both bounds (4096 logged in, 64 starting, 64 to spare);
+# a command gets back the limit the server was started with.
+listener=$(pgrep -f -n "^$TMPI_BUILD_DIR/bin/mpi-sshd --sshd-per-source-startups 64")
+read -r soft hard < <(awk '/^Max open files/ { print $4, $5 }' "/proc/$listener/limits")
+expect_eq "$soft" "$((hard < 4224 ? hard : 4224))" "the listener's soft descriptor limit (hard: $hard)"
+((hard >= 4224)) || expect_contains "$(cat "$held_log")" "the descriptor limit is $hard (hard)" "a short hard limit, named"
+expect_eq "$(in_pod "$launcher" ssh "$held" 'ulimit -Sn')" 1024 "a command's soft descriptor limit"
+pass "the descriptor limit raised to what the bounds need ($soft), and put back for commands"
 # The stranger's own addresses, on its pod: 4 for the churn, 1 for the one-address hold, 4
 # for the hold of 64 each.
 base=$("$CIB" ip "$launcher" | cut -d. -f1-2)
