@@ -67,6 +67,7 @@ logins() {  # logins HOST N: how many of N logins from the launcher succeed
 (exec "$CIB" exec "$launcher" -- ssh "$node" 'while :; do echo tick; sleep 0.05; done') >"$CIB_DIR/stream.out" 2>&1 &
 streamer=$!
 mkfifo "$CIB_DIR/feed"
+trap '' PIPE  # a session that ended under the stranger is a failure to name, not the test's end
 (exec "$CIB" exec "$launcher" -- ssh "$node" 'cat > "$HOME/fed"') <"$CIB_DIR/feed" >"$CIB_DIR/fed.err" 2>&1 &
 feeder=$!
 exec 9>"$CIB_DIR/feed"
@@ -77,14 +78,15 @@ in_pod "$stranger" $STRANGER churn --target "$node_ip:2222" --sources "$(list "$
   --loops 1 --seconds 12 >"$CIB_DIR/churn.out" 2>&1 &
 churner=$!
 sleep 1
-echo second >&9
+echo second >&9 || fail "the session with stdin open ended under the churn"
 ok=$(logins "$node" 10)
 wait "$churner" || fail "the churn itself failed: $(cat "$CIB_DIR/churn.out")"
 ((ok >= 9)) || fail "$ok logins of 10 under the churn ($(cat "$CIB_DIR/churn.out")): $(tail -5 "$CIB_DIR/logins.err")"
 kill -0 "$streamer" 2>/dev/null || fail "the streaming session ended under the churn: $(tail -3 "$CIB_DIR/stream.out")"
 before=$(wc -l <"$CIB_DIR/stream.out"); sleep 1; after=$(wc -l <"$CIB_DIR/stream.out")
 ((after > before)) || fail "the streaming session stalled after the churn ($before lines, then $after)"
-echo third >&9; exec 9>&-
+echo third >&9 || fail "the session with stdin open ended under the churn"
+exec 9>&-
 wait "$feeder" || fail "the session with stdin open ended with an error: $(cat "$CIB_DIR/fed.err")"
 expect_eq "$(cat "$CIB_DIR/pods/${nodes[0]}/home/fed")" $'first\nsecond\nthird' "the bytes fed through the churn"
 kill "$streamer"; wait "$streamer" 2>/dev/null || true
