@@ -68,6 +68,7 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kGrace, "grace", kDuration)                               \
   X(kTimeout, "timeout", kDuration)                           \
   X(kReport, "report", kPath)                                 \
+  X(kTerminationLog, "termination-log", kPath)                \
   X(kDryRun, "dry-run", kBool)                                \
   X(kMpiArg, "mpi-arg", kString)                              \
   X(kMpirunLine, "mpirun-line", kBool)                        \

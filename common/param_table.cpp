@@ -146,6 +146,10 @@ constexpr std::array kTable = {
            0ms, 720h),
     row(param::kReport, "FILE", "/etc/mpi/report.json", "phases, hosts, ranks and the exit reason",
         kScopeLauncher),
+    row(param::kTerminationLog, "FILE", "/dev/termination-log",
+        "the job's verdict for `kubectl describe pod` (the kubelet's terminationMessagePath); written only "
+        "where the file exists",
+        kScopeLauncher),
     row(param::kDryRun, "BOOL", "false", "print the exact MPI command and exit", kScopeLauncher),
     row(param::kMpiArg, "WORD", "",
         "an mpirun option word for `run` (repeatable, one word each); the variable: words split at spaces",

@@ -65,6 +65,7 @@ LauncherOptions launcher_options(const Params& params) {
                     nccl_check_flags(params), params.duration(param::kStepTimeout)};
   options.coordinator = params.str(param::kCoordinator);
   options.report = params.str(param::kReport);
+  options.termination_log = params.str(param::kTerminationLog);
   options.preflight = params.flag(param::kPreflight);
   // --ssh-check beside: the ssh step runs beside the launch, the ranks held (run_steps.h); only
   // when the ssh step runs at all (--wait ssh has done it) and no other step of the preflight

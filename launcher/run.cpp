@@ -33,6 +33,7 @@
 #include "launcher/run_steps.h"
 #include "launcher/status_feed.h"
 #include "launcher/supervise.h"
+#include "launcher/verdict.h"
 #include "rendezvous/coordinator_service.h"
 #include "ssh/call.h"
 #include "ssh/relay.h"
@@ -50,6 +51,15 @@ double seconds_since(Clock::time_point since) {
 
 // report.json when the job cannot even be set up (no hosts.json or job key, the
 // coordinator's port taken): the exit alone, so that every way out of `run` leaves a report.
+// The verdict, last: the termination message for `kubectl describe pod`, and the closing
+// lines of the log (launcher/verdict.h).
+void tell_verdict(const json& report, const LauncherOptions& options) {
+  std::vector<std::string> lines = verdict_lines(report, options.report);
+  if (Status written = write_termination_message(options.termination_log, termination_message(lines)); !written)
+    spdlog::warn("the termination message not written: {}", written.error().message);
+  for (const std::string& line : lines) spdlog::info("{}", line);
+}
+
 Error report_setup_failure(const LauncherOptions& options, const std::vector<std::string>& command,
                            Clock::time_point t0, Error error) {
   json report = {
@@ -61,7 +71,9 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
   report["exit"]["seconds"] = seconds_since(t0);
   if (auto written = write_atomic(options.report, dump_json(report, 2) + "\n"); !written)
     spdlog::warn("report not written: {}", written.error().message);
-  return error;
+  spdlog::error("{}", error.message);  // said here, before the verdict's lines, not again at exit
+  tell_verdict(report, options);
+  return Error{error.exit, ""};
 }
 
 // How mpirun ended: the failure that stopped it (nullopt when it exited on its own), and its status.
@@ -324,6 +336,7 @@ void JobRun::finish(const std::optional<Failure>& failure) {
   // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
   coordinator_.finish(options_.wait == WaitFor::kSidecar && !failure);
   feed_->wait();  // the final status was posted above, while the sidecars were told
+  tell_verdict(report, options_);
 }
 
 }  // namespace
@@ -371,10 +384,7 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   TMPI_CHECK(run.launch());
   std::optional<Failure> failure = run.verdict(run.supervise());
   run.finish(failure);
-  if (!failure) {
-    spdlog::info("job finished: every rank exited 0");
-    return ok_status();
-  }
+  if (!failure) return ok_status();
   // An empty message: said above, once (cli.h).
   return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code), ""};
 }

@@ -8,13 +8,14 @@
 #   plain over mpi-sshd   the same mpirun, its daemons started through mpi-sshd;
 #   ours over mpi-sshd    mpi-launcher run at its defaults (the preflight, the relay).
 # Figures a size: each wall time's median, and the medians of the rounds' ratios against
-# plain mpirun over sshd (the goal at 64 pods: plain over mpi-sshd at most 0.85 of it: no
-# fork, privilege separation or login shell per connection); then the nodes' resident memory
+# plain mpirun over sshd (the goal at 64 pods: plain over mpi-sshd at most 0.85 of it: a
+# fork per connection, but no privilege separation, re-exec or login shell); then the nodes' resident memory
 # under each server. Where perf is installed (TMPI_SSH_SERVER_PROFILE=0 to skip), each round
 # also runs one more plain launch per server under `perf record -a`, and a size ends with
 # where that launch's CPU went, by program (samples at 1 kHz on every core: milliseconds):
 # the server's side (sshd with the login shell it runs each command in, bash here; mpi-sshd
-# with /bin/sh) against the rest, the same programs under both (orted, OpenSSH's client,
+# with /bin/sh) against the rest, and that side over the connections (one a node): the cost
+# of one connection to its server, the same programs under both (orted, OpenSSH's client,
 # mpirun, the ranks). On a 2-core box a 64-pod launch keeps both cores busy, so the rest
 # bounds the ratio that any server can reach. (The harness's own bash, a few ms, counts as
 # the server's side under both.)
@@ -109,4 +110,9 @@ if ((profile)); then
     c=${part%% *} a=$(cpu_median mpi-sshd "$c") b=$(cpu_median sshd "$c")
     printf '| CPU of one launch, %d pods: %s | %d ms | %d ms | %.2f | - |\n' "$n" "${part#* }" "$a" "$b" "$(echo "$a / $b" | bc -l)"
   done
+  # A plain launch makes one connection to each node: the server's side over n is what one
+  # connection costs its server (mpi-sshd: its connection process, the fork included).
+  a=$(cpu_median mpi-sshd 1) b=$(cpu_median sshd 1)
+  printf '| CPU of one connection, %d pods: its server (mpi-sshd: a connection process, the fork included; vs sshd) | %.1f ms | %.1f ms | %.2f | - |\n' \
+    "$n" "$(echo "$a / $n" | bc -l)" "$(echo "$b / $n" | bc -l)" "$(echo "$a / $b" | bc -l)"
 fi

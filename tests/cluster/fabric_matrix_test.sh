@@ -139,6 +139,6 @@ if [[ $row_name == slow-10x ]]; then
     fail "slow-10x: the shaped link measured ${ratio:-no}x slower than the healthy one, not about 10x: $out"
   echo "# the shaped link measured ${ratio}x slower than the healthy one"
 fi
-[[ $rc != 0 ]] || expect_contains "$out" "job finished: every rank exited 0" "$row_name: the job after a passing check"
+[[ $rc != 0 ]] || expect_contains "$out" "the job succeeded in" "$row_name: the job after a passing check"
 who=$(if [[ -n $named ]]; then tr '\n' ' ' <<<"$named"; else echo "no one "; fi)
 pass "row $row_name: named ${who}in $((ms / 1000)).$((ms % 1000 / 100)) s, exit $rc"

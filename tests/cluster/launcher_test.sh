@@ -174,8 +174,18 @@ case $case_name in
     start_status_server
     start_kube_api
     t0=$SECONDS; rc=0
-    out=$(launch --status failures -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
+    : > "$CIB_DIR/termination-log"  # the kubelet's file: the launcher writes only where it exists
+    out=$(launch --status failures --termination-log "$CIB_DIR/termination-log" -- \
+      sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
     [[ $rc == 3 ]] || fail "expected exit 3, got $rc: $out"
+    # The verdict, where kubectl shows it: the termination message (describe pod), and the
+    # log's last lines (logs), the same four.
+    verdict=$(cat "$CIB_DIR/termination-log")
+    [[ $(sed -n 1p <<<"$verdict") =~ ^"trainer-mpi: the job failed after "[0-9]+\.[0-9]" s: exit 3 (job), the job's own: it is not retried"$ ]] ||
+      fail "the termination message's verdict: $verdict"
+    expect_contains "$(sed -n 2p <<<"$verdict")" "reason: rank 1 on ${nodes[0]} exited with code 3" "the termination message's reason"
+    expect_contains "$(sed -n 3p <<<"$verdict")" "rank 1 on ${nodes[0]}: exit 3" "the termination message's ranks"
+    expect_eq "$(tail -n 4 <<<"$out" | sed 's/^.* mpi-launcher info: //')" "$verdict" "the log's last lines"
     expect_contains "$out" "rank 1 on ${nodes[0]} exited with code 3" "the failed rank is named"
     expect_contains "$out" "stopping 3 other ranks" "the others are stopped"
     expect_contains "$out" "bad input on rank 1" "the rank's stderr tail"

@@ -1,0 +1,130 @@
+// See verdict.h. Every field of the report is read with a default, since the report of a
+// job that could not be set up holds less; text that came from outside (a rank's reason, a
+// host's name) is cut and stripped of control bytes before it is a line.
+#include "launcher/verdict.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/json_fields.h"
+#include "common/utf8.h"
+
+namespace tmpi::launch {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kReasonMax = 2048;
+
+// One line: no newline or other control byte, whole UTF-8 characters, at most `max` bytes.
+std::string one_line(std::string_view raw, std::size_t max) {
+  std::string text = valid_utf8(raw);
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return truncate_utf8(text, max, "...");
+}
+
+// "exit 75 (tempfail): the infrastructure's; the runtime restarts the job", from report.exit.
+std::string whose_fault(const json& exit) {
+  const std::int64_t code = int_at(exit, "/code", 0);
+  const bool retry = bool_at(exit, "/retry", false);
+  const std::string side = string_at(exit, "/side");
+  std::string whose = retry           ? "the infrastructure's: the runtime restarts the job"
+                      : side == "job" ? "the job's own: it is not retried"
+                                      : "not the infrastructure's: it is not retried";
+  return fmt::format("exit {} ({}), {}", code, one_line(string_at(exit, "/name"), 32), whose);
+}
+
+// "ranks: 1 of 4 failed (rank 1 on node-0: exit 3)", up to 4 named, from report.ranks.
+std::string ranks_line(const json& ranks) {
+  std::vector<std::string> failed;
+  std::size_t exited = 0, total = 0;
+  for (const json& rank : ranks) {
+    if (!rank.is_object()) continue;
+    ++total;
+    if (string_at(rank, "/state") != "exited") continue;
+    ++exited;
+    const std::int64_t code = int_at(rank, "/code", 0), signal = int_at(rank, "/signal", 0);
+    if (code == 0 && signal == 0) continue;
+    if (failed.size() < 4) {
+      failed.push_back(
+          fmt::format("rank {} on {}: {}", int_at(rank, "/rank", 0), one_line(string_at(rank, "/host"), 64),
+                      signal != 0 ? fmt::format("signal {}", signal) : fmt::format("exit {}", code)));
+    } else {
+      failed.emplace_back();
+    }
+  }
+  if (total == 0) return "ranks: none started";
+  if (failed.empty())
+    return fmt::format("ranks: {} of {} exited 0, {} running when it ended", exited, total, total - exited);
+  std::string named;
+  std::size_t shown = 0;
+  for (const std::string& one : failed) {
+    if (one.empty()) continue;
+    named += (shown++ == 0 ? "" : "; ") + one;
+  }
+  if (failed.size() > shown) named += fmt::format("; and {} more", failed.size() - shown);
+  return fmt::format("ranks: {} of {} failed ({})", failed.size(), total, named);
+}
+
+}  // namespace
+
+std::vector<std::string> verdict_lines(const json& report, const std::string& report_path) {
+  static const json kNone = json::object();
+  const json& exit =
+      report.is_object() && report.contains("exit") && report["exit"].is_object() ? report["exit"] : kNone;
+  const json& ranks = report.is_object() && report.contains("ranks") && report["ranks"].is_array()
+                          ? report["ranks"]
+                          : json::array();
+  const auto seconds =
+      exit.contains("seconds") && exit["seconds"].is_number() ? exit["seconds"].get<double>() : 0.0;
+  std::vector<std::string> lines;
+  if (int_at(exit, "/code", 0) == 0 && string_at(exit, "/name") == "ok") {
+    lines.push_back(fmt::format("trainer-mpi: the job succeeded in {:.1f} s: every rank exited 0", seconds));
+  } else {
+    lines.push_back(
+        fmt::format("trainer-mpi: the job failed after {:.1f} s: {}", seconds, whose_fault(exit)));
+    lines.push_back("reason: " + one_line(string_at(exit, "/reason"), kReasonMax));
+  }
+  lines.push_back(ranks_line(ranks));
+  lines.push_back("report: " + one_line(report_path, 512) + " (every host, rank and phase)");
+  return lines;
+}
+
+std::string termination_message(const std::vector<std::string>& lines) {
+  std::string message;
+  for (const std::string& line : lines) {
+    const std::size_t room = kTerminationMessageMax - message.size();
+    if (room <= 1) break;
+    message += truncate_utf8(line, room - 1, "...") + "\n";
+  }
+  return message;
+}
+
+Status write_termination_message(const std::string& path, const std::string& message) {
+  if (path.empty() || access(path.c_str(), F_OK) != 0) return ok_status();
+  const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return make_error(Exit::kIo, "--termination-log {}: {}", path, std::strerror(errno));
+  std::size_t done = 0;
+  while (done < message.size()) {
+    const ssize_t wrote = write(fd, message.data() + done, message.size() - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      const int error = errno;
+      close(fd);
+      return make_error(Exit::kIo, "--termination-log {}: {}", path, std::strerror(error));
+    }
+    done += static_cast<std::size_t>(wrote);
+  }
+  close(fd);
+  return ok_status();
+}
+
+}  // namespace tmpi::launch
