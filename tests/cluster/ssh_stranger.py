@@ -3,9 +3,10 @@
 
 Each subcommand is bounded in time and count, and targets only the address it is given:
 
-  churn --target HOST:PORT --sources A,B,.. --loops N --seconds S
+  churn --target HOST:PORT --sources A,B,.. --loops N --seconds S [--max M]
       N loops per source address, each: connect, read the server's banner (or what comes
-      within 1 s), close; for S seconds. No SSH beyond the banner. Prints "connections C".
+      within 1 s), close, at most 200 times a second; for S seconds or M connections in all
+      (20000). No SSH beyond the banner. Prints "connections C".
   hold --target HOST:PORT --sources A,B,.. --per N --seconds S
       keeps N connections from each source open and idle (it reads, and sends nothing),
       opening a new one for each that the server closes, for S seconds. Prints "opened O
@@ -57,6 +58,9 @@ def churn(args):
                 time.sleep(0.01)  # refused at accept, or a penalty: the loop goes on
             with lock:
                 count[0] += 1
+                if count[0] >= args.max:
+                    return
+            time.sleep(0.005)  # at most 200 a second a loop: bounded, and the box's cores stay the job's
 
     threads = [threading.Thread(target=loop, args=(source,))
                for source in args.sources.split(",") for _ in range(args.loops)]
@@ -145,6 +149,7 @@ def main():
     one.add_argument("--target", required=True)
     one.add_argument("--sources", required=True)
     one.add_argument("--loops", type=int, default=4)
+    one.add_argument("--max", type=int, default=20000)
     one.add_argument("--seconds", type=float, required=True)
     one = commands.add_parser("hold")
     one.add_argument("--target", required=True)
