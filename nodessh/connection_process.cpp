@@ -16,6 +16,7 @@
 // and when it logged in, and forwards its refusals to the listener's rate-limited log. It
 // exits once the connection is over and every command's group has ended; its exit status
 // says how it ended (server_state.h, exit_status_of), which the listener turns into a penalty.
+#include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>

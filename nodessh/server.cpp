@@ -89,7 +89,8 @@ Status watch_signals(Server::State& state) {
 // container's default soft limit is 1024), and a hard limit below the need is named.
 void raise_descriptor_limit(Server::State& state) {
   getrlimit(RLIMIT_NOFILE, &state.descriptors_at_start);
-  const auto need = static_cast<rlim_t>(state.options.max_connections + state.options.max_startups + 64);
+  const rlim_t need = static_cast<rlim_t>(state.options.max_connections) +
+                      static_cast<rlim_t>(state.options.max_startups) + 64;
   rlimit raised = state.descriptors_at_start;
   if (raised.rlim_cur >= need) return;
   raised.rlim_cur = std::min(need, raised.rlim_max);

@@ -145,7 +145,7 @@ struct Server::State {
 Expected<int> listen_on(SshdOptions options);
 
 // connection_process.cpp: serves one accepted connection, then ends the process.
-[[noreturn]] void serve_connection_process(Server::State& server, int fd, const sockaddr_storage& client,
+[[noreturn]] void serve_connection_process(Server::State& state, int fd, const sockaddr_storage& client,
                                            const std::string& peer);
 
 // connections.cpp: the connection's libssh session and its login.
