@@ -182,6 +182,15 @@ bool watch_own_signals(Server::State& state) {
 
 }  // namespace
 
+bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time_point now, Ending& ending) {
+  if (state.signal_watch && state.signal_watch->take_ready() != 0) read_signals(state);
+  if (state.connection && !serve_connection(state, *state.connection, accepted_at, now, ending)) {
+    state.connection.reset();
+  }
+  serve_orphans(state, now);
+  return state.connection || !state.orphans.empty();
+}
+
 void serve_connection_process(Server::State& state, int fd, const sockaddr_storage& client,
                               const std::string& peer) {
   const auto accepted_at = Clock::now();
@@ -190,16 +199,9 @@ void serve_connection_process(Server::State& state, int fd, const sockaddr_stora
     _exit(kDidNotStart);
   }
   Ending ending = Ending::kNoAuth;
-  while (true) {
+  do {
     ssh_event_dopoll(state.event, kTickMs);
-    const auto now = Clock::now();
-    if (state.signal_watch->take_ready() != 0) read_signals(state);
-    if (state.connection && !serve_connection(state, *state.connection, accepted_at, now, ending)) {
-      state.connection.reset();
-    }
-    serve_orphans(state, now);
-    if (!state.connection && state.orphans.empty()) break;
-  }
+  } while (serve_turn(state, accepted_at, Clock::now(), ending));
   spdlog::default_logger()->flush();
   _exit(exit_status_of(ending));
 }

@@ -49,6 +49,8 @@ Status load_job_key(Server::State& state) {
   return ok_status();
 }
 
+}  // namespace
+
 Status configure_bind(Server::State& state) {
   state.bind = ssh_bind_new();
   if (state.bind == nullptr) return make_error(Exit::kSoftware, "libssh could not make its server");
@@ -70,6 +72,8 @@ Status configure_bind(Server::State& state) {
   }
   return ok_status();
 }
+
+namespace {
 
 Status watch_signals(Server::State& state) {
   sigset_t set;

@@ -147,6 +147,15 @@ Expected<int> listen_on(SshdOptions options);
 // connection_process.cpp: serves one accepted connection, then ends the process.
 [[noreturn]] void serve_connection_process(Server::State& state, int fd, const sockaddr_storage& client,
                                            const std::string& peer);
+// One turn of that process's loop, after each poll of state.event: its signals (when it
+// watches them), the connection's turn (key exchange, deadlines at `now`, channels), the
+// orphaned channels. False once the connection is over and every command's group has ended;
+// `ending` then says how it ended. Apart from the process so that a fuzzer drives it in its own.
+bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time_point now, Ending& ending);
+
+// server.cpp: libssh's bind, with the job key from state.options.ssh_dir as the host key and the
+// algorithms mpi-sshd offers.
+Status configure_bind(Server::State& state);
 
 // connections.cpp: the connection's libssh session and its login.
 // Makes the session for `fd` and starts its key exchange; false (logged) when libssh cannot.

@@ -113,8 +113,9 @@ std::string describe_refusal(const Refused& refused) {
           return "an unknown global request refused";
       }
     case SSH_REQUEST_AUTH:
-      return refused.subtype == SSH_AUTH_METHOD_NONE ? "a second \"none\" authentication refused"
-                                                     : "an authentication method other than publickey refused";
+      return refused.subtype == SSH_AUTH_METHOD_NONE
+                 ? "a second \"none\" authentication refused"
+                 : "an authentication method other than publickey refused";
     case SSH_REQUEST_SERVICE:
       return "a service request refused";
     case SSH_REQUEST_CHANNEL:
