@@ -46,8 +46,10 @@ sshd_pids() {  # every mpi-sshd process of pod $1
     [[ $({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) == */mpi-sshd* ]] && echo "$pid"
   done
 }
+# Their memory as the proportional set size: a connection process is forked from the
+# listener, and the pages they share would count once in each one's VmRSS.
 sshd_rss_kb() { local kb=0 pid; for pid in $(sshd_pids "$1"); do
-  kb=$((kb + $(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null || echo 0))); done; echo "$kb"; }
+  kb=$((kb + $(awk '/^Pss:/ { print $2 }' "/proc/$pid/smaps_rollup" 2>/dev/null || echo 0))); done; echo "$kb"; }
 
 # A clean start: no descriptor but 0, 1 and 2; HOME as the working folder.
 # (The shell's own descriptors, listed by ls straight to the channel: a $(...) would add its pipe.)
