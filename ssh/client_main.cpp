@@ -72,6 +72,10 @@ int run(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a reader gone is a write error, handled where it happens
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--version") {  // ssh's own is -V, which this passes on
+    std::printf("mpi-ssh-client %s\n", TMPI_VERSION);
+    return 0;
+  }
   if (args.size() == 1 && args[0] == "--help") {
     std::printf(
         "mpi-ssh-client [ssh options] HOST [COMMAND...]   (run by mpi-ssh where ssh cannot run)\n"

@@ -110,6 +110,10 @@ std::string read_answer(int fd) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--version") {  // ssh's own is -V, which this passes on
+    std::printf("mpi-ssh %s\n", TMPI_VERSION);
+    return 0;
+  }
   if (args.size() == 1 && args[0] == "--help") {
     std::printf(
         "mpi-ssh [ssh options] HOST COMMAND...   (run by MPI as its ssh)\n"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A user's first commands, as the README gives them, before any job runs (no root, no
 # cluster needed):
-#   - `--version` on every program prints its name and the project's version, exit 0 (a
+#   - `--version` on every program (mpi-ssh and mpi-ssh-client too: ssh's own is -V) prints its
+#     name and the project's version, exit 0 (a
 #     version is what a bug report asks for first; it was an unknown subcommand);
 #   - `mpi-launcher hosts` with no coordinator answering shows the health table the README
 #     promises, every host of hosts.json on its row, not yet heard from (not the raw file).
@@ -12,7 +13,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for program in mpi-launcher mpi-init mpi-rendezvous mpi-rank nccl-check; do
+for program in mpi-launcher mpi-init mpi-rendezvous mpi-rank nccl-check mpi-sshd mpi-ssh mpi-ssh-client; do
   rc=0; out=$("$TMPI_BUILD_DIR/bin/$program" --version 2>&1) || rc=$?
   [[ $rc == 0 && $out == "$program $TMPI_VERSION" ]] || fail "$program --version: exit $rc: $out"
 done
