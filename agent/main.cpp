@@ -12,11 +12,9 @@
 namespace {
 
 tmpi::Status agent(const std::vector<std::string>& args) {
-  TMPI_ASSIGN(tmpi::Params params,
-              tmpi::Params::parse(tmpi::kScopeLauncher, args, tmpi::current_environment()));
+  TMPI_ASSIGN(tmpi::Params params, tmpi::Params::parse(tmpi::kScopeRank, args, tmpi::current_environment()));
   if (params.help_requested()) {
-    std::cout << tmpi::help_text("mpi-rank -- CMD ARGS...   (run by MPI for every rank)",
-                                 tmpi::kScopeLauncher);
+    std::cout << tmpi::help_text("mpi-rank -- CMD ARGS...   (run by MPI for every rank)", tmpi::kScopeRank);
     return tmpi::ok_status();
   }
   TMPI_CHECK(tmpi::log::setup_from("mpi-rank", params));

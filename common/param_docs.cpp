@@ -24,6 +24,7 @@ std::string scope_names(unsigned scopes) {
   add(kScopeLauncher, "mpi-launcher");
   add(kScopeCheck, "nccl-check");
   add(kScopeSshd, "mpi-sshd");
+  add(kScopeRank, "mpi-rank");
   return out;
 }
 

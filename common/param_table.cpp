@@ -12,7 +12,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr unsigned kEvery = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeCheck | kScopeSshd;
+constexpr unsigned kEvery =
+    kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeCheck | kScopeSshd | kScopeRank;
 constexpr unsigned kSsh = kScopeInit | kScopeRendezvous | kScopeLauncher | kScopeSshd;
 
 constexpr std::array kTable = {
@@ -21,7 +22,7 @@ constexpr std::array kTable = {
     row(param::kLogFormat, "FORMAT", "text", "log as plain lines, or as JSON lines for a log pipeline",
         kEvery, "text|json"),
     row(param::kSshDir, "DIR", "$HOME/.ssh", "where the job's SSH identity, config and known_hosts live",
-        kSsh),
+        kSsh | kScopeRank),
     ranged(row(param::kSshPort, "PORT", "2222", "the port of every pod's SSH server", kSsh), 1, 65535),
 
     // mpi-init: where the topology comes from (one source per run).
@@ -79,10 +80,10 @@ constexpr std::array kTable = {
                "every host must be registered and ssh-ready by then", kScopeRendezvous | kScopeLauncher),
            1s, 24h),
     ranged(row(param::kBeatInterval, "DURATION", "5s", "how often sidecars and running ranks' agents beat",
-               kScopeRendezvous | kScopeLauncher),
+               kScopeRendezvous | kScopeLauncher | kScopeRank),
            100ms, 10min),
     ranged(row(param::kLostAfter, "DURATION", "15s", "a host with no beat for this long is lost",
-               kScopeRendezvous | kScopeLauncher),
+               kScopeRendezvous | kScopeLauncher | kScopeRank),
            500ms, 1h),
     row(param::kListenAddress, "IP", "::",
         "where the coordinator, the probe and mpi-sshd listen; `::` takes IPv4 and IPv6, and is 0.0.0.0 "
@@ -93,7 +94,7 @@ constexpr std::array kTable = {
         kScopeRendezvous),
     row(param::kCoordinator, "HOST:PORT", "",
         "the coordinator; default: the launcher of hosts.json, on --rendezvous-port",
-        kScopeRendezvous | kScopeLauncher),
+        kScopeRendezvous | kScopeLauncher | kScopeRank),
     ranged(row(param::kDeadline, "DURATION", "600s",
                "the sidecar gives up (exit 75) after this long without reaching the coordinator",
                kScopeRendezvous),
@@ -116,13 +117,13 @@ constexpr std::array kTable = {
         kScopeLauncher, "beside|before"),
     row(param::kStartGate, "BOOL", "false",
         "the rank agent asks the launcher before it starts its rank (mpi-launcher sets it for its ranks)",
-        kScopeLauncher),
+        kScopeLauncher | kScopeRank),
     row(param::kEpoch, "HEX", "",
         "the launch's random epoch, carried by the rank agent's requests (mpi-launcher sets it)",
-        kScopeLauncher),
+        kScopeLauncher | kScopeRank),
     row(param::kGateFailOpen, "BOOL", "false",
         "start a rank whose start gate cannot be asked (no verified answer in --lost-after); else exit 75",
-        kScopeLauncher),
+        kScopeLauncher | kScopeRank),
     row(param::kCheck, "KIND", "none", "the fabric check after the preflight (nccl-check)", kScopeLauncher,
         "none|mpi|nccl|auto"),
     row(param::kMpi, "FLAVOUR", "auto", "which MPI runs the job", kScopeLauncher, "auto|openmpi|mpich|intel"),
@@ -170,8 +171,10 @@ constexpr std::array kTable = {
     ranged(row(param::kStatusInterval, "DURATION", "5s", "at most one TrainJob status update this often",
                kScopeLauncher),
            100ms, 1h),
-    row(param::kMasterAddr, "HOST", "", "MASTER_ADDR for torch; default: the first host", kScopeLauncher),
-    ranged(row(param::kMasterPort, "PORT", "29500", "MASTER_PORT for torch", kScopeLauncher), 1, 65535),
+    row(param::kMasterAddr, "HOST", "", "MASTER_ADDR for torch; default: the first host",
+        kScopeLauncher | kScopeRank),
+    ranged(row(param::kMasterPort, "PORT", "29500", "MASTER_PORT for torch", kScopeLauncher | kScopeRank), 1,
+           65535),
     row(param::kNcclCheck, "PATH", "",
         "the nccl-check program for --check; default: nccl-check beside mpi-launcher, else on PATH",
         kScopeLauncher),

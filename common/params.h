@@ -34,6 +34,7 @@ enum Scope : unsigned {
   kScopeLauncher = 1U << 2,    // mpi-launcher
   kScopeCheck = 1U << 3,       // nccl-check
   kScopeSshd = 1U << 4,        // mpi-sshd
+  kScopeRank = 1U << 5,        // mpi-rank (what agent/contract.h hands it, and the log's)
   kScopeAll = ~0U,
 };
 

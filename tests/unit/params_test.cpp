@@ -3,10 +3,12 @@
 #include "common/params.h"
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "agent/contract.h"
 #include "common/files.h"
 
 namespace tmpi {
@@ -265,6 +267,33 @@ TEST(Params, ReadmeHoldsTheGeneratedTable) {
   EXPECT_NE(readme->find(markdown_table()), std::string::npos)
       << "README.md's parameter table is stale; regenerate it with: mpi-init --params-markdown\n"
       << markdown_table();
+}
+
+}  // namespace
+}  // namespace tmpi
+
+namespace tmpi {
+namespace {
+
+// mpi-rank shows and reads what the launcher hands every agent (agent/contract.h) and the
+// log's own two, nothing of the launcher's other 50: its --help is for a person debugging a
+// rank, and an option it would ignore is not to be offered.
+TEST(Params, TheRankAgentsScopeIsItsContract) {
+  std::set<std::string> scoped, expected{"log-format"};
+  for (const auto& spec : param_table()) {
+    if ((spec.scopes & kScopeRank) != 0) scoped.insert(std::string(spec.name));
+  }
+  for (std::string_view name : contract::kAgentParameters) expected.insert(std::string(name));
+  EXPECT_EQ(scoped, expected);
+  const std::string help = help_text("mpi-rank", kScopeRank);
+  EXPECT_NE(help.find("--coordinator"), std::string::npos);
+  EXPECT_EQ(help.find("--hosts"), std::string::npos) << help;
+  EXPECT_EQ(help.find("--mpi-arg"), std::string::npos);
+  // A launcher's variable in the agent's environment is not the agent's: its default stays.
+  auto params = Params::parse(kScopeRank, {}, {{"TMPI_COORDINATOR", "10.0.0.1:29410"}, {"TMPI_NP", "bogus"}});
+  ASSERT_TRUE(params) << params.error().message;
+  EXPECT_EQ(params->str(param::kCoordinator), "10.0.0.1:29410");
+  EXPECT_FALSE(Params::parse(kScopeRank, {"--hosts", "x"}, {}));  // not an option of mpi-rank
 }
 
 }  // namespace
