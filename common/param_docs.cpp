@@ -25,6 +25,7 @@ std::string scope_names(unsigned scopes) {
   add(kScopeCheck, "nccl-check");
   add(kScopeSshd, "mpi-sshd");
   add(kScopeRank, "mpi-rank");
+  add(kScopeConvert, "mpi-launcher convert");
   return out;
 }
 

@@ -181,9 +181,9 @@ constexpr std::array kTable = {
     row(param::kRuntime, "NAME", "",
         "convert: the TrainJob's runtimeRef; default: the package's runtime for the MPIJob's "
         "mpiImplementation",
-        kScopeLauncher),
+        kScopeConvert),
     row(param::kOutput, "FILE", "", "convert: write the TrainJob there (atomically); default: stdout",
-        kScopeLauncher),
+        kScopeConvert),
 
     // nccl-check (the launcher passes the shared ones on to it for --check).
     row(param::kBackend, "KIND", "mpi", "all-reduce with NCCL on GPUs, or with MPI on CPUs", kScopeCheck,

@@ -35,6 +35,7 @@ enum Scope : unsigned {
   kScopeCheck = 1U << 3,       // nccl-check
   kScopeSshd = 1U << 4,        // mpi-sshd
   kScopeRank = 1U << 5,        // mpi-rank (what agent/contract.h hands it, and the log's)
+  kScopeConvert = 1U << 6,     // mpi-launcher convert
   kScopeAll = ~0U,
 };
 

@@ -153,18 +153,33 @@ Status convert(const Params& params) {
   return ok_status();
 }
 
+// Each subcommand reads its own options, and --help shows those: convert and rank share
+// nothing with run's (common/params.h, the scopes).
+unsigned scope_of(const std::string& command) {
+  if (command == "convert") return kScopeConvert;
+  if (command == "rank") return kScopeRank;
+  return kScopeLauncher;
+}
+
+const char* synopsis_of(const std::string& command) {
+  if (command == "convert") return "mpi-launcher convert [--runtime NAME] [--output FILE] MPIJOB.yaml|-";
+  if (command == "rank") return "mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
+  return kSynopsis;
+}
+
 Status run(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << help_text(kSynopsis, kScopeLauncher);
     return args.empty() ? make_error(Exit::kUsage, "no subcommand; see --help") : ok_status();
   }
   std::string command = args[0];
+  const unsigned scope = scope_of(command);
   // `run [MPI OPTIONS] -- CMD`: the words that are no parameter of the launcher's are mpirun's.
   RunArgs split{{args.begin() + 1, args.end()}, {}};
   if (command == "run") split = split_run_args(split.launcher_args, kScopeLauncher);
-  TMPI_ASSIGN(Params params, Params::parse(kScopeLauncher, split.launcher_args, current_environment()));
+  TMPI_ASSIGN(Params params, Params::parse(scope, split.launcher_args, current_environment()));
   if (params.help_requested()) {
-    std::cout << help_text(kSynopsis, kScopeLauncher);
+    std::cout << help_text(synopsis_of(command), scope);
     return ok_status();
   }
   TMPI_CHECK(log::setup_from("mpi-launcher", params));

@@ -4,6 +4,7 @@
 #   - `--version` on every program (mpi-ssh and mpi-ssh-client too: ssh's own is -V) prints its
 #     name and the project's version, exit 0 (a
 #     version is what a bug report asks for first; it was an unknown subcommand);
+#   - each subcommand's --help shows its own options (convert's, rank's: not run's);
 #   - `mpi-launcher hosts` with no coordinator answering shows the health table the README
 #     promises, every host of hosts.json on its row, not yet heard from (not the raw file).
 set -euo pipefail
@@ -17,6 +18,15 @@ for program in mpi-launcher mpi-init mpi-rendezvous mpi-rank nccl-check mpi-sshd
   rc=0; out=$("$TMPI_BUILD_DIR/bin/$program" --version 2>&1) || rc=$?
   [[ $rc == 0 && $out == "$program $TMPI_VERSION" ]] || fail "$program --version: exit $rc: $out"
 done
+
+# Help that fits the command: convert's and rank's own options, not run's 50.
+convert_help=$("$TMPI_BUILD_DIR/bin/mpi-launcher" convert --help)
+[[ $convert_help == *"--runtime NAME"* && $convert_help == *"--output FILE"* && $convert_help != *"--hosts"* ]] ||
+  fail "convert --help: $convert_help"
+run_help=$("$TMPI_BUILD_DIR/bin/mpi-launcher" run --help)
+[[ $run_help == *"--hosts FILE"* && $run_help != *"--runtime NAME  "* ]] || fail "run --help shows convert's options"
+rank_help=$("$TMPI_BUILD_DIR/bin/mpi-launcher" rank --help)
+[[ $rank_help == *"--coordinator"* && $rank_help != *"--hosts"* ]] || fail "rank --help: $rank_help"
 
 "$TMPI_BUILD_DIR/bin/mpi-init" --jobset first --replicated-jobs launcher=1,node=2 --slots 2 --out "$work/etc" \
   --ssh-dir "$work/ssh" >/dev/null
