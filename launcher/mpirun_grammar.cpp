@@ -38,8 +38,9 @@ constexpr std::array kOrte = std::to_array<Rule>({
     {"default-hostfile", 1, R::kHostfile}, {"do-not-resolve", 0}, {"ompi-server", 1}, {"cf", 1},
     {"cartofile", 1}, {"rf", 1, R::kMapping}, {"rankfile", 1, R::kMapping}, {"x", 1, R::kEnv},
     {"display-map", 0}, {"display-devel-map", 0}, {"display-topo", 0}, {"display-diffable-map", 0},
-    {"H", 1, R::kHosts}, {"host", 1, R::kHosts}, {"nolocal", 0, R::kMapping}, {"nooversubscribe", 0},
-    {"oversubscribe", 0}, {"cpus-per-proc", 1, R::kMapping}, {"cpus-per-rank", 1, R::kMapping},
+    {"H", 1, R::kHosts}, {"host", 1, R::kHosts}, {"nolocal", 0, R::kMapping},
+    {"nooversubscribe", 0, R::kOversubscribe}, {"oversubscribe", 0, R::kOversubscribe},
+    {"cpus-per-proc", 1, R::kMapping}, {"cpus-per-rank", 1, R::kMapping},
     {"bycore", 0, R::kMapping}, {"bynode", 0, R::kMapping}, {"byslot", 0}, {"pernode", 0, R::kPernode},
     {"npernode", 1, R::kPerNode}, {"N", 1, R::kPerNode}, {"use-hwthread-cpus", 0},
     {"npersocket", 1, R::kMapping}, {"map-by", 1, R::kMapping}, {"rank-by", 1, R::kMapping}, {"bind-to", 1},
@@ -69,7 +70,8 @@ constexpr std::array kPrrte = std::to_array<Rule>({
     {"rankfile", 1, R::kMapping}, {"rf", 1, R::kMapping}, {"ppr", 1, R::kMapping},
     {"npersocket", 1, R::kMapping}, {"cpus-per-proc", 1, R::kMapping}, {"cpus-per-rank", 1, R::kMapping},
     {"bynode", 0, R::kMapping}, {"bycore", 0, R::kMapping}, {"byslot", 0}, {"nolocal", 0, R::kMapping},
-    {"oversubscribe", 0}, {"nooversubscribe", 0}, {"use-hwthread-cpus", 0}, {"bind-to-core", 0},
+    {"oversubscribe", 0, R::kOversubscribe}, {"nooversubscribe", 0, R::kOversubscribe},
+    {"use-hwthread-cpus", 0}, {"bind-to-core", 0},
     {"bind-to-socket", 0}, {"cpu-set", 1}, {"cpu-list", 1}, {"output", 1}, {"display", 1}, {"tag-output", 0},
     {"timestamp-output", 0}, {"merge-stderr-to-stdout", 0}, {"output-filename", 1}, {"xterm", 1},
     {"report-bindings", 0}, {"display-map", 0}, {"display-devel-map", 0}, {"display-allocation", 0},
@@ -149,7 +151,59 @@ std::pair<std::string, std::optional<std::string>> split_word(Grammar grammar, c
   return {body.substr(0, eq), body.substr(eq + 1)};
 }
 
+// The options users carry from one MPI to the other, with what the other says instead. A
+// hint never repeats the option's own name, which the error names once.
+struct Equivalent {
+  bool under_open_mpi;  // the hint for a line read as Open MPI's (4 or 5), else as hydra's
+  std::string_view name;
+  std::string_view hint;
+};
+
+// clang-format off
+constexpr std::array kEquivalents = std::to_array<Equivalent>({
+    {true, "ppn", "it is hydra's (MPICH, Intel MPI); Open MPI puts N ranks a host with --map-by ppr:N:node"},
+    {true, "perhost", "it is Intel MPI's; Open MPI puts N ranks on each host with --map-by ppr:N:node"},
+    {true, "genv", "it is hydra's (MPICH, Intel MPI); Open MPI sets a variable with -x NAME=VALUE"},
+    {true, "env", "it is hydra's (MPICH, Intel MPI); Open MPI sets a variable with -x NAME=VALUE"},
+    {true, "genvlist", "it is hydra's (MPICH, Intel MPI); Open MPI passes a variable with -x NAME"},
+    {true, "envlist", "it is hydra's (MPICH, Intel MPI); Open MPI passes a variable with -x NAME"},
+    {true, "f", "it is hydra's hostfile (MPICH, Intel MPI); the launcher gives the job's, so drop it"},
+    {true, "hosts", "it is hydra's (MPICH, Intel MPI); the launcher gives the job's hosts, so drop it"},
+    {true, "prepend-rank", "it is hydra's (MPICH, Intel MPI); Open MPI says --tag-output"},
+    {true, "l", "it is hydra's (MPICH, Intel MPI); Open MPI says --tag-output"},
+    {false, "x", "it is Open MPI's; hydra sets a variable with -genv NAME VALUE, or -genvlist NAME"},
+    {false, "npernode", "it is Open MPI's; hydra puts N ranks on each host with -ppn N"},
+    {false, "pernode", "it is Open MPI's; hydra puts one rank on each host with -ppn 1"},
+    {false, "oversubscribe", "it is Open MPI's; hydra runs more ranks than slots without it, so drop it"},
+    {false, "nooversubscribe", "it is Open MPI's; hydra has no such switch, so drop it"},
+    {false, "mca", "it is Open MPI's; MPICH reads MPIR_CVAR_* variables: -genv MPIR_CVAR_NAME VALUE"},
+    {false, "gmca", "it is Open MPI's; MPICH reads MPIR_CVAR_* variables: -genv MPIR_CVAR_NAME VALUE"},
+    {false, "tag-output", "it is Open MPI's; hydra says -prepend-rank"},
+    {false, "allow-run-as-root", "it is Open MPI's; hydra runs as root without it, so drop it"},
+});
+// clang-format on
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
 }  // namespace
+
+std::string unknown_option_hint(Grammar grammar, std::string_view name) {
+  bool open_mpi = grammar != Grammar::kHydra;
+  for (const Equivalent& row : kEquivalents) {
+    if (row.under_open_mpi == open_mpi && row.name == lower(name)) return std::string(row.hint);
+  }
+  for (Grammar other : {Grammar::kOrte, Grammar::kPrrte, Grammar::kHydra}) {
+    if (other != grammar && grammar_knows(other, name))
+      return fmt::format("{} takes it, and this job's MPI is another; drop it or give its equivalent",
+                         grammar_name(other));
+  }
+  return fmt::format("`mpirun --help` lists what {} takes; drop it or give its equivalent",
+                     grammar_name(grammar));
+}
 
 Grammar grammar_of(Flavour flavour) {
   switch (flavour) {
@@ -164,6 +218,22 @@ Grammar grammar_of(Flavour flavour) {
   return Grammar::kOrte;
 }
 
+bool grammar_knows(Grammar grammar, std::string_view name) {
+  return find_rule(grammar, name) != nullptr;
+}
+
+std::string_view grammar_name(Grammar grammar) {
+  switch (grammar) {
+    case Grammar::kOrte:
+      return "Open MPI 4's mpirun (ORTE)";
+    case Grammar::kPrrte:
+      return "Open MPI 5's mpirun (PRRTE)";
+    case Grammar::kHydra:
+      return "hydra's mpiexec (MPICH, Intel MPI)";
+  }
+  return "mpirun";
+}
+
 std::string option_text(const MpiOption& option) {
   return fmt::format("{}", fmt::join(option.words, " "));
 }
@@ -171,6 +241,7 @@ std::string option_text(const MpiOption& option) {
 Expected<MpirunLine> parse_mpirun_line(Grammar grammar, const std::vector<std::string>& words,
                                        bool ends_at_dashdash) {
   MpirunLine line;
+  line.grammar = grammar;
   std::size_t i = 0;
   while (i < words.size()) {
     const std::string& word = words[i];

@@ -1,5 +1,7 @@
 // See mpirun_line.h. The owned options are checked one by one as they come; each check
-// either takes the option (it agrees with the job), passes it, or returns the error.
+// either takes the option (it agrees with the job), passes it, or returns the error. What
+// depends on the whole line (the rank count against the slots, which a later --oversubscribe
+// allows) is checked after the last option.
 #include "launcher/mpirun_line.h"
 
 #include <algorithm>
@@ -115,18 +117,39 @@ struct Taking {
   const LineContext& job;
   TakenLine out;
   const MpiOption* np_option = nullptr;
-  int per_host = 0;  // ranks on each host, where the line says so
+  int per_host = 0;            // ranks on each host, where the line says so
+  bool oversubscribe = false;  // Open MPI may run more ranks than slots: the last word said
 };
+
+std::string lowered(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+// Open MPI's --map-by modifiers, any case: ORTE's "node:OVERSUBSCRIBE", PRRTE's
+// ":oversubscribe" or "ppr:2:node:oversubscribe,span"; the last one said counts.
+void note_map_by_oversubscribe(Taking& state, const std::string& value) {
+  std::string token;
+  std::istringstream parts(lowered(value));
+  while (std::getline(parts, token, ':')) {
+    std::istringstream modifiers(token);
+    for (std::string modifier; std::getline(modifiers, modifier, ',');) {
+      if (modifier == "oversubscribe") state.oversubscribe = true;
+      if (modifier == "nooversubscribe") state.oversubscribe = false;
+    }
+  }
+}
 
 // An option that places ranks: the by-slot check no longer holds, and a per-host count
 // (ppr:N:node, -N N, -ppn N, --pernode) sets the rank count where none is given.
 void note_placement(Taking& state, const MpiOption& option) {
-  std::string value = option.values.empty() ? "" : option.values.front();
-  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string value = lowered(option.values.empty() ? "" : option.values.front());
   if (option.role == Role::kPernode) state.per_host = 1;
   if (option.role == Role::kPerNode) state.per_host = positive(value).value_or(0);
   if (option.role == Role::kMapping && option.name == "map-by") {
-    if (value == "slot") return;
+    note_map_by_oversubscribe(state, value);
+    // By slot still, with leave to oversubscribe: the agents' layout wraps round as mpirun does.
+    if (value == "slot" || value == "slot:oversubscribe" || value == ":oversubscribe") return;
     if (value.starts_with("ppr:") && value.ends_with(":node"))
       state.per_host = positive(value.substr(4, value.size() - 9)).value_or(0);
   }
@@ -194,6 +217,9 @@ Expected<bool> take(Taking& state, const MpiOption& option) {
                      "the command on the line");
     case Role::kRunAsRoot:
       return job.as_root;  // the launcher passes it itself as root
+    case Role::kOversubscribe:
+      state.oversubscribe = option.name == "oversubscribe";
+      return false;
     case Role::kPerNode:
     case Role::kPernode:
     case Role::kMapping:
@@ -204,6 +230,34 @@ Expected<bool> take(Taking& state, const MpiOption& option) {
       return false;
   }
   return false;
+}
+
+// An option the MPI's own parser does not know: mpirun refuses it (Open MPI 4: `mpirun:
+// Error: unknown option "--bogus"`), and passed on, its value would become the command and
+// the rank agent another word of the user's. Refused here first, with the other MPI's name.
+Status check_known(const MpiOption& option, Grammar grammar) {
+  if (option.known) return ok_status();
+  return make_error(Exit::kUsage, "mpirun option \"{}\" is unknown to {}, which refuses it; {}",
+                    option.words.at(0), grammar_name(grammar), unknown_option_hint(grammar, option.name));
+}
+
+// Open MPI's mpirun refuses more ranks than slots unless told to oversubscribe ("There are not
+// enough slots available in the system to satisfy the N slots that were requested by the
+// application"), after its daemons started on every node; said here before anything runs.
+// hydra places ranks past the slots round after round and refuses nothing, and the agents'
+// layout check wraps round the same way, so under hydra the count stands (docs/design.md).
+Status check_slots(const Taking& state, Grammar grammar) {
+  if (grammar == Grammar::kHydra || state.np_option == nullptr || state.oversubscribe) return ok_status();
+  int slots = 0;
+  for (const auto& host : state.job.hosts) slots += host.slots;
+  if (slots == 0 || state.out.np <= slots) return ok_status();
+  return make_error(Exit::kUsage,
+                    "mpirun option {} asks for {} ranks, and the job has {} slots on {} host(s); {} refuses "
+                    "more ranks than slots without leave to oversubscribe: give {} ranks or fewer, more "
+                    "nodes or slots (the TrainJob's numNodes; a pod's slots are its nvidia.com/gpu limit "
+                    "or mpi-init's --slots), or --oversubscribe",
+                    option_text(*state.np_option), state.out.np, slots, state.job.hosts.size(),
+                    grammar_name(grammar), slots);
 }
 
 bool is_boolean(std::string text) {
@@ -219,6 +273,7 @@ bool is_boolean(std::string text) {
 Expected<TakenLine> take_mpirun_line(const MpirunLine& line, const LineContext& job) {
   Taking state{job, {}};
   for (const auto& option : line.options) {
+    TMPI_CHECK(check_known(option, line.grammar));
     TMPI_ASSIGN(bool taken, take(state, option));
     if (!taken) state.out.passed.insert(state.out.passed.end(), option.words.begin(), option.words.end());
   }
@@ -228,6 +283,7 @@ Expected<TakenLine> take_mpirun_line(const MpirunLine& line, const LineContext& 
         "the mpirun line runs several programs (MPMD, ':'), which is refused under mpi-launcher: every "
         "rank runs under the rank agent; run one program that picks its part by rank");
   }
+  TMPI_CHECK(check_slots(state, line.grammar));
   if (state.out.np == 0 && job.np == 0 && state.per_host > 0)
     state.out.np = state.per_host * static_cast<int>(job.hosts.size());
   return state.out;

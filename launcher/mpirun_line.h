@@ -13,6 +13,10 @@
 // list of other hosts, an app file or an MPMD ':' (each rank must run under the rank agent),
 // and hydra's -genvall/-genvnone (hydra takes one global env choice, and the launcher's is
 // -genvlist: the user's -genvlist names join it).
+// Refused by name as the MPI's mpirun refuses it (exit 64), before anything runs: an option
+// the MPI's grammar does not know (with the other MPI's name for it: -ppn under Open MPI is
+// --map-by ppr:N:node), and under Open MPI (4 and 5) an -np past the job's slots without
+// --oversubscribe or a --map-by ...:OVERSUBSCRIBE (hydra oversubscribes by itself: allowed).
 // An option that places ranks other than by slot (--map-by ppr:1:node, --rank-by node, -ppn)
 // turns the agents' by-slot placement check off, and where it says how many ranks a host runs
 // and no -np is given, the rank count follows from it.

@@ -1,13 +1,15 @@
 // A user's own mpirun line under mpi-launcher: each MPI's grammar (which options take values,
 // -x and -genv forms, --mca pairs, single-dash long forms, --name=value, unknown options),
 // then the launcher's checks of the options it owns (taken where they agree, one error naming
-// both values where they conflict, refused by name where they would break the job), and the
-// split of `mpi-launcher run`'s words into the launcher's parameters and mpirun's, and the
-// descriptor limit mpirun gets.
+// both values where they conflict, refused by name where they would break the job or where
+// the MPI's own mpirun would refuse them: an unknown option, Open MPI's ranks past the slots),
+// and the split of `mpi-launcher run`'s words into the launcher's parameters and mpirun's, and
+// the descriptor limit mpirun gets.
 #include "launcher/mpirun_line.h"
 
 #include <sys/resource.h>
 
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "common/params.h"
@@ -195,6 +197,100 @@ TEST(MpirunLine, MappingTurnsThePlacementCheckOffAndImpliesTheRankCount) {
   ASSERT_TRUE(slot);
   EXPECT_EQ(slot->placement, "");
   EXPECT_EQ(slot->np, 0);
+}
+
+// The job has 4 slots (a.svc:2, b.svc:2). Open MPI's mpirun refuses more ranks than slots
+// unless told to oversubscribe, hydra places them round after round.
+TEST(MpirunLine, RanksPastTheSlotsAreRefusedUnderOpenMpiUnlessOversubscribed) {
+  struct Row {
+    Grammar grammar;
+    Words words;
+    bool accepted;
+  };
+  const std::vector<Row> rows = {
+      {Grammar::kOrte, {"-np", "8", "prog"}, false},
+      {Grammar::kOrte, {"-n", "5", "prog"}, false},
+      {Grammar::kPrrte, {"--np", "8", "prog"}, false},
+      {Grammar::kPrrte, {"-c", "8", "prog"}, false},
+      {Grammar::kOrte, {"--oversubscribe", "--nooversubscribe", "-np", "8", "prog"}, false},
+      {Grammar::kPrrte,
+       {"--map-by", "node:oversubscribe", "--map-by", "node:NOOVERSUBSCRIBE", "-np", "8", "p"},
+       false},
+      {Grammar::kOrte, {"-np", "4", "prog"}, true},
+      {Grammar::kOrte, {"-np", "8", "--oversubscribe", "prog"}, true},
+      {Grammar::kOrte, {"--map-by", "node:OVERSUBSCRIBE", "-np", "8", "prog"}, true},
+      {Grammar::kPrrte, {"--oversubscribe", "--np", "8", "prog"}, true},
+      {Grammar::kPrrte, {"--map-by", ":oversubscribe", "-np", "8", "prog"}, true},
+      {Grammar::kPrrte, {"--map-by=ppr:4:node:oversubscribe,span", "-np", "8", "prog"}, true},
+      {Grammar::kHydra, {"-n", "8", "prog"}, true},
+      {Grammar::kHydra, {"-np", "64", "prog"}, true},
+  };
+  for (const auto& row : rows) {
+    auto taken = take(row.grammar, row.words);
+    std::string line = fmt::format("{}", fmt::join(row.words, " "));
+    if (row.accepted) {
+      ASSERT_TRUE(taken) << line << ": " << taken.error().message;
+      continue;
+    }
+    ASSERT_FALSE(taken) << line;
+    const std::string& message = taken.error().message;
+    EXPECT_EQ(taken.error().exit, Exit::kUsage) << message;
+    std::string np = row.words[row.words.size() - 2];
+    for (const std::string& said :
+         {fmt::format("{} ranks", np), std::string("4 slots on 2 host(s)"), std::string("Open MPI"),
+          std::string("4 ranks or fewer"), std::string("numNodes"), std::string("--oversubscribe")}) {
+      EXPECT_NE(message.find(said), std::string::npos) << line << ": no '" << said << "' in " << message;
+    }
+  }
+  // By slot with leave to oversubscribe is still by slot: the agents' layout wraps round too.
+  auto wrapped = take(Grammar::kPrrte, {"--map-by", "slot:OVERSUBSCRIBE", "-np", "8", "prog"});
+  ASSERT_TRUE(wrapped);
+  EXPECT_EQ(wrapped->np, 8);
+  EXPECT_EQ(wrapped->placement, "");
+  EXPECT_EQ(wrapped->passed, (Words{"--map-by", "slot:OVERSUBSCRIBE"}));
+}
+
+// mpirun refuses an option it does not know; passed on, its value would become the command.
+TEST(MpirunLine, AnOptionTheMpiDoesNotKnowIsRefusedByNameWithTheFix) {
+  struct Row {
+    Grammar grammar;
+    Words words;
+    std::string hint;
+  };
+  const std::vector<Row> rows = {
+      {Grammar::kOrte, {"-ppn", "2", "prog"}, "--map-by ppr:N:node"},
+      {Grammar::kPrrte, {"-ppn", "2", "prog"}, "--map-by ppr:N:node"},
+      {Grammar::kOrte, {"-genv", "A", "1", "prog"}, "-x NAME=VALUE"},
+      {Grammar::kPrrte, {"-genvlist", "A", "prog"}, "-x NAME"},
+      {Grammar::kOrte, {"--bogus", "3", "prog"}, "mpirun --help"},
+      {Grammar::kPrrte, {"--bogus=3", "prog"}, "mpirun --help"},
+      {Grammar::kPrrte, {"--novm", "prog"}, "Open MPI 4's mpirun (ORTE) takes it"},
+      {Grammar::kHydra, {"--bogus", "3", "prog"}, "mpirun --help"},
+      {Grammar::kHydra, {"-x", "A=1", "prog"}, "-genv NAME VALUE"},
+      {Grammar::kHydra, {"--npernode", "2", "prog"}, "-ppn N"},
+      {Grammar::kHydra, {"--oversubscribe", "-n", "8", "prog"}, "without it, so drop it"},
+      {Grammar::kHydra, {"--mca", "pml", "ucx", "prog"}, "MPIR_CVAR"},
+  };
+  for (const auto& row : rows) {
+    auto taken = take(row.grammar, row.words);
+    ASSERT_FALSE(taken) << row.words[0];
+    const std::string& message = taken.error().message;
+    EXPECT_EQ(taken.error().exit, Exit::kUsage) << message;
+    EXPECT_NE(message.find(fmt::format("\"{}\" is unknown to {}", row.words[0], grammar_name(row.grammar))),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(row.hint), std::string::npos)
+        << row.words[0] << ": no '" << row.hint << "' in " << message;
+    auto first = message.find(row.words[0]);  // named once
+    EXPECT_EQ(message.find(row.words[0], first + 1), std::string::npos) << message;
+  }
+  // `mpi-launcher run --bogus 3 -- prog`: the same refusal, the option's bare words and all.
+  auto line = parse_mpirun_line(Grammar::kOrte, {"--bogus", "3", "--", "prog"}, true);
+  ASSERT_TRUE(line);
+  auto taken = take_mpirun_line(*line, job());
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.error().exit, Exit::kUsage);
+  EXPECT_NE(taken.error().message.find("\"--bogus\" is unknown"), std::string::npos) << taken.error().message;
 }
 
 TEST(MpirunLine, HydraEnvListJoinsTheLaunchersOwn) {
