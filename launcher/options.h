@@ -27,8 +27,8 @@ struct LauncherOptions {
   EventsOptions events;
   FabricOptions fabric;
   WaitFor wait = WaitFor::kSidecar;
-  std::string coordinator;  // `hosts`: where to ask; "" = this pod's
-  std::string report;       // report.json
+  std::string coordinator;      // `hosts`: where to ask; "" = this pod's
+  std::string report;           // report.json
   std::string termination_log;  // the verdict for kubectl describe pod (launcher/verdict.h)
   bool preflight = true;
   bool dry_run = false;

@@ -55,7 +55,8 @@ double seconds_since(Clock::time_point since) {
 // lines of the log (launcher/verdict.h).
 void tell_verdict(const json& report, const LauncherOptions& options) {
   std::vector<std::string> lines = verdict_lines(report, options.report);
-  if (Status written = write_termination_message(options.termination_log, termination_message(lines)); !written)
+  if (Status written = write_termination_message(options.termination_log, termination_message(lines));
+      !written)
     spdlog::warn("the termination message not written: {}", written.error().message);
   for (const std::string& line : lines) spdlog::info("{}", line);
 }
