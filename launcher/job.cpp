@@ -17,14 +17,14 @@
 #include "common/params.h"
 #include "common/process.h"
 #include "common/proof.h"
+#include "common/self_path.h"
 #include "launcher/mpirun_line.h"
 
 namespace tmpi::launch {
 
 std::string self_exe() {
-  char path[PATH_MAX] = {0};
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "mpi-launcher";
+  auto path = self_path();
+  return path.empty() ? "mpi-launcher" : path;
 }
 
 std::string beside_self(const std::string& name) {

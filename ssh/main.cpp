@@ -25,6 +25,7 @@
 
 #include "agent/contract.h"
 #include "common/asan_options.h"  // a sanitized mpi-ssh under a pod's LD_PRELOAD
+#include "common/self_path.h"
 #include "ssh/call.h"
 
 namespace {
@@ -36,10 +37,8 @@ using tmpi::launch::SshCall;
 // for uid N" before connecting: an arbitrary uid with no nss_wrapper), or the image has no
 // ssh at all (the image contract asks for none: docs/design.md, "The runtimes").
 void become_client(char** argv) {
-  char self[4096];
-  ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (size <= 0) return;
-  std::string client(self, static_cast<std::size_t>(size));
+  std::string client = tmpi::self_path();
+  if (client.empty()) return;
   client = client.substr(0, client.rfind('/') + 1) + "mpi-ssh-client";
   argv[0] = const_cast<char*>("mpi-ssh-client");
   execv(client.c_str(), argv);  // returns only if it could not start

@@ -1,0 +1,118 @@
+// The bundle's start: every program in the bundle's bin/ is a link to this one small static
+// program, which runs the real program (libexec/NAME) under the bundle's own loader and
+// libraries (lib/). So a program runs in any x86-64 Linux image, whatever its libc and its
+// version, or with none at all, from whatever folder the bundle was copied to.
+//
+// Why a static start and not a shell script: it needs no /bin/sh, costs one exec and no
+// fork, and passes the arguments through untouched. Why the loader is called by hand and not
+// named in each program's PT_INTERP: PT_INTERP must be an absolute path, and the bundle
+// lives wherever it was copied. `--library-path` applies to this process only, so the
+// image's programs that ours start (mpirun, sh, the user's ranks) never see our libraries.
+//
+// Which program: the name the caller executed (AT_EXECFN: the path given to execve, the link
+// in bin/), not argv[0], which callers may set to anything. Where the bundle is: the real
+// path of that link (this file, in libexec/), one folder up. Neither needs /proc.
+//
+// nccl-check is the one program that loads the image's own libraries (its MPI, NCCL and
+// CUDA): two C libraries cannot share a process, so it runs under whichever of the two
+// loaders has the newer C library. The image's loader is tried first (`--list` resolves
+// every library and symbol version without running anything); where the image's C library
+// is older than the bundle's, the bundle's loader runs it (the image's libraries were built
+// for the older one, which the newer one keeps serving).
+//
+// The program's own path in bin/ becomes its argv[0], so that it finds its siblings there
+// (common/self_path.h): under a loader called by hand, /proc/self/exe names the loader.
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char kImageLoader[] = "/lib64/ld-linux-x86-64.so.2";
+
+static void fail(const char* what, const char* path) {
+  fprintf(stderr, "trainer-mpi bundle: %s %s: %s\n", what, path, strerror(errno));
+  _exit(127);
+}
+
+// joined(OUT, A, B): A "/" B into OUT (PATH_MAX bytes), or the process ends naming A.
+static void joined(char* out, const char* a, const char* b) {
+  int n = snprintf(out, PATH_MAX, "%s/%s", a, b);
+  if (n < 0 || n >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    fail("path too long under", a);
+  }
+}
+
+// The image's loader resolves PROGRAM with LIBS: every library and symbol version found.
+static int image_loader_fits(const char* program, const char* libs) {
+  if (access(kImageLoader, X_OK) != 0) return 0;
+  pid_t child = fork();
+  if (child < 0) return 0;
+  if (child == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    execl(kImageLoader, kImageLoader, "--library-path", libs, "--list", program, (char*)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(int argc, char** argv) {
+  const char* called = (const char*)getauxval(AT_EXECFN);
+  if (called == NULL || called[0] == '\0') called = argv[0];
+  const char* slash = strrchr(called, '/');
+  const char* name = slash != NULL ? slash + 1 : called;
+
+  char start[PATH_MAX];
+  if (realpath(called, start) == NULL) fail("cannot find its own file", called);
+  char* cut = strrchr(start, '/');  // .../libexec/start -> .../libexec
+  if (cut != NULL) *cut = '\0';
+  cut = strrchr(start, '/');  // -> the bundle's folder
+  if (cut != NULL) *cut = '\0';
+  const char* root = start[0] != '\0' ? start : "/";
+
+  char libexec[PATH_MAX], program[PATH_MAX], bin[PATH_MAX], self[PATH_MAX];
+  char libs[PATH_MAX], glibc_libs[PATH_MAX], loader[PATH_MAX], both[2 * PATH_MAX + 1];
+  joined(libexec, root, "libexec");
+  joined(program, libexec, name);
+  joined(bin, root, "bin");
+  joined(self, bin, name);
+  joined(libs, root, "lib");
+  joined(glibc_libs, libs, "glibc");
+  joined(loader, glibc_libs, "ld-linux-x86-64.so.2");
+  if (strcmp(name, "start") == 0 || access(program, X_OK) != 0) {
+    fprintf(stderr, "trainer-mpi bundle: no program '%s' in %s: run one of %s/\n", name, libexec, bin);
+    return 127;
+  }
+  snprintf(both, sizeof both, "%s:%s", glibc_libs, libs);
+
+  const char* chosen_loader = loader;
+  const char* chosen_libs = both;
+  if (strncmp(name, "nccl-check", 10) == 0 && image_loader_fits(program, libs)) {
+    chosen_loader = kImageLoader;
+    chosen_libs = libs;
+  }
+  char** args = calloc((size_t)argc + 6, sizeof *args);
+  if (args == NULL) fail("out of memory for", name);
+  args[0] = (char*)chosen_loader;
+  args[1] = "--library-path";
+  args[2] = (char*)chosen_libs;
+  args[3] = "--argv0";
+  args[4] = self;
+  args[5] = program;
+  for (int i = 1; i < argc; i++) args[5 + i] = argv[i];
+  execv(chosen_loader, args);
+  fail("cannot run the loader", chosen_loader);
+  return 127;
+}
