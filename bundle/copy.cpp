@@ -132,6 +132,8 @@ void count(CopyStats& stats, const ManifestEntry& entry) {
 Expected<CopyStats> copy_bundle(const std::string& from, const std::string& dest) {
   TMPI_ASSIGN(auto entries, read_manifest(from));
   TMPI_ASSIGN(auto manifest_text, read_file(from + "/MANIFEST", kMaxManifestBytes + 1));
+  // bin/ leaves first and comes back last, so no moment has a runnable half.
+  TMPI_CHECK(remove_tree(dest + "/bin"));
   std::string incoming = dest + "/.incoming";
   TMPI_CHECK(remove_tree(incoming));
   CopyStats stats;
@@ -145,8 +147,6 @@ Expected<CopyStats> copy_bundle(const std::string& from, const std::string& dest
     }
     count(stats, entry);
   }
-  // Into place: bin/ leaves first and comes back last, so no moment has a runnable half.
-  TMPI_CHECK(remove_tree(dest + "/bin"));
   TMPI_CHECK(write_atomic(dest + "/MANIFEST", manifest_text));
   for (std::string_view top : kTopFolders) {
     std::string from_incoming = incoming + "/" + std::string(top);

@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # trainer-mpi: mpirun hand-off (the marker that mpi-launcher's tests look for)
 #
 # Installed as `mpirun` in the image's first PATH folder (/opt/trainer-mpi/bin), ahead of the
@@ -24,40 +24,58 @@
 # The real mpirun is the first one on PATH that is not a hand-off: neither this file (through
 # a link) nor a copy of it, found by the marker line above (two copies on PATH would else hand
 # the line to each other forever).
-set -uo pipefail
+# POSIX sh and its builtins (readlink -f where the image has it): it runs in the user's image,
+# which is asked for /bin/sh and nothing more.
+set -u
+folder_of() {  # dirname, without the program: "a/b" -> "a", "b" -> ".", "/b" -> ""
+  case $1 in */*) printf '%s\n' "${1%/*}" ;; *) echo . ;; esac
+}
 readonly marker="# trainer-mpi: mpirun hand-off"
-self=$(readlink -f "${BASH_SOURCE[0]}")
+self=$(readlink -f "$0" 2>/dev/null) || self=$0
 real=""
-IFS=: read -r -a path_dirs <<<"${PATH:-}"
-for dir in "${path_dirs[@]}"; do
-  [[ -n $dir && -x $dir/mpirun ]] || continue
-  resolved=$(readlink -f "$dir/mpirun")
-  [[ $resolved == "$self" ]] && continue
-  [[ $(head -c 200 "$resolved" 2>/dev/null | sed -n 2p) == "$marker"* ]] && continue
+saved_ifs=$IFS
+set -f  # PATH's folders are split on ":" and taken as they are, never globbed
+IFS=:
+for dir in ${PATH:-}; do
+  if [ -z "$dir" ] || [ ! -x "$dir/mpirun" ]; then continue; fi
+  resolved=$(readlink -f "$dir/mpirun" 2>/dev/null) || resolved=$dir/mpirun
+  [ "$resolved" = "$self" ] && continue
+  second_line=""
+  { read -r _ && read -r second_line; } <"$resolved" 2>/dev/null
+  case $second_line in "$marker"*) continue ;; esac
   real=$dir/mpirun
   break
 done
-if [[ -z $real ]]; then
-  echo "mpirun (trainer-mpi hand-off): no MPI's mpirun on PATH after $(dirname "$self")" >&2
+IFS=$saved_ifs
+set +f
+if [ -z "$real" ]; then
+  echo "mpirun (trainer-mpi hand-off): no MPI's mpirun on PATH after ${self%/*}" >&2
   exit 127
 fi
-[[ -z ${TMPI_LAUNCHER_PID:-} && ${TMPI_MPIRUN_HANDOFF:-1} != 0 ]] || exec "$real" "$@"
-(($# > 1)) || [[ $# == 1 && $1 != -* ]] || exec "$real" "$@"
+if [ -n "${TMPI_LAUNCHER_PID:-}" ] || [ "${TMPI_MPIRUN_HANDOFF:-1}" = 0 ]; then exec "$real" "$@"; fi
+case $#:${1:-} in
+  0:* | 1:-*) exec "$real" "$@" ;;  # mpirun's own questions (--version, --help) and an empty line
+esac
 
 hosts=${TMPI_HOSTS:-}
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do
-  [[ -z $hosts ]] || break
-  case ${args[i]} in
-    --hostfile=* | -hostfile=* | --machinefile=* | -machinefile=*) hosts=$(dirname "${args[i]#*=}")/hosts.json ;;
-    --hostfile | -hostfile | --machinefile | -machinefile | -f)
-      ((i + 1 < ${#args[@]})) && hosts=$(dirname "${args[i + 1]}")/hosts.json ;;
-  esac
-done
-[[ -n $hosts && -f $hosts ]] || hosts=/etc/mpi/hosts.json
-[[ -f $hosts ]] || exec "$real" "$@"  # not a job that mpi-init laid out
-launcher=$(dirname "$self")/mpi-launcher
-[[ -x $launcher ]] || launcher=mpi-launcher
+if [ -z "$hosts" ]; then
+  next_is_hostfile=0
+  for arg in "$@"; do
+    if [ "$next_is_hostfile" = 1 ]; then
+      hosts=$(folder_of "$arg")/hosts.json
+      break
+    fi
+    case $arg in
+      --hostfile=* | -hostfile=* | --machinefile=* | -machinefile=*) hosts=$(folder_of "${arg#*=}")/hosts.json; break ;;
+      --hostfile | -hostfile | --machinefile | -machinefile | -f) next_is_hostfile=1 ;;
+    esac
+  done
+fi
+if [ -z "$hosts" ] || [ ! -f "$hosts" ]; then hosts=/etc/mpi/hosts.json; fi
+[ -f "$hosts" ] || exec "$real" "$@"  # not a job that mpi-init laid out
+launcher=$(folder_of "$self")/mpi-launcher
+[ -x "$launcher" ] || launcher=mpi-launcher
 # The launcher uses the real mpirun, not this hand-off (its flavour and daemons are found
 # beside it).
-exec env TMPI_MPIRUN="$real" "$launcher" run --hosts "$hosts" --mpirun-line -- "$@"
+export TMPI_MPIRUN="$real"
+exec "$launcher" run --hosts "$hosts" --mpirun-line -- "$@"
