@@ -246,7 +246,8 @@ def check_runtime(path, runtime):
                 where = f"{path}: {role}/{container['name']}"
                 check_container(where, container, role, pod, has_mpi_policy)
                 homes |= {m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] == "home"}
-                check_home(where, container, server)
+                if os.path.basename((container.get("command") or [""])[0]) != "mpi-bundle":  # a copy: no HOME
+                    check_home(where, container, server)
         if not any(c["name"] == "node" for c in pod.get("containers", [])):
             fail(path, f"{role} has no container named node (Trainer applies the TrainJob's settings to it)")
     if len(homes) != 1:

@@ -64,7 +64,7 @@ def without(doc, strip):
 class Package(unittest.TestCase):
     def test_every_kustomization_renders(self):
         found = overlays()
-        self.assertTrue({"base", "trainer-v2.3", "openshift", "kubeflow", "kubeflow/profile"} <= set(found), found)
+        self.assertTrue({"base", "trainer-v2.3", "openshift", "kubeflow", "kubeflow/profile", "image-volume"} <= set(found), found)
         for overlay in found:
             self.assertTrue(package(overlay), f"manifests/{overlay} renders nothing")
 

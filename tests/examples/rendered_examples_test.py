@@ -132,7 +132,8 @@ class RenderedExamples(unittest.TestCase):
                 if pod["replicatedJob"] == "launcher":
                     self.assertEqual(command, case["trainjob"]["spec"]["trainer"]["command"], case["name"])
                 else:
-                    self.assertEqual(command[0], "mpi-sshd", f"{case['name']}: a node pod runs the built-in server")
+                    self.assertEqual(command[0], "/opt/trainer-mpi/bin/mpi-sshd",
+                                     f"{case['name']}: a node pod runs the built-in server, from the bundle")
 
     def test_mounts_and_flags_of_every_rendered_container(self):
         manifests_test.setup(SRC, BUILD)
@@ -187,7 +188,7 @@ class RenderedExamples(unittest.TestCase):
                     continue
                 running = [c for c in pod["spec"]["containers"] + [c for c in pod["spec"].get("initContainers", [])
                                                                    if c.get("restartPolicy") == "Always"]]
-                self.assertTrue(any(c["command"][0] == "mpi-sshd" for c in running),
+                self.assertTrue(any(os.path.basename(c["command"][0]) == "mpi-sshd" for c in running),
                                 f"{case['name']}: {pod['metadata']['name']} is in the hostfile, so mpirun and the "
                                 "preflight reach it by ssh: it needs a running mpi-sshd (main container or native "
                                 "sidecar)")

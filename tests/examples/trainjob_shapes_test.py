@@ -6,13 +6,15 @@ Design: Trainer v2.3 sets a TrainJob's image, command and args on the trainer st
 container each only where the TrainJob gives it (T:pkg/runtime/framework/plugins/jobset/
 builder.go, Builder.Trainer: `if image != nil`, `if command != nil`, `if args != nil`), and
 a container runs command + args. So a TrainJob with only `args` would append them to the
-runtime's demo, and one with only `image` would run the demo in an image that may not
-hold mpi-launcher (SDK's CustomTrainerContainer, upstream #2825). The runtimes' demo is a
-guard instead: with args and no command, or with an image that lacks mpi-launcher, it
-refuses with exit 64 and says what to set (`trainer.command: [mpi-launcher, run, --, ...]`);
-given neither, it execs the demo under mpi-launcher; a TrainJob's command replaces it whole.
+runtime's demo, and one with only `image` runs the demo in that image (SDK's
+CustomTrainerContainer, upstream #2825), with mpi-launcher from the bundle the runtime
+mounts at /opt/trainer-mpi, whatever the image holds. The runtimes' demo is a guard: with
+args and no command, or with no bundle mounted, it refuses with exit 64 and says what to set
+or what is missing (`trainer.command: [mpi-launcher, run, --, ...]`); given neither, it execs
+the demo under the bundle's mpi-launcher; a TrainJob's command replaces it whole.
 Each case renders the TrainJob, then runs the launcher's rendered command + args with
-/bin/sh and a PATH that holds a stand-in mpi-launcher (it records its arguments) or not.
+/bin/sh, the bundle's folder /opt/trainer-mpi/bin standing for a temporary one that holds a
+stand-in mpi-launcher (it records its arguments) or not, and a PATH with no other.
 usage: trainjob_shapes_test.py
 """
 import os
@@ -54,7 +56,8 @@ def run(container, with_launcher):
             with open(path, "w") as stream:
                 stream.write(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\n')
             os.chmod(path, stat.S_IRWXU)
-        argv = container.get("command", []) + container.get("args", [])
+        argv = [word.replace("/opt/trainer-mpi/bin/", bin_dir + "/")  # the bundle's folder, here
+                for word in container.get("command", []) + container.get("args", [])]
         done = subprocess.run(argv, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True, text=True,
                               timeout=30, check=False)
         recorded = None
@@ -78,18 +81,17 @@ class Shapes(unittest.TestCase):
             self.assertEqual((code, recorded), (64, None), where)
             self.assertIn("trainer.command: [mpi-launcher, run, --,", err, where)
 
-    def test_an_image_without_mpi_launcher_is_refused_with_the_fix(self):
+    def test_without_the_bundle_the_demo_is_refused_naming_it(self):
         for where, overlay, runtime in self.cases():
             container = launcher_container(overlay, runtime, image="registry.example.com/me/trainer:1")
             self.assertEqual(container["image"], "registry.example.com/me/trainer:1", where)
             code, err, _ = run(container, with_launcher=False)
             self.assertEqual(code, 64, where)
-            self.assertIn("trainer.image has no mpi-launcher", err, where)
-            self.assertIn("trainer.command:", err, where)
+            self.assertIn("bin/mpi-launcher: the runtime's bundle (init container bundle", err, where)
 
     def test_neither_runs_the_demo_under_mpi_launcher(self):
         for where, overlay, runtime in self.cases():
-            for trainer in ({}, {"image": "registry.example.com/me/from-trainer-mpi:1"}):
+            for trainer in ({}, {"image": "registry.example.com/me/any-image:1"}):
                 code, err, recorded = run(launcher_container(overlay, runtime, **trainer), with_launcher=True)
                 self.assertEqual(code, 0, f"{where}: {err}")
                 self.assertEqual(recorded[0], "run", where)
