@@ -14,7 +14,7 @@
 # (restartPolicy Always) left running, then its main container; each as the pod's user, with
 # its rendered command and env (the TrainJob's command, Trainer's OMPI_MCA_* variables, fields
 # from the pod's labels, nss_wrapper's) and no other variable but HOME, HOSTNAME and the
-# image's PATH (this build's programs where the image has its own). The pods start in the
+# image's PATH (this build's bundle where the image has its own). The pods start in the
 # rendered order.
 #
 # Under `cib run --image VARIANT` (the images tests, tests/images), every pod runs from that
@@ -78,7 +78,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # TMPI_EXAMPLES_TRAINJOB: another hello TrainJob (netpol_test.sh: short deadlines; kueue:
 # runtimePatches), or for deepspeed one already cut down (netpol_test.sh: short deadlines).
 trainjob=${TMPI_EXAMPLES_TRAINJOB:-$here/../../examples/trainjob-mpi-hello.yaml} rendered="$CIB_DIR/rendered.json"
-image_path="$TMPI_BUILD_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+image_path="$TMPI_BUILD_DIR/trainer-mpi/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 image_root=$(cat "$CIB_DIR/image-root" 2>/dev/null || true)  # cib run --image: the pods' root
 case $kind in
   hello) ;;
@@ -95,11 +95,7 @@ case $kind in
     elif [[ -n $image_root ]]; then sdk_options=(--packages-from "$CIB_DIR/pypi"); fi
     python3 "$here/../examples/sdk_trainjob.py" "$(subdomain)" 2 "$user_home" "${sdk_options[@]}" > "$trainjob" ||
       fail "sdk_trainjob.py"
-    if [[ -z $image_root ]]; then  # this build's hand-off as mpirun, the launcher beside it
-      mkdir -p "$CIB_DIR/image-bin" "$user_home"
-      install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
-      ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
-    fi ;;
+    [[ -n $image_root ]] || mkdir -p "$CIB_DIR/image-bin" "$user_home" ;;
   deepspeed | megatron)
     # DeepSpeed's as the runtime's uid runs the fabric check at its defaults; the others (the
     # same runtime, the same check) cut down: they prove the uid and the TrainJob.
@@ -115,7 +111,7 @@ case $kind in
     # a user converts it. convert names its program's path, which the runtime's home emptyDir
     # hides, and the user installs the program elsewhere, as convert says: here this build's
     # pi (mpi_pi.c, written anew), in a folder of the pods' PATH, stands for it. The MPIJob's
-    # `mpirun -n 2 ...` goes through the image's mpirun hand-off to mpi-launcher.
+    # `mpirun -n 2 ...` goes through the bundle's mpirun hand-off to mpi-launcher.
     trainjob="$CIB_DIR/pi-trainjob.yaml"
     "$TMPI_BUILD_DIR/bin/mpi-launcher" convert "$here/../launcher/mpijobs/pi.yaml" > "$trainjob" 2> "$CIB_DIR/convert.log" ||
       fail "convert: $(cat "$CIB_DIR/convert.log")"
@@ -123,9 +119,7 @@ case $kind in
       "convert names the program that the home emptyDir hides"
     mkdir -p "$CIB_DIR/image-bin"
     install -m 755 "$TMPI_BUILD_DIR/tests/cluster/mpi_pi_openmpi" "$CIB_DIR/image-bin/pi"
-    install -m 755 "$here/../../launcher/mpirun_handoff.sh" "$CIB_DIR/image-bin/mpirun"
-    ln -s "$TMPI_BUILD_DIR/bin/mpi-launcher" "$CIB_DIR/image-bin/mpi-launcher"
-    sed -i "s|/home/mpiuser/pi|$CIB_DIR/image-bin/pi|" "$trainjob" ;;
+    sed -i "s|/home/mpiuser/pi|/usr/local/bin/pi|" "$trainjob" ;;
   *) fail "unknown kind '$kind' (hello, sdk, sdk-container, deepspeed, megatron or pi)" ;;
 esac
 if [[ -n $image_root ]]; then
@@ -223,6 +217,12 @@ elif [[ $kind == sdk* ]]; then  # the pod's home emptyDir at its mountPath, as t
   done
 fi
 [[ $server != sshd ]] || { mkdir -p /run/sshd && chmod 755 /run/sshd; }  # the image's sshd privilege-separation folder
+# What the image adds on the pods' PATH (python, the user's program): in its /usr/local/bin,
+# one of the folders that the runtime's PATH names (the runtime sets PATH: the image's own is
+# not seen), bound there in each pod's own mount namespace.
+if [[ -z $image_root && -d $CIB_DIR/image-bin ]]; then
+  for pod in "${all[@]}"; do in_pod "$pod" mount --bind "$CIB_DIR/image-bin" /usr/local/bin || fail "$pod: could not bind the image's /usr/local/bin"; done
+fi
 for pod in "${all[@]}"; do start_pod "$pod"; done
 main=$(rq --arg h "$launcher" '.pods[] | select(.spec.hostname == $h) | .spec.containers[0].name')
 logs() { tail -n 8 "$CIB_DIR"/pods/*/*.log; }
@@ -243,6 +243,23 @@ if [[ $server == mpi-sshd ]]; then  # nothing preloaded (nss_wrapper) into any o
       fail "$mode: $pod's $comm runs with $preload"
     done
   done
+fi
+# trainer-mpi's programs in the pods run from the bundle, under its own loader (bundle/start.c),
+# never from this build's bin/; and the node pods' SSH server from the copy in their volume.
+bundle_runs=0
+for pod in "${all[@]}"; do
+  for p in $(ip netns pids "$("$CIB" ns "$pod")"); do
+    exe=$(readlink "/proc/$p/exe") || continue
+    [[ $exe != "$TMPI_BUILD_DIR"/bin/* ]] || fail "$mode: $pod runs $exe, this build's program, not the bundle's"
+    [[ $exe != */lib/glibc/ld-linux-x86-64.so.2 ]] || bundle_runs=$((bundle_runs + 1))
+  done
+done
+if [[ $server == mpi-sshd ]]; then  # its servers outlive the job
+  ((bundle_runs >= ${#all[@]})) || fail "$mode: $bundle_runs processes of the pods run under the bundle's loader; every pod has one at least"
+  node=$(rq '.pods[] | select(.replicatedJob != "launcher") | .spec.hostname' | head -n 1)
+  sshd_exe=$(readlink "/proc/$(pgrep -f -n "mpi-sshd" --ns "$(cut -d' ' -f1 <<<"$(ip netns pids "$("$CIB" ns "$node")")")" --nslist net)/exe") || sshd_exe=""
+  [[ $sshd_exe == */volumes/trainer-mpi-bundle/lib/glibc/ld-linux-x86-64.so.2 ]] ||
+    fail "$mode: $node's mpi-sshd runs $sshd_exe, not the bundle that the init container copied into its volume"
 fi
 # And from where: in an image, every process of a pod (not the pause) sees the pod's image
 # root as its /, and none runs a program of this build.

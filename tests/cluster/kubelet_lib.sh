@@ -1,7 +1,8 @@
 # The kubelet's part of examples_test.sh, sourced by it: a rendered pod's volumes as the
 # kubelet makes them, and its containers started as the kubelet starts them. It reads the
 # caller's: here (the tests' folder), rendered and rq (the rendering), objects (Trainer's Secret and ConfigMap),
-# fs_group, as_pod_user (setpriv's arguments for the pod's uid), image_path, CIB and CIB_DIR.
+# fs_group, as_pod_user (setpriv's arguments for the pod's uid), image_path, image_root, CIB,
+# CIB_DIR and TMPI_BUILD_DIR.
 # The volumes: an emptyDir root-owned, group fsGroup, 2777; a Secret's or ConfigMap's files
 # root-owned, group fsGroup, the rendered modes plus group read, behind ..data, as the
 # kubelet's atomic writer lays them out.
@@ -31,6 +32,12 @@ make_volumes() {
 # test build needs this; the image's programs are not sanitized.
 sanitizer_env=()
 [[ ${TMPI_SANITIZED:-OFF} != ON ]] || sanitizer_env=(NSS_WRAPPER_DISABLE_DEEPBIND=1)
+# trainer-mpi's image holds the bundle at /opt/trainer-mpi (images/Dockerfile): the init
+# container `bundle` copies it from there into the pods' volume, and the sidecars run from it.
+# Pods without an image run on the host's root, where this build's bundle stands for it.
+our_bundle=/opt/trainer-mpi
+[[ -n ${image_root:-} ]] || our_bundle=$TMPI_BUILD_DIR/trainer-mpi
+[[ -n ${image_root:-} || -f $our_bundle/MANIFEST ]] || fail "no bundle in $our_bundle: build first (the target bundle)"
 # start_pod POD: as the kubelet: its init containers in order, a native sidecar left running,
 # then its main container; their pids in pid[POD/CONTAINER], their output in the pod's folder.
 declare -A pid
@@ -42,6 +49,7 @@ start_pod() {
     local -a argv env_pairs
     mapfile -d '' argv < <(jq -j '.argv[] + "\u0000"' <<<"$json")
     mapfile -d '' env_pairs < <(jq -j '.env | to_entries[] | "\(.key)=\(.value)\u0000"' <<<"$json")
+    argv=("${argv[@]/#\/opt\/trainer-mpi\//$our_bundle/}")
     local -a cmd=("$CIB" exec "$1" -- "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$1/home" HOSTNAME="$1" PATH="$image_path"
                   "${sanitizer_env[@]}"
                   "${env_pairs[@]}" "${argv[@]}")
