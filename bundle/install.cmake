@@ -35,7 +35,19 @@ if(unresolved)
 endif()
 # glibc's own libraries, which must come from one glibc, with its loader.
 set(glibc_names "^(ld-linux-x86-64\\.so\\.2|libc\\.so\\.6|libm\\.so\\.6|libmvec\\.so\\.1|libpthread\\.so\\.0|libdl\\.so\\.2|librt\\.so\\.1|libresolv\\.so\\.2|libutil\\.so\\.1|libanl\\.so\\.1)$")
+# All of glibc's own, whether or not a program names them: a library of the image's that a
+# program loads later (its MPI, NCCL) may need any of them, and they must match this libc.
 list(APPEND resolved "/lib64/ld-linux-x86-64.so.2")
+foreach(name libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libutil.so.1
+             libanl.so.1)
+  foreach(folder /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu)
+    if(EXISTS "${folder}/${name}")
+      list(APPEND resolved "${folder}/${name}")
+      break()
+    endif()
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES resolved)
 foreach(library IN LISTS resolved)
   get_filename_component(name "${library}" NAME)
   if(name MATCHES "${glibc_names}")

@@ -14,11 +14,13 @@
 // path of that link (this file, in libexec/), one folder up. Neither needs /proc.
 //
 // nccl-check is the one program that loads the image's own libraries (its MPI, NCCL and
-// CUDA): two C libraries cannot share a process, so it runs under whichever of the two
-// loaders has the newer C library. The image's loader is tried first (`--list` resolves
-// every library and symbol version without running anything); where the image's C library
-// is older than the bundle's, the bundle's loader runs it (the image's libraries were built
-// for the older one, which the newer one keeps serving).
+// CUDA), and it comes in one build per MPI ABI: nccl-check for Open MPI's libmpi.so.40
+// (Open MPI 4 and 5, HPC-X), nccl-check.mpich for MPICH's libmpi.so.12 (MPICH, Intel MPI).
+// `nccl-check` runs the first build whose libraries the image has. And two C libraries
+// cannot share a process, so it runs under whichever of the two loaders has the newer C
+// library: the image's loader is tried first, then the bundle's (the image's libraries were
+// built for an older C library, which the newer one keeps serving). Each try is the loader's
+// `--list`, which resolves every library and symbol version and runs nothing.
 //
 // The program's own path in bin/ becomes its argv[0], so that it finds its siblings there
 // (common/self_path.h): under a loader called by hand, /proc/self/exe names the loader.
@@ -48,9 +50,9 @@ static void joined(char* out, const char* a, const char* b) {
   }
 }
 
-// The image's loader resolves PROGRAM with LIBS: every library and symbol version found.
-static int image_loader_fits(const char* program, const char* libs) {
-  if (access(kImageLoader, X_OK) != 0) return 0;
+// LOADER resolves PROGRAM with LIBS: every library and symbol version found.
+static int loader_fits(const char* loader, const char* libs, const char* program) {
+  if (access(loader, X_OK) != 0) return 0;
   pid_t child = fork();
   if (child < 0) return 0;
   if (child == 0) {
@@ -59,7 +61,7 @@ static int image_loader_fits(const char* program, const char* libs) {
       dup2(null, 1);
       dup2(null, 2);
     }
-    execl(kImageLoader, kImageLoader, "--library-path", libs, "--list", program, (char*)NULL);
+    execl(loader, loader, "--library-path", libs, "--list", program, (char*)NULL);
     _exit(127);
   }
   int status = 0;
@@ -99,9 +101,25 @@ int main(int argc, char** argv) {
 
   const char* chosen_loader = loader;
   const char* chosen_libs = both;
-  if (strncmp(name, "nccl-check", 10) == 0 && image_loader_fits(program, libs)) {
-    chosen_loader = kImageLoader;
-    chosen_libs = libs;
+  if (strcmp(name, "nccl-check") == 0 || strcmp(name, "nccl-check.mpich") == 0) {
+    // The builds to try, in order, and the (loader, libraries) pairs to try each with.
+    const char* builds[2] = {name, strcmp(name, "nccl-check") == 0 ? "nccl-check.mpich" : NULL};
+    const char* loaders[2] = {kImageLoader, loader};
+    const char* loader_libs[2] = {libs, both};
+    int found = 0;
+    for (int b = 0; b < 2 && builds[b] != NULL && !found; b++) {
+      char candidate[PATH_MAX];
+      joined(candidate, libexec, builds[b]);
+      for (int l = 0; l < 2 && !found; l++) {
+        if (access(candidate, X_OK) == 0 && loader_fits(loaders[l], loader_libs[l], candidate)) {
+          memcpy(program, candidate, sizeof candidate);
+          chosen_loader = loaders[l];
+          chosen_libs = loader_libs[l];
+          found = 1;
+        }
+      }
+    }
+    // None fits: the first build under the bundle's loader, which names what is missing.
   }
   char** args = calloc((size_t)argc + 6, sizeof *args);
   if (args == NULL) fail("out of memory for", name);

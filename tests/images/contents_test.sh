@@ -2,11 +2,11 @@
 # What a built image holds (images tests): VARIANT is openmpi, openmpi-slim, openmpi-openssh or mpich. From the image's root
 # filesystem (images/build.sh --root), chrooted, as uid 1000 (the image's USER) with no
 # capabilities:
-# - every ELF file of /opt/trainer-mpi/bin and of the MPI's launch programs finds every
-#   library it needs (ldd: no "not found"), and each of our programs runs (--help, exit 0):
-#   a runtime package missing from images/Dockerfile fails here;
+# - the MPI's launch programs find every library they need (ldd: no "not found"); the
+#   bundle at /opt/trainer-mpi is whole (mpi-bundle verify) and each of our programs runs
+#   through it (--help, exit 0);
 # - the variant's MPI is the one there: Open MPI's mpirun and orted, or MPICH's
-#   mpiexec.hydra and hydra_pmi_proxy, and not the other's; nccl-check is built for it;
+#   mpiexec.hydra and hydra_pmi_proxy, and not the other's; nccl-check's build for it loads it;
 # - nothing of the build stage came along: no sources, compiler, CMake, ccache, headers or
 #   static archives;
 # - the image's user and layout: mpiuser is uid 1000, /etc/trainer-mpi exists; OpenSSH's sshd
@@ -43,24 +43,29 @@ for program in "${mpi_programs[@]}"; do [[ -x $root$program ]] || fail "$program
 [[ ! -e $root$other ]] || fail "$other is there: the other MPI came along"
 
 checked=0
-for file in "$root"/opt/trainer-mpi/bin/* "${mpi_programs[@]/#/$root}"; do
+for file in "${mpi_programs[@]/#/$root}"; do
   [[ $(head -c 4 "$file" | od -An -c | tr -d ' ') == 177ELF ]] || continue
   inside=${file#"$root"}
   out=$(chroot "$root" ldd "$inside" 2>&1) || fail "ldd $inside failed: $out"
   ! grep -q 'not found' <<<"$out" || fail "$inside cannot load: $(grep 'not found' <<<"$out" | xargs)"
   checked=$((checked + 1))
 done
-((checked >= 7)) || fail "only $checked ELF programs checked"
-for program in mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check; do
+((checked >= 2)) || fail "only $checked of the MPI's ELF programs checked"
+# Ours: the bundle, whole, and each program run through it (its own loader and libraries).
+out=$(in_image mpi-bundle verify /opt/trainer-mpi 2>&1) || fail "the bundle in the image is not whole: $out"
+for program in mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client mpi-bundle nccl-check; do
   out=$(in_image "$program" --help 2>&1) || fail "$program --help exited $? as uid 1000: $out"
 done
-[[ ! -e $root/opt/trainer-mpi/bin/nccl-check.mpich ]] || fail "nccl-check.mpich left beside nccl-check"
-mpi_lib=$(chroot "$root" ldd /opt/trainer-mpi/bin/nccl-check | awk '/libmpi/ { print $1 }' | xargs)
+# nccl-check runs the build for the image's MPI (bundle/start.c): the other build's MPI
+# library is not in the image.
 case $variant in
-  openmpi | openmpi-slim) [[ $mpi_lib == *libmpi.so.40* ]] || fail "nccl-check is not linked to Open MPI: $mpi_lib" ;;
-  mpich) [[ $mpi_lib == *libmpich.so* ]] || fail "nccl-check is not linked to MPICH: $mpi_lib" ;;
+  openmpi | openmpi-slim | openmpi-openssh) build=nccl-check other_lib=libmpich.so ;;
+  mpich) build=nccl-check.mpich other_lib=libmpi.so.40 ;;
 esac
-echo "ok: $checked ELF programs load every library; each of ours runs as uid 1000; the MPI is $variant's ($mpi_lib)"
+mpi_lib=$(chroot "$root" ldd "/opt/trainer-mpi/libexec/$build" | awk '/libmpi/ { print $1, $3 }' | xargs)
+[[ $mpi_lib == *" /"* ]] || fail "$build does not find this image's MPI library: $mpi_lib"
+[[ -z $(chroot "$root" /sbin/ldconfig -p | grep -F "$other_lib") ]] || fail "$other_lib is in the image: the other MPI came along"
+echo "ok: the MPI's $checked programs load; the bundle is whole and each of ours runs as uid 1000; nccl-check is $build, on $mpi_lib"
 
 for path in /src /usr/bin/cmake /usr/bin/ninja /usr/bin/gcc /usr/bin/g++ /usr/bin/cc /usr/bin/ccache /root/.cache/ccache; do
   [[ ! -e $root$path ]] || fail "$path is in the image: the build stage leaked into it"

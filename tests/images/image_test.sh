@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
 # images/Dockerfile, checked without Docker (no registry can be reached here):
-# - its install step (`cmake --install`) gives one bin/ folder with every program, and
-#   mpi-launcher run from there wraps each rank in the mpi-rank beside it;
-# - its runtime stage's apt list covers every shared library that the installed programs
-#   load (their DT_NEEDED entries, by owning Debian package): listed, or a dependency of a
-#   listed package, or in every Debian image (libc6, libstdc++6, libgcc-s1). Libraries under
-#   /usr/local/cuda come from the CUDA base image of the NCCL variant. (Dependencies are read
-#   from dpkg's records of the installed packages, which need no apt lists.)
+# - its install step (`cmake --install`, the bundle) gives one bin/ folder with every
+#   program, and mpi-launcher run from there wraps each rank in the mpi-rank beside it;
+# - the bundle carries every library its programs load, but the image's MPI, NCCL and CUDA,
+#   so that the runtime stage installs none of them.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-programs=(mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check nccl-check.mpich)
+programs=(mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client mpi-bundle nccl-check nccl-check.mpich)
 
 cmake --install "$TMPI_BUILD_DIR" --prefix "$work/opt" > /dev/null
 for p in "${programs[@]}"; do [[ -x $work/opt/bin/$p ]] || fail "cmake --install did not install $p"; done
@@ -31,35 +28,20 @@ grep -q "^# trainer-mpi: mpirun hand-off" "$work/opt/bin/mpirun" || fail "cmake 
   fail "images/Dockerfile.pytorch installs an MPI into the venv, ahead of the mpirun hand-off on PATH"
 echo "ok: cmake --install gives ${programs[*]} and the mpirun hand-off; mpi-launcher finds mpi-rank beside itself"
 
-# The runtime stage's packages: the words of its apt-get install command (both MPIs).
-listed=$(sed -n '/^FROM \${RUN_BASE}/,$p' "$src/images/Dockerfile" |
-  sed -n '/apt-get install/,/rm -rf \/var\/lib\/apt\/lists/p' |
-  tr ' ;()$' '\n\n\n\n\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' |
-  grep -vxE 'apt-get|install|echo|then|else|fi|if|rm|mpich\.|-y' | sort -u)
-[[ -n $listed ]] || fail "no apt-get install list found in the runtime stage of images/Dockerfile"
-allowed=$( { echo "$listed"; printf '%s\n' libc6 libstdc++6 libgcc-s1
-             # (a listed package this host lacks, such as python3-mpi4py, adds no dependencies)
-             for p in $listed; do { dpkg-query -W -f='${Depends}\n' "$p" 2>/dev/null || true; } | tr ',|' '\n\n' |
-               awk '{ print $1 }'; done; } | sed 's/:any$//' | sort -u)
-owner() {  # the Debian package that ships a library file (usrmerge: /lib and /usr/lib alike)
-  local file; file=$(readlink -f "$1")
-  for candidate in "$file" "${file#/usr}" "/usr$file"; do
-    dpkg -S "$candidate" 2>/dev/null | head -n 1 | cut -d: -f1 && return 0
-  done
-  echo "?$file"
-}
-missing=()
+# The bundle carries every library its programs load but the image's MPI, NCCL and CUDA
+# (bundle/install.cmake): the bundle's own loader resolves each program with the bundle's
+# folders alone, and the runtime stage installs none of those libraries for them.
+lib=$work/opt/lib
 for p in "${programs[@]}"; do
-  bin="$work/opt/bin/$p"
-  for lib in $(objdump -p "$bin" | awk '/NEEDED/ { print $2 }'); do
-    [[ $lib == ld-linux* ]] && continue  # the dynamic loader, in libc6
-    path=$(ldd "$bin" | awk -v lib="$lib" '$1 == lib { print $3 }')
-    [[ -n $path ]] || fail "$p needs $lib, which ldd cannot find here"
-    [[ $path == /usr/local/cuda* ]] && continue
-    [[ $lib == libasan* || $lib == libubsan* ]] && continue  # the sanitizer builds' own runtimes
-    package=$(owner "$path")
-    grep -qxF "$package" <<<"$allowed" || missing+=("$p: $lib ($package)")
+  program=$work/opt/libexec/$p
+  for needed in $(objdump -p "$program" | awk '/NEEDED/ { print $2 }' | grep -vE '^lib(mpi|mpich|nccl|cudart)\.'); do
+    [[ -e $lib/$needed || -e $lib/glibc/$needed ]] || fail "the bundle lacks $needed, which $p needs"
   done
+  [[ $p != nccl-check* ]] || continue  # the rest of its libraries come with the image's MPI
+  out=$("$lib/glibc/ld-linux-x86-64.so.2" --library-path "$lib/glibc:$lib" --list "$program" 2>&1) || fail "$p does not load: $out"
+  outside=$(awk '$2 == "=>" { print $3 }' <<<"$out" | grep -v "^$work/opt/" | xargs || true)
+  [[ -z $outside ]] || fail "$p loads from outside the bundle: $outside"
 done
-[[ ${#missing[@]} == 0 ]] || fail "images/Dockerfile's runtime stage lacks the package of: ${missing[*]}"
-echo "ok: the runtime stage's packages cover every library the programs load ($(wc -w <<<"$listed") listed)"
+runtime_libs=$(sed -n '/^FROM \${RUN_BASE}/,$p' "$src/images/Dockerfile" | grep -oE '\blib(ssh-4|curl4|spdlog|fmt|boost-program-options|yaml-cpp|sodium|simdjson)[a-z0-9.+-]*' | xargs || true)
+[[ -z $runtime_libs ]] || fail "images/Dockerfile's runtime stage installs libraries that the bundle carries: $runtime_libs"
+echo "ok: the bundle's loader finds every library of ${#programs[@]} programs in the bundle (MPI, NCCL, CUDA: the image's)"
