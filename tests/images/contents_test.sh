@@ -64,7 +64,7 @@ case $variant in
 esac
 mpi_lib=$(chroot "$root" ldd "/opt/trainer-mpi/libexec/$build" | awk '/libmpi/ { print $1, $3 }' | xargs)
 [[ $mpi_lib == *" /"* ]] || fail "$build does not find this image's MPI library: $mpi_lib"
-[[ -z $(chroot "$root" /sbin/ldconfig -p | grep -F "$other_lib") ]] || fail "$other_lib is in the image: the other MPI came along"
+! chroot "$root" /sbin/ldconfig -p | grep -qF "$other_lib" || fail "$other_lib is in the image: the other MPI came along"
 echo "ok: the MPI's $checked programs load; the bundle is whole and each of ours runs as uid 1000; nccl-check is $build, on $mpi_lib"
 
 for path in /src /usr/bin/cmake /usr/bin/ninja /usr/bin/gcc /usr/bin/g++ /usr/bin/cc /usr/bin/ccache /root/.cache/ccache; do
