@@ -1,10 +1,10 @@
-// `mpi-launcher convert` (launcher/convert.h), field by field: the counts of the layout, the
+// `mpi-launcher convert` (convert/convert.h), field by field: the counts of the layout, the
 // image and the mpirun line, env, resources, volumes and placement through runtimePatches,
 // the run policy, the MPI's runtime; every field without a home named with its advice, which
 // docs/migrating.md's table must hold; bad MPIJobs refused by field; hostile YAML refused
 // without an exception; strings that look like numbers kept strings on the way out.
 // The whole examples of mpi-operator are tests/launcher/mpijobs (examples.convert).
-#include "launcher/convert.h"
+#include "convert/convert.h"
 
 #include <algorithm>
 #include <fstream>
@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 
-namespace tmpi::launch {
+#include "launcher/choices.h"
+
+namespace tmpi::convert {
 namespace {
 
 // A two-worker Open MPI job, as mpi-operator's pi example has it (examples/v2beta1/pi/pi.yaml).
@@ -230,6 +232,18 @@ TEST(Convert, HydraMpisTellTheLauncherAndSayThereIsNoRuntime) {
   EXPECT_FALSE(named(intel, "spec.mpiImplementation"));
 }
 
+// convert shares no code with the launcher (convert/CMakeLists.txt): the TMPI_MPI it writes
+// must still be a spelling that the launcher's --mpi reads, and the MPI meant.
+TEST(Convert, MpiSpellingsAreTheLaunchersOwn) {
+  for (const auto& [mpijob, wanted] :
+       {std::pair{"MPICH", launch::MpiWanted::kMpich}, std::pair{"Intel", launch::MpiWanted::kIntel}}) {
+    auto out = converted(pi_with("slotsPerWorker: 1", fmt::format("mpiImplementation: {}", mpijob)));
+    const Doc& env = out.trainjob["spec"]["trainer"]["env"][0];
+    EXPECT_EQ(env["name"], "TMPI_MPI");
+    EXPECT_EQ(choice_value(env["value"].get<std::string>(), launch::kMpiWantedSpellings), wanted) << mpijob;
+  }
+}
+
 TEST(Convert, ArgsWithoutCommandAreTheCommand) {
   auto out = converted(
       pi_with("            command: [mpirun]\n            args: [-n,", "            args: [mpirun, -n,"));
@@ -308,4 +322,4 @@ TEST(Convert, EveryAdviceIsInMigratingMd) {
 }
 
 }  // namespace
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

@@ -23,7 +23,7 @@
 
 #include "common/error.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 using Doc = nlohmann::ordered_json;
 
@@ -76,4 +76,4 @@ struct NoHome {
 };
 const std::vector<NoHome>& no_home_table();
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

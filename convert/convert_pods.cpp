@@ -11,11 +11,11 @@
 // when no worker runs) gives every pod its resources, env, placement, volumes and mounts;
 // the Launcher's own volumes and mounts join on the launcher pod, since its command may need
 // them. Every other field is named, with its advice (convert_fields.cpp).
-#include "launcher/convert_pods.h"
+#include "convert/convert_pods.h"
 
 #include <set>
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 namespace {
 
@@ -252,4 +252,4 @@ Status map_pods(const Replicas& replicas, Doc& trainer, Doc& env, Doc& patches, 
   return ok_status();
 }
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

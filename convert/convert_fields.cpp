@@ -4,9 +4,9 @@
 // rows of docs/migrating.md, "MPIJob v2beta1 fields", which says the same at more length.
 #include <cstdlib>
 
-#include "launcher/convert_pods.h"
+#include "convert/convert_pods.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 namespace {
 
@@ -151,4 +151,4 @@ std::string_view advice_for(std::string_view key) {
   std::abort();  // every key the converter names is in the table (ConvertTest.EveryAdviceIsInMigratingMd)
 }
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert
