@@ -83,6 +83,9 @@ Status implementation(const Doc& spec, const ConvertOptions& options, Conversion
     return make_error(Exit::kData, "spec.mpiImplementation: '{}'; one of OpenMPI, MPICH, Intel", spelled);
   out.trainjob["spec"]["runtimeRef"] = {
       {"name", options.runtime.empty() ? kOpenMpiRuntime : options.runtime}};
+  out.kept.mpi = *mpi == MpiJobMpi::kOpenMpi ? "Open MPI (4 or 5)"
+                 : *mpi == MpiJobMpi::kMpich ? "MPICH"
+                                             : "Intel MPI";
   if (*mpi == MpiJobMpi::kOpenMpi) return ok_status();
   // The launcher would tell hydra from its install too; said, so that an Open MPI image fails at once.
   env.push_back({{"name", env_name(param::kMpi.name)},
@@ -131,6 +134,14 @@ Expected<long long> host_count(const Doc& spec, const Replicas& replicas) {
 }
 
 }  // namespace
+
+std::string kept_image_notice(const KeptImage& kept) {
+  return fmt::format(
+      "keeps image {} ({} image) as trainer.image: the ranks run in it, so it must have /bin/sh and {}, the "
+      "MPI the program was built with; mpi-launcher, which the command runs through, and trainer-mpi's other "
+      "programs come from the runtime's bundle ({}, first on PATH), not from the image",
+      kept.image, kept.whose, kept.mpi, kBundleBin);
+}
 
 Expected<Conversion> convert_mpijob(const Doc& mpijob, const ConvertOptions& options) {
   if (!mpijob.is_object() || string_or(mpijob, "kind") != "MPIJob" ||

@@ -127,7 +127,8 @@ Status shell(const LauncherOptions& options) {
 }
 
 // The converter's edge: the MPIJob from a file or stdin (bounded), the TrainJob to stdout or
-// --output (atomically), and each field without a home on stderr, with its advice.
+// --output (atomically); on stderr the image it keeps with what that image must have, and
+// each field without a home, with its advice.
 Status convert_subcommand(const Params& params) {
   if (params.positional().size() != 1)
     return make_error(Exit::kUsage, "convert takes one MPIJob: a file, or - for stdin (see --help)");
@@ -142,6 +143,7 @@ Status convert_subcommand(const Params& params) {
     std::cout << yaml << std::flush;
   else
     TMPI_CHECK(write_atomic(output, yaml));
+  std::cerr << fmt::format("mpi-launcher convert: {}\n", convert::kept_image_notice(converted->kept));
   for (const auto& field : converted->unmapped)
     std::cerr << fmt::format("mpi-launcher convert: {}: {}\n", field.field, field.advice);
   if (!converted->unmapped.empty())
