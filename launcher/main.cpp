@@ -3,7 +3,7 @@
 //   check                       the preflight alone, as a table
 //   hosts                       the health table, from the coordinator or (no job) hosts.json
 //   shell                       an interactive shell ready for mpirun (kubectl exec -it)
-//   convert FILE|-              an MPIJob (v2beta1) as a TrainJob on our runtimes (convert.h)
+//   convert FILE|-              an MPIJob (v2beta1) as a TrainJob on our runtimes (convert/convert.h)
 //   rank -- CMD                 the rank agent (MPI runs it as every rank)
 #include <unistd.h>
 
@@ -24,7 +24,7 @@
 #include "common/params.h"
 #include "common/plain_http.h"
 #include "common/topology.h"
-#include "launcher/convert.h"
+#include "convert/convert.h"
 #include "launcher/job.h"
 #include "launcher/mpirun_line.h"
 #include "launcher/options.h"
@@ -127,21 +127,23 @@ Status shell(const LauncherOptions& options) {
 }
 
 // The converter's edge: the MPIJob from a file or stdin (bounded), the TrainJob to stdout or
-// --output (atomically), and each field without a home on stderr, with its advice.
-Status convert(const Params& params) {
+// --output (atomically); on stderr the image it keeps with what that image must have, and
+// each field without a home, with its advice.
+Status convert_subcommand(const Params& params) {
   if (params.positional().size() != 1)
     return make_error(Exit::kUsage, "convert takes one MPIJob: a file, or - for stdin (see --help)");
   std::string source = params.positional()[0];
-  TMPI_ASSIGN(std::string text, read_file(source == "-" ? "/dev/stdin" : source, kMaxManifestBytes));
-  TMPI_ASSIGN(Doc mpijob, parse_manifest(text, source));
-  auto converted = convert_mpijob(mpijob, ConvertOptions{params.str(param::kRuntime)});
+  TMPI_ASSIGN(std::string text, read_file(source == "-" ? "/dev/stdin" : source, convert::kMaxManifestBytes));
+  TMPI_ASSIGN(convert::Doc mpijob, convert::parse_manifest(text, source));
+  auto converted = convert::convert_mpijob(mpijob, convert::ConvertOptions{params.str(param::kRuntime)});
   if (!converted) return make_error(converted.error().exit, "{}: {}", source, converted.error().message);
-  std::string yaml = emit_yaml(converted->trainjob);
+  std::string yaml = convert::emit_yaml(converted->trainjob);
   const std::string& output = params.str(param::kOutput);
   if (output.empty())
     std::cout << yaml << std::flush;
   else
     TMPI_CHECK(write_atomic(output, yaml));
+  std::cerr << fmt::format("mpi-launcher convert: {}\n", convert::kept_image_notice(converted->kept));
   for (const auto& field : converted->unmapped)
     std::cerr << fmt::format("mpi-launcher convert: {}: {}\n", field.field, field.advice);
   if (!converted->unmapped.empty())
@@ -184,7 +186,7 @@ Status run(const std::vector<std::string>& args) {
   }
   TMPI_CHECK(log::setup_from("mpi-launcher", params));
   if (command == "rank") return rank_command(rank_options(params), params.rest());
-  if (command == "convert") return convert(params);
+  if (command == "convert") return convert_subcommand(params);
   LauncherOptions options = launcher_options(params);
   options.job.mpi_words.insert(options.job.mpi_words.end(), split.mpi_words.begin(), split.mpi_words.end());
   // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)

@@ -110,8 +110,8 @@ case $kind in
     # mpi-operator's pi MPIJob (tests/launcher/mpijobs/pi.yaml, as upstream has it), converted as
     # a user converts it. convert names its program's path, which the runtime's home emptyDir
     # hides, and the user installs the program elsewhere, as convert says: here this build's
-    # pi (mpi_pi.c, written anew), in a folder of the pods' PATH, stands for it. The MPIJob's
-    # `mpirun -n 2 ...` goes through the bundle's mpirun hand-off to mpi-launcher.
+    # pi (mpi_pi.c, written anew), in a folder of the pods' PATH, stands for it. convert turns
+    # the MPIJob's `mpirun -n 2 ...` into `mpi-launcher run --mpirun-line -- -n 2 ...`.
     trainjob="$CIB_DIR/pi-trainjob.yaml"
     "$TMPI_BUILD_DIR/bin/mpi-launcher" convert "$here/../launcher/mpijobs/pi.yaml" > "$trainjob" 2> "$CIB_DIR/convert.log" ||
       fail "convert: $(cat "$CIB_DIR/convert.log")"

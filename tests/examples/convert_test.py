@@ -7,9 +7,12 @@ CRDs, CEL rules included; then trainer_model, runtime_patches, jobset_model).
 Design: the built program, as a user runs it: the file on the command line, and again on
 stdin; its stdout must be one TrainJob, and its stderr must name each field of the MPIJob
 that the TrainJob does not carry (the MPIJob's own spelling of its path) and nothing else.
+Its stderr must also name the image the TrainJob keeps, the MPIJob's own (the Launcher's and
+the Worker's: every example has one image), with what the image must have (/bin/sh and the
+MPIJob's MPI) and where trainer-mpi's programs come from (the runtime's bundle).
 The rendered pods then must be the MPIJob's hosts: numNodes pods (the launcher a host too,
-docs/migrating.md), the launcher's `node` container with the Launcher's image and its mpirun
-line word for word, the Worker's resources on the `node` container of every pod that runs
+docs/migrating.md), the launcher's `node` container with the MPIJob's image and its mpirun
+line word for word behind `mpi-launcher run --mpirun-line --` (never the image's mpirun alone), the Worker's resources on the `node` container of every pod that runs
 ranks, and slotsPerWorker slots a host in the hostfile. A hydra MPIJob gets TMPI_MPI, the
 package having no hydra runtime (which stderr says). Then --output writes the same document.
 usage: convert_test.py BUILD_DIR
@@ -32,7 +35,10 @@ LAUNCHER = os.path.join(BUILD, "bin", "mpi-launcher")
 MPIJOBS = os.path.join(ROOT, "tests", "launcher", "mpijobs")
 CONTAINER = "spec.mpiReplicaSpecs.{}.template.spec.containers[0].{}"
 # What each example must have named on stderr: every field of it that has no home.
-COMMON = {"spec.runPolicy.cleanPodPolicy", CONTAINER.format("Worker", "image")}
+COMMON = {"spec.runPolicy.cleanPodPolicy"}
+# The MPI each example's image must have, by its mpiImplementation (stderr says it).
+MPI_NEEDED = {None: "Open MPI (4 or 5)", "OpenMPI": "Open MPI (4 or 5)", "MPICH": "MPICH", "Intel": "Intel MPI"}
+KEEPS = "mpi-launcher convert: keeps image "
 PI = COMMON | {"spec.sshAuthMountPath", CONTAINER.format("Launcher", "securityContext"),
                CONTAINER.format("Worker", "securityContext"), CONTAINER.format("Worker", "args")}
 # The pi program in the image's /home/mpiuser, which the runtime's home emptyDir hides.
@@ -59,7 +65,7 @@ def convert(*args, stdin=None):
 def named_fields(stderr):
     prefix = "mpi-launcher convert: "
     return {line[len(prefix):].split(": ", 1)[0] for line in stderr.splitlines()
-            if line.startswith(prefix) and "have no home" not in line}
+            if line.startswith(prefix) and "have no home" not in line and not line.startswith(KEEPS)}
 
 
 class Examples(unittest.TestCase):
@@ -80,7 +86,22 @@ class Examples(unittest.TestCase):
                 with open(path) as stream:
                     mpijob = yaml.safe_load(stream)
                 trainjob = yaml.safe_load(out)
+                self.check_image(mpijob, trainjob, err)
                 self.check_rendered(mpijob, trainjob, render.render(trainjob, runtime))
+
+    def check_image(self, mpijob, trainjob, stderr):
+        """The TrainJob keeps the MPIJob's own image, and stderr names it with its needs."""
+        specs = mpijob["spec"]["mpiReplicaSpecs"]
+        images = {specs[role]["template"]["spec"]["containers"][0]["image"] for role in ("Launcher", "Worker")}
+        self.assertEqual(len(images), 1, "each example runs one image; DifferentImages* is the unit test's")
+        image = images.pop()
+        self.assertEqual(trainjob["spec"]["trainer"]["image"], image)
+        keeps = [line for line in stderr.splitlines() if line.startswith(KEEPS)]
+        self.assertEqual(len(keeps), 1, stderr)
+        mpi = MPI_NEEDED[mpijob["spec"].get("mpiImplementation")]
+        for part in (f"{KEEPS}{image} (the Launcher's and the Worker's image)", f"/bin/sh and {mpi},",
+                     "the runtime's bundle (/opt/trainer-mpi/bin, first on PATH)"):
+            self.assertIn(part, keeps[0])
 
     def check_rendered(self, mpijob, trainjob, rendered):
         spec = mpijob["spec"]
@@ -95,7 +116,9 @@ class Examples(unittest.TestCase):
             node = next(c for c in pod["spec"]["containers"] if c["name"] == "node")
             if pod["replicatedJob"] == "launcher":
                 self.assertEqual(node["image"], launcher["image"])
-                self.assertEqual(node["command"], launcher.get("command", []) + launcher.get("args", []))
+                line = launcher.get("command", []) + launcher.get("args", [])
+                self.assertEqual(line[0], "mpirun")
+                self.assertEqual(node["command"], ["mpi-launcher", "run", "--mpirun-line", "--"] + line[1:])
             for kind, values in (resources or {}).items():
                 for key, value in values.items():
                     self.assertEqual(str(node["resources"][kind][key]), str(value), pod["metadata"]["name"])

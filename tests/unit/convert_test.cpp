@@ -1,10 +1,11 @@
-// `mpi-launcher convert` (launcher/convert.h), field by field: the counts of the layout, the
-// image and the mpirun line, env, resources, volumes and placement through runtimePatches,
-// the run policy, the MPI's runtime; every field without a home named with its advice, which
-// docs/migrating.md's table must hold; bad MPIJobs refused by field; hostile YAML refused
-// without an exception; strings that look like numbers kept strings on the way out.
-// The whole examples of mpi-operator are tests/launcher/mpijobs (examples.convert).
-#include "launcher/convert.h"
+// `mpi-launcher convert` (convert/convert.h), field by field: the counts of the layout, the
+// image kept (and its notice), the command through mpi-launcher, env, resources, volumes and
+// placement through runtimePatches, the run policy, the MPI's runtime; every field without a
+// home named with its advice, which docs/migrating.md's table must hold; bad MPIJobs refused
+// by field; hostile YAML refused without an exception; strings that look like numbers kept
+// strings on the way out. The whole examples of mpi-operator are tests/launcher/mpijobs
+// (examples.convert).
+#include "convert/convert.h"
 
 #include <algorithm>
 #include <fstream>
@@ -12,7 +13,9 @@
 
 #include <gtest/gtest.h>
 
-namespace tmpi::launch {
+#include "launcher/choices.h"
+
+namespace tmpi::convert {
 namespace {
 
 // A two-worker Open MPI job, as mpi-operator's pi example has it (examples/v2beta1/pi/pi.yaml).
@@ -109,9 +112,14 @@ TEST(Convert, PiBecomesATrainJobOnTheOpenMpiRuntime) {
   EXPECT_EQ(job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "q");
   EXPECT_EQ(job["spec"]["runtimeRef"]["name"], kOpenMpiRuntime);
   const Doc& trainer = job["spec"]["trainer"];
+  // The MPIJob's own image (the Launcher's and the Worker's), named with what it must have.
   EXPECT_EQ(trainer["image"], "mpioperator/mpi-pi:openmpi");
-  // The mpirun line as it is (command, then args), "2" a string: the hand-off takes it.
-  EXPECT_EQ(trainer["command"], Doc::array({"mpirun", "-n", "2", "/home/mpiuser/pi"}));
+  EXPECT_EQ(out.kept.image, "mpioperator/mpi-pi:openmpi");
+  EXPECT_EQ(out.kept.whose, "the Launcher's and the Worker's");
+  // The mpirun line through the bundle's mpi-launcher (never the image's mpirun alone), the
+  // rest of the line as it is (command, then args), "2" a string.
+  EXPECT_EQ(trainer["command"],
+            Doc::array({"mpi-launcher", "run", "--mpirun-line", "--", "-n", "2", "/home/mpiuser/pi"}));
   EXPECT_EQ(trainer["numNodes"], 2);  // the two hosts that ran ranks; the launcher is one of them now
   EXPECT_EQ(trainer["numProcPerNode"], 1);
   EXPECT_EQ(trainer["resourcesPerNode"], Doc::parse(R"({"limits": {"cpu": 1, "memory": "1Gi"}})"));
@@ -120,8 +128,7 @@ TEST(Convert, PiBecomesATrainJobOnTheOpenMpiRuntime) {
        {"spec.runPolicy.cleanPodPolicy", "spec.runPolicy.ttlSecondsAfterFinished", "spec.sshAuthMountPath",
         "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].securityContext",
         "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command",
-        "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].args",
-        "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].image"})
+        "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].args"})
     EXPECT_TRUE(named(out, field)) << field;
   EXPECT_TRUE(named(out, "spec.sshAuthMountPath", "/etc/mpi-ssh"));
   EXPECT_TRUE(named(out, "spec.runPolicy.cleanPodPolicy", "ends every rank"));
@@ -129,7 +136,59 @@ TEST(Convert, PiBecomesATrainJobOnTheOpenMpiRuntime) {
   EXPECT_TRUE(named(out,
                     "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].args[2] (/home/mpiuser/pi)",
                     "emptyDir, at /home/mpiuser"));
-  EXPECT_EQ(out.unmapped.size(), 8U) << ::testing::PrintToString(fields(out));
+  EXPECT_EQ(out.unmapped.size(), 7U) << ::testing::PrintToString(fields(out));
+}
+
+// The notice on stderr: the image, whose it was, and the contract it must meet.
+TEST(Convert, TheKeptImageIsNamedWithWhatItMustHave) {
+  std::string notice = kept_image_notice(converted(kPi).kept);
+  for (const auto* part : {"keeps image mpioperator/mpi-pi:openmpi (the Launcher's and the Worker's image)",
+                           "/bin/sh", "Open MPI (4 or 5)", "runtime's bundle (/opt/trainer-mpi/bin"})
+    EXPECT_NE(notice.find(part), std::string::npos) << part << " not in: " << notice;
+  auto intel = converted(pi_with("slotsPerWorker: 1", "mpiImplementation: Intel"));
+  EXPECT_NE(kept_image_notice(intel.kept).find("/bin/sh and Intel MPI,"), std::string::npos);
+  auto mpich = converted(pi_with("slotsPerWorker: 1", "mpiImplementation: MPICH"));
+  EXPECT_NE(kept_image_notice(mpich.kept).find("/bin/sh and MPICH,"), std::string::npos);
+}
+
+// One image for the TrainJob: the Worker's, where ranks run; the Launcher's named when it
+// differs. With no worker running ranks, the Launcher's.
+TEST(Convert, DifferentImagesKeepTheWorkersAndNameTheLaunchers) {
+  std::string text = kPi;
+  text.replace(text.find("mpioperator/mpi-pi:openmpi"), 26, "mpioperator/mpi-launcher:slim");
+  auto out = converted(text);
+  EXPECT_EQ(out.trainjob["spec"]["trainer"]["image"], "mpioperator/mpi-pi:openmpi");
+  EXPECT_EQ(out.kept.whose, "the Worker's");
+  EXPECT_TRUE(named(out,
+                    "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image "
+                    "(mpioperator/mpi-launcher:slim)",
+                    "runs the Worker's"));
+  std::string alone = pi_with("slotsPerWorker: 1", "runLauncherAsWorker: true");
+  alone.erase(alone.find("    Worker:"));
+  auto launcher_only = converted(alone);
+  EXPECT_EQ(launcher_only.trainjob["spec"]["trainer"]["image"], "mpioperator/mpi-pi:openmpi");
+  EXPECT_EQ(launcher_only.kept.whose, "the Launcher's");
+  EXPECT_NE(refusal(pi_with("          - image: mpioperator/mpi-pi:openmpi\n            name: mpi-worker",
+                            "          - name: mpi-worker"))
+                .find("Worker.template.spec.containers[0].image: missing"),
+            std::string::npos);
+}
+
+// Every mpirun line goes through mpi-launcher: one named by its path keeps that MPI's
+// mpirun; a command that is no mpirun line runs as it is, and that is named.
+TEST(Convert, TheCommandRunsThroughMpiLauncher) {
+  auto by_path = converted(pi_with("command: [mpirun]", "command: [/opt/openmpi/bin/mpiexec]"));
+  EXPECT_EQ(by_path.trainjob["spec"]["trainer"]["command"],
+            Doc::array({"mpi-launcher", "run", "--mpirun", "/opt/openmpi/bin/mpiexec", "--mpirun-line", "--",
+                        "-n", "2", "/home/mpiuser/pi"}));
+  auto script =
+      converted(pi_with("            command: [mpirun]\n            args: [-n, \"2\", /home/mpiuser/pi]",
+                        "            command: [bash, -c, 'cd /data && mpirun -n 2 /opt/pi']"));
+  EXPECT_EQ(script.trainjob["spec"]["trainer"]["command"],
+            Doc::array({"bash", "-c", "cd /data && mpirun -n 2 /opt/pi"}));
+  EXPECT_TRUE(named(script, "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].command",
+                    "not an mpirun line"));
+  EXPECT_FALSE(named(converted(kPi), "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].command"));
 }
 
 TEST(Convert, TheLayoutCountsHostsThatRunRanks) {
@@ -230,10 +289,23 @@ TEST(Convert, HydraMpisTellTheLauncherAndSayThereIsNoRuntime) {
   EXPECT_FALSE(named(intel, "spec.mpiImplementation"));
 }
 
+// convert shares no code with the launcher (convert/CMakeLists.txt): the TMPI_MPI it writes
+// must still be a spelling that the launcher's --mpi reads, and the MPI meant.
+TEST(Convert, MpiSpellingsAreTheLaunchersOwn) {
+  for (const auto& [mpijob, wanted] :
+       {std::pair{"MPICH", launch::MpiWanted::kMpich}, std::pair{"Intel", launch::MpiWanted::kIntel}}) {
+    auto out = converted(pi_with("slotsPerWorker: 1", fmt::format("mpiImplementation: {}", mpijob)));
+    const Doc& env = out.trainjob["spec"]["trainer"]["env"][0];
+    EXPECT_EQ(env["name"], "TMPI_MPI");
+    EXPECT_EQ(choice_value(env["value"].get<std::string>(), launch::kMpiWantedSpellings), wanted) << mpijob;
+  }
+}
+
 TEST(Convert, ArgsWithoutCommandAreTheCommand) {
   auto out = converted(
       pi_with("            command: [mpirun]\n            args: [-n,", "            args: [mpirun, -n,"));
-  EXPECT_EQ(out.trainjob["spec"]["trainer"]["command"][0], "mpirun");
+  EXPECT_EQ(out.trainjob["spec"]["trainer"]["command"],
+            Doc::array({"mpi-launcher", "run", "--mpirun-line", "--", "-n", "2", "/home/mpiuser/pi"}));
   EXPECT_TRUE(named(out, "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].command", "ENTRYPOINT"));
 }
 
@@ -308,4 +380,4 @@ TEST(Convert, EveryAdviceIsInMigratingMd) {
 }
 
 }  // namespace
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

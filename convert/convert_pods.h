@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/convert.h"
+#include "convert/convert.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 // Each reader: the field `key` of `parent`, which `path` names in errors. Absent or null
 // gives the fallback (nullptr for the object and array readers).
@@ -37,4 +37,4 @@ Expected<Replicas> replica_specs(const Doc& spec);
 // TrainJob's runtimePatches, empty when none is needed); what has no home into out.unmapped.
 Status map_pods(const Replicas& replicas, Doc& trainer, Doc& env, Doc& patches, Conversion& out);
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

@@ -1,7 +1,8 @@
 // The MPIJob's pod templates on the TrainJob (convert_pods.h). Where each part goes follows
 // what Trainer v2.3 lets a TrainJob reach (docs/trainer-rules.md):
-// - image and command reach the launcher's `node` container only: the Launcher's first
-//   container gives them (an mpirun line as it is: the image's mpirun hand-off takes it);
+// - image and command go to trainer.image and trainer.command: the ranks' image (the
+//   Worker's; the Launcher's when no worker runs ranks), the Launcher's first container's
+//   command, an mpirun line through `mpi-launcher run --mpirun-line` (launcher_command);
 // - env and resourcesPerNode reach the `node` container of every pod (runLauncherAsNode);
 // - the rest goes through runtimePatches, whose schema (tests/examples/crds) takes, per pod,
 //   labels and annotations, affinity, imagePullSecrets, nodeSelector, schedulingGates,
@@ -11,11 +12,11 @@
 // when no worker runs) gives every pod its resources, env, placement, volumes and mounts;
 // the Launcher's own volumes and mounts join on the launcher pod, since its command may need
 // them. Every other field is named, with its advice (convert_fields.cpp).
-#include "launcher/convert_pods.h"
+#include "convert/convert_pods.h"
 
 #include <set>
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 namespace {
 
@@ -158,12 +159,17 @@ Status container_fields(const Doc& container, const std::string& path, bool rank
   return ok_status();
 }
 
-// The launcher's image and command: the TrainJob's.
-Status launcher_command(const Doc& container, const std::string& path, Doc& trainer, Conversion& out) {
-  TMPI_ASSIGN(std::string image, string_at_path(container, "image", path + ".image"));
-  if (image.empty())
-    return make_error(Exit::kData, "{}.image: missing; the launcher's image is the TrainJob's", path);
-  trainer["image"] = image;
+// The names an MPI gives the program that starts a job: a command that starts with one (its
+// basename) is an mpirun line, which the launcher reads with the MPI's own grammar.
+bool starts_mpi(std::string_view program) {
+  std::string_view name = program.substr(program.rfind('/') + 1);  // npos + 1 is 0
+  return name == "mpirun" || name == "mpiexec" || name == "mpiexec.hydra" || name == "orterun" ||
+         name == "prterun";
+}
+
+// The launcher's command and args as one list of words, each a string; a program under the
+// runtime's HOME named (the home emptyDir hides it at run time).
+Expected<Doc> launcher_words(const Doc& container, const std::string& path, Conversion& out) {
   TMPI_ASSIGN(const Doc* command, array_at(container, "command", path + ".command"));
   TMPI_ASSIGN(const Doc* args, array_at(container, "args", path + ".args"));
   Doc words = Doc::array();
@@ -173,7 +179,6 @@ Status launcher_command(const Doc& container, const std::string& path, Doc& trai
       if (!word.is_string())
         return make_error(Exit::kData, "{}: every word of command and args must be a string (quote it)",
                           path);
-      // A program under the runtime's HOME is not there at run time: the home emptyDir hides it.
       if (std::string_view text = word.get_ref<const std::string&>();
           text.starts_with(std::string(kRuntimeHome) + "/"))
         out.unmapped.push_back(
@@ -187,7 +192,57 @@ Status launcher_command(const Doc& container, const std::string& path, Doc& trai
                       "{}: neither command nor args; give the launcher's command (the mpirun line)", path);
   if (command == nullptr || command->empty())
     out.unmapped.push_back({path + ".command", std::string(advice_for("Launcher.command"))});
-  trainer["command"] = std::move(words);
+  return words;
+}
+
+// The TrainJob's command: an mpirun line goes to `mpi-launcher run --mpirun-line`, which
+// checks it against the job and runs it under the preflight, the rank agents and the report
+// (the same as the bundle's mpirun hand-off does, with no escape to the MPI's own mpirun:
+// where the bundle is missing, the pod fails at once). An mpirun named by its path keeps
+// that MPI (--mpirun). Any other command (a shell script, a Python driver) runs as it is:
+// its own `mpirun` reaches the launcher only through the hand-off on PATH, which is named.
+Status launcher_command(const Doc& container, const std::string& path, Doc& trainer, Conversion& out) {
+  TMPI_ASSIGN(Doc words, launcher_words(container, path, out));
+  const auto& program = words[0].get_ref<const std::string&>();
+  if (!starts_mpi(program)) {
+    out.unmapped.push_back({path + ".command", std::string(advice_for("Launcher.script"))});
+    trainer["command"] = std::move(words);
+    return ok_status();
+  }
+  Doc command = Doc::array({std::string(kLauncherProgram), "run"});
+  if (program.find('/') != std::string::npos) command.insert(command.end(), {"--mpirun", program});
+  command.insert(command.end(), {"--mpirun-line", "--"});
+  command.insert(command.end(), words.begin() + 1, words.end());
+  trainer["command"] = std::move(command);
+  return ok_status();
+}
+
+// The TrainJob's one image: the ranks' template's (the Worker's, or the Launcher's when no
+// worker runs ranks). The launcher pod runs ranks here, so it needs the ranks' program and
+// the MPI their daemons run; the launcher's own tools come from the bundle. A Launcher image
+// that differs is named, not refused: mpi-operator's launcher images are often the workers'
+// less the program, which the Worker's image has.
+Status kept_image(const Replicas& replicas, bool workers_run_ranks, Doc& trainer, Conversion& out) {
+  auto image_of = [](const Doc& replica, const std::string& role) -> Expected<std::string> {
+    std::string path = fmt::format("spec.mpiReplicaSpecs.{}.template.spec.containers[0].image", role);
+    TMPI_ASSIGN(std::string image, string_at_path(pod_spec(replica)["containers"][0], "image", path));
+    if (image.empty())
+      return make_error(Exit::kData, "{}: missing; the TrainJob keeps the MPIJob's image", path);
+    return image;
+  };
+  TMPI_ASSIGN(std::string launcher, image_of(*replicas.launcher, "Launcher"));
+  out.kept = {launcher, "the Launcher's", out.kept.mpi};
+  if (!workers_run_ranks) {
+    trainer["image"] = launcher;
+    return ok_status();
+  }
+  TMPI_ASSIGN(std::string worker, image_of(*replicas.worker, "Worker"));
+  out.kept = {worker, worker == launcher ? "the Launcher's and the Worker's" : "the Worker's", out.kept.mpi};
+  if (worker != launcher)
+    out.unmapped.push_back(
+        {fmt::format("spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image ({})", launcher),
+         std::string(advice_for("Launcher.image"))});
+  trainer["image"] = worker;
   return ok_status();
 }
 
@@ -220,14 +275,14 @@ Status map_pods(const Replicas& replicas, Doc& trainer, Doc& env, Doc& patches, 
   const std::string launcher_path = "spec.mpiReplicaSpecs.Launcher";
   const std::string worker_path = "spec.mpiReplicaSpecs.Worker";
   const Doc& launcher = pod_spec(*replicas.launcher)["containers"][0];
+  bool workers_run_ranks = replicas.worker != nullptr && replicas.workers > 0;
+  TMPI_CHECK(kept_image(replicas, workers_run_ranks, trainer, out));
   TMPI_CHECK(launcher_command(launcher, launcher_path + ".template.spec.containers[0]", trainer, out));
   PodPatch ranks_patch;
   PodPatch launcher_patch;
-  bool workers_run_ranks = replicas.worker != nullptr && replicas.workers > 0;
   if (workers_run_ranks) {
     const Doc& worker = pod_spec(*replicas.worker)["containers"][0];
     std::string path = worker_path + ".template.spec.containers[0]";
-    out.unmapped.push_back({path + ".image", std::string(advice_for("Worker.image"))});
     for (std::string key : {"command", "args"})
       if (worker.contains(key) && !worker[key].is_null())
         out.unmapped.push_back({fmt::format("{}.{}", path, key), std::string(advice_for("Worker.command"))});
@@ -252,4 +307,4 @@ Status map_pods(const Replicas& replicas, Doc& trainer, Doc& env, Doc& patches, 
   return ok_status();
 }
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

@@ -10,6 +10,11 @@
 // unmapped fields out; every field's shape checked), emit_yaml (strings that would read back
 // as numbers or booleans quoted). The I/O is launcher/main.cpp's.
 //
+// The pods run the user's own image, with trainer-mpi's programs brought in by the runtime
+// as a bundle (kBundleBin): so the TrainJob keeps the MPIJob's image, and its command runs
+// through the bundle's mpi-launcher (the preflight, the rank agents, the report), never
+// through the image's own mpirun alone (convert_pods.cpp says how each is chosen).
+//
 // The MPIJob's field list is mpi-operator's pkg/apis/kubeflow/v2beta1/types.go (commit
 // caa3c47f); Trainer's side is docs/trainer-rules.md (v2.3.0), which says what reaches which pod.
 #pragma once
@@ -23,7 +28,7 @@
 
 #include "common/error.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 using Doc = nlohmann::ordered_json;
 
@@ -49,11 +54,31 @@ struct ConvertOptions {
   std::string runtime;  // the runtimeRef; empty: the package's runtime for mpiImplementation
 };
 
+// The converted command runs through the launcher, found on PATH: the runtime's bundle puts
+// its bin/ (kBundleBin) first there. A bare name, as the runtimes' own advice spells it
+// (`[mpi-launcher, run, --, ...]`), so that a bundle elsewhere on PATH serves too; where
+// there is none, the pod fails at once ("not found") instead of running the MPI's own mpirun.
+inline constexpr std::string_view kLauncherProgram = "mpi-launcher";
+inline constexpr std::string_view kBundleBin = "/opt/trainer-mpi/bin";
+
+// The MPIJob's image that the TrainJob keeps as its one trainer.image, and what it must
+// have: the ranks run in it, and trainer-mpi's programs come from the runtime's bundle.
+struct KeptImage {
+  std::string image;
+  std::string whose;  // "the Launcher's and the Worker's", "the Worker's", "the Launcher's"
+  std::string mpi;    // the MPI it must have: "Open MPI (4 or 5)", "MPICH", "Intel MPI"
+};
+
 // NOLINTNEXTLINE(bugprone-exception-escape): nlohmann::json may allocate in its destructor
 struct Conversion {
   Doc trainjob;
+  KeptImage kept;
   std::vector<Unmapped> unmapped;
 };
+
+// One line for stderr that names the kept image and what it must have (the edge prints it
+// on every conversion: a user's image is now what the pods run, so its needs are said).
+std::string kept_image_notice(const KeptImage& kept);
 
 // `text` (YAML or JSON, one document) as a typed tree. A document over kMaxManifestBytes,
 // nested deeper than 64 levels, of more than 20000 nodes (aliases counted as often as they
@@ -76,4 +101,4 @@ struct NoHome {
 };
 const std::vector<NoHome>& no_home_table();
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

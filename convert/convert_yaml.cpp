@@ -15,9 +15,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "launcher/convert.h"
+#include "convert/convert.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 namespace {
 
@@ -160,4 +160,4 @@ std::string emit_yaml(const Doc& doc) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

@@ -15,10 +15,9 @@
 #include "common/choice.h"
 #include "common/param_names.h"
 #include "common/params.h"
-#include "launcher/choices.h"
-#include "launcher/convert_pods.h"
+#include "convert/convert_pods.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 namespace {
 
@@ -65,23 +64,32 @@ Status metadata(const Doc& job, Conversion& out) {
   return ok_status();
 }
 
-// mpi-operator's spec.mpiImplementation (v2beta1 MPIImplementation), as the launcher's --mpi.
-inline constexpr Spellings<MpiWanted, 3> kMpiJobImplementations{
-    {{"OpenMPI", MpiWanted::kOpenMpi}, {"MPICH", MpiWanted::kMpich}, {"Intel", MpiWanted::kIntel}}};
+// mpi-operator's spec.mpiImplementation (v2beta1 MPIImplementation), and each one's
+// spelling as mpi-launcher's --mpi (common/param_table.cpp's row; launcher/choices.h reads
+// it there, and Convert.MpiSpellingsAreTheLaunchersOwn holds the two together: convert
+// shares no code with the launcher's run).
+enum class MpiJobMpi { kOpenMpi, kMpich, kIntel };
+inline constexpr Spellings<MpiJobMpi, 3> kMpiJobImplementations{
+    {{"OpenMPI", MpiJobMpi::kOpenMpi}, {"MPICH", MpiJobMpi::kMpich}, {"Intel", MpiJobMpi::kIntel}}};
+inline constexpr Spellings<MpiJobMpi, 3> kLauncherMpiSpellings{
+    {{"openmpi", MpiJobMpi::kOpenMpi}, {"mpich", MpiJobMpi::kMpich}, {"intel", MpiJobMpi::kIntel}}};
 
 // The runtime of the package for the MPI, and the launcher's --mpi for a hydra one.
 Status implementation(const Doc& spec, const ConvertOptions& options, Conversion& out, Doc& env) {
   TMPI_ASSIGN(std::string spelled,
               string_at_path(spec, "mpiImplementation", "spec.mpiImplementation", "OpenMPI"));
-  std::optional<MpiWanted> mpi = choice_value(spelled, kMpiJobImplementations);
+  std::optional<MpiJobMpi> mpi = choice_value(spelled, kMpiJobImplementations);
   if (!mpi)
     return make_error(Exit::kData, "spec.mpiImplementation: '{}'; one of OpenMPI, MPICH, Intel", spelled);
   out.trainjob["spec"]["runtimeRef"] = {
       {"name", options.runtime.empty() ? kOpenMpiRuntime : options.runtime}};
-  if (*mpi == MpiWanted::kOpenMpi) return ok_status();
+  out.kept.mpi = *mpi == MpiJobMpi::kOpenMpi ? "Open MPI (4 or 5)"
+                 : *mpi == MpiJobMpi::kMpich ? "MPICH"
+                                             : "Intel MPI";
+  if (*mpi == MpiJobMpi::kOpenMpi) return ok_status();
   // The launcher would tell hydra from its install too; said, so that an Open MPI image fails at once.
-  env.push_back(
-      {{"name", env_name(param::kMpi.name)}, {"value", std::string(choice_name(*mpi, kMpiWantedSpellings))}});
+  env.push_back({{"name", env_name(param::kMpi.name)},
+                 {"value", std::string(choice_name(*mpi, kLauncherMpiSpellings))}});
   if (options.runtime.empty())
     out.unmapped.push_back({"spec.mpiImplementation", std::string(advice_for("mpiImplementation"))});
   return ok_status();
@@ -127,6 +135,14 @@ Expected<long long> host_count(const Doc& spec, const Replicas& replicas) {
 
 }  // namespace
 
+std::string kept_image_notice(const KeptImage& kept) {
+  return fmt::format(
+      "keeps image {} ({} image) as trainer.image: the ranks run in it, so it must have /bin/sh and {}, the "
+      "MPI the program was built with; mpi-launcher, which the command runs through, and trainer-mpi's other "
+      "programs come from the runtime's bundle ({}, first on PATH), not from the image",
+      kept.image, kept.whose, kept.mpi, kBundleBin);
+}
+
 Expected<Conversion> convert_mpijob(const Doc& mpijob, const ConvertOptions& options) {
   if (!mpijob.is_object() || string_or(mpijob, "kind") != "MPIJob" ||
       string_or(mpijob, "apiVersion") != kApiVersion)
@@ -162,4 +178,4 @@ Expected<Conversion> convert_mpijob(const Doc& mpijob, const ConvertOptions& opt
   return out;
 }
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert

@@ -4,9 +4,9 @@
 // rows of docs/migrating.md, "MPIJob v2beta1 fields", which says the same at more length.
 #include <cstdlib>
 
-#include "launcher/convert_pods.h"
+#include "convert/convert_pods.h"
 
-namespace tmpi::launch {
+namespace tmpi::convert {
 
 namespace {
 
@@ -104,10 +104,10 @@ const std::vector<NoHome>& no_home_table() {
        "not needed: the runtime's failure policy restarts on infrastructure faults (exit 69, 75) and fails "
        "on "
        "the program's"},
-      {"Worker.image",
-       "the TrainJob's image reaches the launcher pod only: node pods run the runtime's image, so put the "
-       "program "
-       "in the runtime's image (FROM it, in a runtime of your own) or on a volume"},
+      {"Launcher.image",
+       "not kept: the TrainJob has one image, and the launcher pod runs ranks here, so it runs the Worker's "
+       "(which must have the Launcher's mpirun, its MPI): mpi-launcher and the rest of trainer-mpi come from "
+       "the runtime's bundle, not from the launcher's image"},
       {"home",
        "the runtime mounts the pod's home, an emptyDir, at /home/mpiuser (HOME), which hides what the image "
        "has there: install the program elsewhere in the image (/opt/NAME, /usr/local/bin) and name that "
@@ -117,6 +117,10 @@ const std::vector<NoHome>& no_home_table() {
        "the Launcher had args and no command (the image's ENTRYPOINT ran them); the TrainJob runs the args "
        "as its "
        "command: put an ENTRYPOINT wrapper first if the image had one"},
+      {"Launcher.script",
+       "not an mpirun line: it runs as it is; an `mpirun` it calls by name reaches mpi-launcher through "
+       "the runtime's bundle (its mpirun hand-off, first on PATH), one called by its path skips the "
+       "preflight and the report: put the mpirun line itself in the command"},
       {"Launcher.resources",
        "the launcher pod runs ranks here and gets resourcesPerNode (the Worker's), as every host does"},
       {"Launcher.placement",
@@ -151,4 +155,4 @@ std::string_view advice_for(std::string_view key) {
   std::abort();  // every key the converter names is in the table (ConvertTest.EveryAdviceIsInMigratingMd)
 }
 
-}  // namespace tmpi::launch
+}  // namespace tmpi::convert
