@@ -6,7 +6,8 @@
 #   library it needs (ldd: no "not found"), and each of our programs runs (--help, exit 0):
 #   a runtime package missing from images/Dockerfile fails here;
 # - the variant's MPI is the one there: Open MPI's mpirun and orted, or MPICH's
-#   mpiexec.hydra and hydra_pmi_proxy, and not the other's; nccl-check is built for it;
+#   mpiexec.hydra and hydra_pmi_proxy, and not the other's; both nccl-checks are there (the
+#   launcher picks by the job's MPI), and the one for the variant's MPI links it;
 # - nothing of the build stage came along: no sources, compiler, CMake, ccache, headers or
 #   static archives;
 # - the image's user and layout: mpiuser is uid 1000, /etc/trainer-mpi exists; OpenSSH's sshd
@@ -42,8 +43,12 @@ esac
 for program in "${mpi_programs[@]}"; do [[ -x $root$program ]] || fail "$program is missing"; done
 [[ ! -e $root$other ]] || fail "$other is there: the other MPI came along"
 
+# The other MPI's nccl-check needs that MPI, which the image does not have: it is never run.
+other_check=nccl-check.mpich
+[[ $variant == mpich ]] && other_check=nccl-check
 checked=0
 for file in "$root"/opt/trainer-mpi/bin/* "${mpi_programs[@]/#/$root}"; do
+  [[ $file == */$other_check ]] && continue
   [[ $(head -c 4 "$file" | od -An -c | tr -d ' ') == 177ELF ]] || continue
   inside=${file#"$root"}
   out=$(chroot "$root" ldd "$inside" 2>&1) || fail "ldd $inside failed: $out"
@@ -51,14 +56,19 @@ for file in "$root"/opt/trainer-mpi/bin/* "${mpi_programs[@]/#/$root}"; do
   checked=$((checked + 1))
 done
 ((checked >= 7)) || fail "only $checked ELF programs checked"
-for program in mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client nccl-check; do
+# The nccl-check of the variant's MPI (the launcher runs that one: launcher/fabric_check.h).
+own_check=nccl-check
+[[ $variant == mpich ]] && own_check=nccl-check.mpich
+for program in mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client $own_check; do
   out=$(in_image "$program" --help 2>&1) || fail "$program --help exited $? as uid 1000: $out"
 done
-[[ ! -e $root/opt/trainer-mpi/bin/nccl-check.mpich ]] || fail "nccl-check.mpich left beside nccl-check"
-mpi_lib=$(chroot "$root" ldd /opt/trainer-mpi/bin/nccl-check | awk '/libmpi/ { print $1 }' | xargs)
+for program in nccl-check nccl-check.mpich; do
+  [[ -x $root/opt/trainer-mpi/bin/$program ]] || fail "$program is missing: the launcher picks it by the job's MPI"
+done
+mpi_lib=$(chroot "$root" ldd /opt/trainer-mpi/bin/$own_check | awk '/libmpi/ { print $1 }' | xargs)
 case $variant in
   openmpi | openmpi-slim) [[ $mpi_lib == *libmpi.so.40* ]] || fail "nccl-check is not linked to Open MPI: $mpi_lib" ;;
-  mpich) [[ $mpi_lib == *libmpich.so* ]] || fail "nccl-check is not linked to MPICH: $mpi_lib" ;;
+  mpich) [[ $mpi_lib == *libmpich.so* ]] || fail "nccl-check.mpich is not linked to MPICH: $mpi_lib" ;;
 esac
 echo "ok: $checked ELF programs load every library; each of ours runs as uid 1000; the MPI is $variant's ($mpi_lib)"
 
