@@ -138,9 +138,9 @@ class CheckRun {
             : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
     // Each rank's problem travels as "CODE MESSAGE": an image without NCCL (78) ends the
     // check with 78 wherever it was seen, since no restart brings the library; else 69.
-    std::string mine =
+    std::string problem_here =
         made ? "" : fmt::format("{} {}", static_cast<int>(made.error().exit), made.error().message);
-    TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, mine, deadline, step_));
+    TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, problem_here, deadline, step_));
     std::set<std::string> distinct;
     for (const auto& problem : problems) {
       auto space = problem.find(' ');
