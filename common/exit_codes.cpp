@@ -34,6 +34,10 @@ const std::vector<ExitInfo>& exit_table() {
        "the Kubernetes API or a service refused our credentials (RBAC, token), or the job's Secret is not "
        "the job's own",
        false},
+      {Exit::kConfig, "image",
+       "the image lacks what the job asks for (a GPU job's fabric check found no NCCL); the message names "
+       "what was looked for, where, and the fix",
+       false},
   };
   return table;
 }

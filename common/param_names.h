@@ -91,6 +91,7 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kMinBusbw, "min-busbw", kNumber)                          \
   X(kMinFraction, "min-fraction", kNumber)                    \
   X(kStepTimeout, "step-timeout", kDuration)                  \
+  X(kNcclLibrary, "nccl-library", kPath)                      \
   X(kJson, "json", kPath)                                     \
   X(kSshdMaxConnections, "sshd-max-connections", kInt)        \
   X(kSshdMaxStartups, "sshd-max-startups", kInt)              \

@@ -213,6 +213,10 @@ constexpr std::array kTable = {
                "silent, 69: the fabric)",
                kScopeCheck | kScopeLauncher),
            1s, 1h),
+    row(param::kNcclLibrary, "FILE", "",
+        "the image's libnccl.so.2 for --backend nccl; default: searched in LD_LIBRARY_PATH, the loader's "
+        "cache, $CUDA_HOME/lib64 and /usr/local/cuda/lib64",
+        kScopeCheck | kScopeLauncher),
     row(param::kJson, "FILE", "", "write the JSON report there (rank 0); - prints it as the last line",
         kScopeCheck),
 

@@ -1,6 +1,8 @@
 // See fabric_check.h.
 #include "launcher/fabric_check.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -26,10 +28,12 @@ constexpr std::string_view kGaveUpPrefix = "nccl-check timeout: ";
 // busy machine stands still a fraction of a second.
 constexpr double kStoodStillSeconds = 3.0;
 
-// nccl-check beside this mpi-launcher (an image installs both in one folder), else PATH.
-std::string default_program() {
-  std::string beside = beside_self("nccl-check");
-  return beside.empty() ? "nccl-check" : beside;
+// The flavour's nccl-check beside this mpi-launcher (an image and the bundle install both
+// in one folder), else on PATH.
+std::string default_program(Flavour flavour) {
+  std::string name = nccl_check_name(flavour);
+  std::string beside = beside_self(name);
+  return beside.empty() ? name : beside;
 }
 
 // The strings of an array field, skipping what is not a string: the report came through
@@ -109,16 +113,41 @@ TimeoutVerdict timeout_verdict(const nlohmann::json& timeout, const std::vector<
 
 }  // namespace
 
-FabricBackend fabric_backend(FabricBackend check, const Topology& topology) {
+FabricBackend fabric_backend(FabricBackend check, const Topology& topology, int launcher_gpus) {
   if (check != FabricBackend::kAuto) return check;
-  for (const auto& host : topology.hosts) {
-    if (host.gpus <= 0) return FabricBackend::kMpi;
-  }
-  return topology.hosts.empty() ? FabricBackend::kMpi : FabricBackend::kNccl;
+  if (topology.hosts.empty()) return FabricBackend::kMpi;
+  bool known = std::any_of(topology.hosts.begin(), topology.hosts.end(),
+                           [](const Host& host) { return host.gpus > 0; });
+  if (!known) return launcher_gpus > 0 ? FabricBackend::kNccl : FabricBackend::kMpi;
+  bool every = std::all_of(topology.hosts.begin(), topology.hosts.end(),
+                           [](const Host& host) { return host.gpus > 0; });
+  return every ? FabricBackend::kNccl : FabricBackend::kMpi;
 }
 
-std::vector<std::string> fabric_check_command(const FabricOptions& options, FabricBackend backend) {
-  std::vector<std::string> command = {options.program.empty() ? default_program() : options.program,
+int visible_gpus(const std::string& devices_dir, std::string_view nvidia_visible_devices) {
+  if (nvidia_visible_devices == "void" || nvidia_visible_devices == "none") return 0;
+  std::error_code error;
+  std::filesystem::directory_iterator entries(devices_dir, error);
+  if (error) return 0;
+  int count = 0;
+  for (const auto& entry : entries) {
+    std::string name = entry.path().filename().string();
+    // nvidia0, nvidia1, ...: not nvidiactl, nvidia-uvm or nvidia-modeset, which every
+    // container on a GPU node may be given without a GPU of its own.
+    if (name.size() > 6 && name.starts_with("nvidia") &&
+        std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      ++count;
+  }
+  return count;
+}
+
+std::string nccl_check_name(Flavour flavour) {
+  return flavour == Flavour::kMpich || flavour == Flavour::kIntel ? "nccl-check.mpich" : "nccl-check";
+}
+
+std::vector<std::string> fabric_check_command(const FabricOptions& options, FabricBackend backend,
+                                              Flavour flavour) {
+  std::vector<std::string> command = {options.program.empty() ? default_program(flavour) : options.program,
                                       "--backend", std::string(choice_name(backend, kFabricBackendSpellings)),
                                       "--json", "-"};
   command.insert(command.end(), options.passed_on.begin(), options.passed_on.end());
@@ -164,7 +193,10 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   }
   const auto& report = out.report;
   if (report.is_object() && string_at(report, "/result") == "pass" && status == 0) return out;
-  out.exit = Exit::kUnavailable;
+  // The image has no NCCL: no restart brings it, so not the 69 that the runtimes restart on.
+  bool no_nccl = status == static_cast<int>(Exit::kConfig) ||
+                 (report.is_object() && int_at(report, "/exit_code", 0) == static_cast<int>(Exit::kConfig));
+  out.exit = no_nccl ? Exit::kConfig : Exit::kUnavailable;
   if (!report.is_object()) {
     std::string tail = out.table.size() > 600 ? "..." + out.table.substr(out.table.size() - 600) : out.table;
     out.rows.push_back(
@@ -195,7 +227,7 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
 
 Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& job, FabricBackend backend,
                                        const std::function<bool()>& stopped) {
-  LaunchPlan plan = plan_for(job, fabric_check_command(options, backend), {});
+  LaunchPlan plan = plan_for(job, fabric_check_command(options, backend, job.plan.flavour), {});
   auto ran = run_capture(build_command(plan), job.env, options.step_timeout * 20, stopped);
   if (!ran && stopped && stopped()) return ran.take_error();
   if (!ran) {

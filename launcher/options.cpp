@@ -14,9 +14,10 @@ namespace {
 // what was not set keeps nccl-check's default, which may depend on its backend.
 std::vector<std::string> nccl_check_flags(const Params& params) {
   std::vector<std::string> flags;
-  const ParamRef passed_on[] = {
-      param::kMinBytes, param::kMaxBytes, param::kStepFactor,  param::kPairBytes,   param::kIters,
-      param::kWarmup,   param::kMinBusbw, param::kMinFraction, param::kStepTimeout, param::kLogLevel};
+  const ParamRef passed_on[] = {param::kMinBytes,  param::kMaxBytes,    param::kStepFactor,
+                                param::kPairBytes, param::kIters,       param::kWarmup,
+                                param::kMinBusbw,  param::kMinFraction, param::kStepTimeout,
+                                param::kLogLevel,  param::kNcclLibrary};
   for (const ParamRef& handle : passed_on) {
     if (!params.is_set(handle)) continue;
     flags.push_back(fmt::format("--{}", handle.name));

@@ -2,6 +2,7 @@
 #include "launcher/run_steps.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <system_error>
 #include <thread>
@@ -194,7 +195,9 @@ Status preflight(const PreflightOptions& options, const Job& job, json& fabric, 
     step_done("placement");
   }
   Exit exit = Exit::kUnavailable;
-  if (FabricBackend backend = fabric_backend(options.fabric.check, job.topology);
+  const char* nvidia_visible = std::getenv("NVIDIA_VISIBLE_DEVICES");
+  int launcher_gpus = visible_gpus("/dev", nvidia_visible != nullptr ? nvidia_visible : "");
+  if (FabricBackend backend = fabric_backend(options.fabric.check, job.topology, launcher_gpus);
       rows.empty() && backend != FabricBackend::kNone) {
     spdlog::info("fabric check: nccl-check --backend {} over {} ranks",
                  choice_name(backend, kFabricBackendSpellings), job.plan.np);

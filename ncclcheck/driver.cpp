@@ -133,17 +133,24 @@ class CheckRun {
     }
 
     Expected<std::unique_ptr<Fabric>> made =
-        options_.backend == Backend::kNccl ? make_nccl_fabric(progress_, local_rank_, host_name_)
-                                           : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
-    TMPI_ASSIGN(auto problems,
-                allgather_text(progress_, MPI_COMM_WORLD, made ? "" : made.error().message, deadline, step_));
+        options_.backend == Backend::kNccl
+            ? make_nccl_fabric(progress_, local_rank_, host_name_, options_.nccl_library)
+            : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
+    // Each rank's problem travels as "CODE MESSAGE": an image without NCCL (78) ends the
+    // check with 78 wherever it was seen, since no restart brings the library; else 69.
+    std::string problem_here =
+        made ? "" : fmt::format("{} {}", static_cast<int>(made.error().exit), made.error().message);
+    TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, problem_here, deadline, step_));
     std::set<std::string> distinct;
     for (const auto& problem : problems) {
-      if (!problem.empty() && distinct.insert(problem).second) {
-        report_.failure += (report_.failure.empty() ? "" : "; ") + problem;
-      }
+      auto space = problem.find(' ');
+      if (space == std::string::npos) continue;
+      if (problem.compare(0, space, std::to_string(static_cast<int>(Exit::kConfig))) == 0)
+        report_.failure_exit = Exit::kConfig;
+      std::string message = problem.substr(space + 1);
+      if (distinct.insert(message).second) report_.failure += (report_.failure.empty() ? "" : "; ") + message;
     }
-    if (!report_.failure.empty()) return Error{Exit::kUnavailable, report_.failure};
+    if (!report_.failure.empty()) return Error{report_.failure_exit, report_.failure};
     fabric_ = std::move(made).value();
     report_.library = fabric_->library();
     TMPI_ASSIGN(auto devices,

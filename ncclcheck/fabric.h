@@ -64,9 +64,10 @@ class Fabric {
 // MPI_Iallreduce and ping-pong on CPU buffers: the CPU twin, for machines without GPUs.
 std::unique_ptr<Fabric> make_mpi_fabric(Progress& progress);
 
-// NCCL on one GPU per local rank. Exit::kUnavailable when this rank sees no GPU for itself.
-// Declared always; defined only where NCCL was found (TMPI_HAVE_NCCL).
+// NCCL on one GPU per local rank, with the image's NCCL (`nccl_library`, or the search of
+// gpu_libraries.h where ""). Exit::kConfig when the image has no NCCL; Exit::kUnavailable
+// when this rank sees no GPU for itself.
 Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank,
-                                                   const std::string& host);
+                                                   const std::string& host, const std::string& nccl_library);
 
 }  // namespace tmpi::check

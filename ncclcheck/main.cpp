@@ -73,6 +73,7 @@ Expected<Options> options_from(const Params& params) {
                       options.threshold.min_fraction);
   }
   options.step_timeout = params.duration(param::kStepTimeout);
+  options.nccl_library = params.str(param::kNcclLibrary);
   return options;
 }
 

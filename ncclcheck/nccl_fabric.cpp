@@ -5,17 +5,20 @@
 // deadline calls ncclCommAbort. The unique id travels over MPI point-to-point messages,
 // through Progress, so that it is under the deadline too.
 //
-// No kernel of our own: buffers are filled and checked on the host and copied, so that the
-// backend builds with the host compiler against cudart and NCCL.
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
+// NCCL and the CUDA driver are the image's, loaded at run time (gpu_api.h): no NCCL is a
+// 78 (the image lacks what the job asks for; a restart cannot help), no driver or no device
+// a 69 (no GPU for this rank). The device is made current through its primary context,
+// which NCCL's own CUDA runtime adopts as the current device. No kernel of our own: buffers
+// are filled and checked on the host and copied, so that the backend builds with the host
+// compiler alone.
+#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "ncclcheck/data_check.h"
 #include "ncclcheck/fabric.h"
+#include "ncclcheck/gpu_api.h"
 #include "ncclcheck/metrics.h"
 #include "ncclcheck/stalls.h"
 
@@ -25,22 +28,10 @@ namespace {
 
 constexpr int kUniqueIdTag = 11;
 
-Status cuda_ok(cudaError_t result, std::string_view call) {
-  if (result == cudaSuccess) return ok_status();
-  return make_error(Exit::kUnavailable, "{}: {} ({})", call, cudaGetErrorString(result),
-                    static_cast<int>(result));
-}
-
-Status nccl_ok(ncclResult_t result, std::string_view call, ncclComm_t comm = nullptr) {
-  if (result == ncclSuccess || result == ncclInProgress) return ok_status();
-  const char* detail = comm != nullptr ? ncclGetLastError(comm) : "";
-  return make_error(Exit::kUnavailable, "{}: {} {}", call, ncclGetErrorString(result),
-                    detail != nullptr ? detail : "");
-}
-
 class NcclFabric : public Fabric {
  public:
-  NcclFabric(Progress& progress, int device) : progress_(progress), device_(device) {
+  NcclFabric(Progress& progress, NcclApi nccl, CudaDriverApi cuda, int device)
+      : progress_(progress), nccl_(std::move(nccl)), cuda_(std::move(cuda)), device_(device) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   }
 
@@ -49,55 +40,54 @@ class NcclFabric : public Fabric {
   ~NcclFabric() override {
     for (auto& [key, comm] : comms_) {
       if (failed_ || progress_.abandoned() > 0) {
-        ncclCommAbort(comm);
+        nccl_.comm_abort(comm);
       } else {
         close(comm);
       }
     }
-    if (send_ != nullptr) cudaFree(send_);
-    if (recv_ != nullptr) cudaFree(recv_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (send_ != 0) cuda_.mem_free(send_);
+    if (recv_ != 0) cuda_.mem_free(recv_);
+    if (stream_ != nullptr) cuda_.stream_destroy(stream_);
+    if (context_ != nullptr) cuda_.primary_ctx_release(handle_);
   }
 
   Status start() {
-    TMPI_CHECK(cuda_ok(cudaSetDevice(device_), "cudaSetDevice"));
-    TMPI_CHECK(cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
-    cudaDeviceProp properties{};
-    TMPI_CHECK(cuda_ok(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties"));
+    TMPI_CHECK(cuda_ok(cuda_.device_get(&handle_, device_), "cuDeviceGet"));
+    TMPI_CHECK(cuda_ok(cuda_.primary_ctx_retain(&context_, handle_), "cuDevicePrimaryCtxRetain"));
+    TMPI_CHECK(cuda_ok(cuda_.ctx_set_current(context_), "cuCtxSetCurrent"));
+    TMPI_CHECK(cuda_ok(cuda_.stream_create(&stream_, kCuStreamNonBlocking), "cuStreamCreate"));
+    char name[256] = {0};
+    TMPI_CHECK(cuda_ok(cuda_.device_get_name(name, sizeof name - 1, handle_), "cuDeviceGetName"));
     char bus_id[32] = {0};
-    TMPI_CHECK(cuda_ok(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_), "cudaDeviceGetPCIBusId"));
+    TMPI_CHECK(cuda_ok(cuda_.device_get_pci_bus_id(bus_id, sizeof bus_id, handle_), "cuDeviceGetPCIBusId"));
     int count = 0;
-    cudaGetDeviceCount(&count);
+    cuda_.device_get_count(&count);
     device_info_ = {{"rank", rank_},
                     {"device", device_},
-                    {"name", properties.name},
+                    {"name", name},
                     {"pci_bus_id", bus_id},
                     {"visible_devices", count}};
     return ok_status();
   }
 
-  std::string library() const override {
-    int version = 0;
-    ncclGetVersion(&version);
-    return fmt::format("NCCL {}.{}.{}", version / 10000, version / 100 % 100, version % 100);
-  }
+  std::string library() const override { return nccl_.name(); }
 
   nlohmann::json device() const override { return device_info_; }
 
   Expected<Measure> allreduce(const Group& group, std::uint64_t bytes, Iterations iterations,
                               const Deadline& deadline, std::string_view step) override {
-    TMPI_ASSIGN(ncclComm_t comm, comm_for(group, deadline, step));
+    TMPI_ASSIGN(NcclComm comm, comm_for(group, deadline, step));
     std::size_t count = bytes / sizeof(float);
     TMPI_CHECK(ensure_buffers(bytes));
     std::vector<float> host(count);
     fill_pattern(host.data(), count, group.index_of(rank_));
-    TMPI_CHECK(
-        cuda_ok(cudaMemcpy(send_, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU"));
-    TMPI_CHECK(cuda_ok(cudaMemset(recv_, 0xFF, bytes), "cudaMemset"));  // all ones: NaN, the poison
+    TMPI_CHECK(cuda_ok(cuda_.memcpy_htod(send_, host.data(), bytes), "cuMemcpyHtoD"));
+    TMPI_CHECK(cuda_ok(cuda_.memset_d8(recv_, 0xFF, bytes), "cuMemsetD8"));  // all ones: NaN, the poison
     auto launch = [&](int times) -> Status {
       for (int i = 0; i < times; ++i) {
-        TMPI_CHECK(nccl_ok(ncclAllReduce(send_, recv_, count, ncclFloat, ncclSum, comm, stream_),
-                           "ncclAllReduce", comm));
+        TMPI_CHECK(nccl_ok(
+            nccl_.all_reduce(pointer(send_), pointer(recv_), count, kNcclFloat, kNcclSum, comm, stream_),
+            "ncclAllReduce", comm));
         TMPI_CHECK(settle(comm, deadline, step));
       }
       return finish(comm, deadline, step);
@@ -115,8 +105,7 @@ class NcclFabric : public Fabric {
     Measure measure;
     measure.seconds = summary.mean;
     measure.stall = summary.stall;
-    TMPI_CHECK(
-        cuda_ok(cudaMemcpy(host.data(), recv_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU"));
+    TMPI_CHECK(cuda_ok(cuda_.memcpy_dtoh(host.data(), recv_, bytes), "cuMemcpyDtoH"));
     measure.wrong = count_wrong_sum(host.data(), count, static_cast<int>(group.ranks.size()));
     return measure;
   }
@@ -140,39 +129,55 @@ class NcclFabric : public Fabric {
   }
 
  private:
+  static void* pointer(CuDevicePtr address) {
+    return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr): a device address
+  }
+
+  Status cuda_ok(CuResult result, std::string_view call) const {
+    if (result == kCuSuccess) return ok_status();
+    return make_error(Exit::kUnavailable, "{}: {}", call, cuda_.describe(result));
+  }
+
+  Status nccl_ok(NcclResult result, std::string_view call, NcclComm comm = nullptr) const {
+    if (result == kNcclSuccess || result == kNcclInProgress) return ok_status();
+    const char* detail = comm != nullptr ? nccl_.get_last_error(comm) : "";
+    return make_error(Exit::kUnavailable, "{}: {} {}", call, nccl_.get_error_string(result),
+                      detail != nullptr ? detail : "");
+  }
+
   // Finalize (flushes its work) under a short deadline, then destroy; abort if it hangs.
-  static void close(ncclComm_t comm) {
+  void close(NcclComm comm) const {
     Deadline deadline(Millis(10000));
-    ncclResult_t state = ncclCommFinalize(comm);
-    while (state == ncclInProgress && !deadline.expired()) ncclCommGetAsyncError(comm, &state);
-    if (state == ncclSuccess) {
-      ncclCommDestroy(comm);
+    NcclResult state = nccl_.comm_finalize(comm);
+    while (state == kNcclInProgress && !deadline.expired()) nccl_.comm_get_async_error(comm, &state);
+    if (state == kNcclSuccess) {
+      nccl_.comm_destroy(comm);
     } else {
-      ncclCommAbort(comm);
+      nccl_.comm_abort(comm);
     }
   }
 
   // A non-blocking communicator's state until it is no longer in progress, or the deadline.
-  Status settle(ncclComm_t comm, const Deadline& deadline, std::string_view step) {
+  Status settle(NcclComm comm, const Deadline& deadline, std::string_view step) {
     for (;;) {
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm, &state);
-      if (state == ncclSuccess) return ok_status();
-      if (state != ncclInProgress) return abort(comm, nccl_ok(state, step, comm).take_error());
+      NcclResult state = kNcclSuccess;
+      nccl_.comm_get_async_error(comm, &state);
+      if (state == kNcclSuccess) return ok_status();
+      if (state != kNcclInProgress) return abort(comm, nccl_ok(state, step, comm).take_error());
       progress_.serve();
       if (deadline.expired()) return abort(comm, timeout(step, deadline));
     }
   }
 
   // The stream drained, while NCCL reports no asynchronous error, or the deadline.
-  Status finish(ncclComm_t comm, const Deadline& deadline, std::string_view step) {
+  Status finish(NcclComm comm, const Deadline& deadline, std::string_view step) {
     for (;;) {
-      cudaError_t state = cudaStreamQuery(stream_);
-      if (state == cudaSuccess) return ok_status();
-      if (state != cudaErrorNotReady) return abort(comm, cuda_ok(state, step).take_error());
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm, &async);
-      if (async != ncclSuccess && async != ncclInProgress)
+      CuResult state = cuda_.stream_query(stream_);
+      if (state == kCuSuccess) return ok_status();
+      if (state != kCuNotReady) return abort(comm, cuda_ok(state, step).take_error());
+      NcclResult async = kNcclSuccess;
+      nccl_.comm_get_async_error(comm, &async);
+      if (async != kNcclSuccess && async != kNcclInProgress)
         return abort(comm, nccl_ok(async, step, comm).take_error());
       progress_.serve();
       if (deadline.expired()) return abort(comm, timeout(step, deadline));
@@ -184,9 +189,9 @@ class NcclFabric : public Fabric {
                       std::chrono::duration<double>(deadline.budget()).count());
   }
 
-  Error abort(ncclComm_t comm, Error error) {
+  Error abort(NcclComm comm, Error error) {
     failed_ = true;
-    ncclCommAbort(comm);  // frees the communicator's resources without waiting for peers
+    nccl_.comm_abort(comm);  // frees the communicator's resources without waiting for peers
     for (auto it = comms_.begin(); it != comms_.end(); ++it) {
       if (it->second == comm) {
         comms_.erase(it);
@@ -196,14 +201,14 @@ class NcclFabric : public Fabric {
     return error;
   }
 
-  Expected<ncclComm_t> comm_for(const Group& group, const Deadline& deadline, std::string_view step) {
+  Expected<NcclComm> comm_for(const Group& group, const Deadline& deadline, std::string_view step) {
     if (auto it = comms_.find(group.key); it != comms_.end()) return it->second;
-    auto held = std::make_shared<ncclUniqueId>();  // Progress keeps it if the exchange times out
-    ncclUniqueId& id = *held;
+    auto held = std::make_shared<NcclUniqueId>();  // Progress keeps it if the exchange times out
+    NcclUniqueId& id = *held;
     int me = group.index_of(rank_);
     std::vector<MPI_Request> requests;
     if (me == 0) {
-      TMPI_CHECK(nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+      TMPI_CHECK(nccl_ok(nccl_.get_unique_id(&id), "ncclGetUniqueId"));
       for (std::size_t i = 1; i < group.ranks.size(); ++i) {
         requests.emplace_back();
         MPI_Isend(&id, sizeof id, MPI_BYTE, group.ranks[i], kUniqueIdTag, MPI_COMM_WORLD, &requests.back());
@@ -214,11 +219,12 @@ class NcclFabric : public Fabric {
                 &requests.back());
     }
     TMPI_CHECK(progress_.wait(requests.data(), static_cast<int>(requests.size()), {held}, deadline, step));
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    NcclConfig config;
     config.blocking = 0;
-    ncclComm_t comm = nullptr;
-    TMPI_CHECK(nccl_ok(ncclCommInitRankConfig(&comm, static_cast<int>(group.ranks.size()), id, me, &config),
-                       "ncclCommInitRankConfig"));
+    NcclComm comm = nullptr;
+    TMPI_CHECK(
+        nccl_ok(nccl_.comm_init_rank_config(&comm, static_cast<int>(group.ranks.size()), id, me, &config),
+                "ncclCommInitRankConfig"));
     comms_[group.key] = comm;
     TMPI_CHECK(settle(comm, deadline, fmt::format("{} (NCCL init)", step)));
     return comm;
@@ -226,41 +232,62 @@ class NcclFabric : public Fabric {
 
   Status ensure_buffers(std::uint64_t bytes) {
     if (bytes <= capacity_) return ok_status();
-    if (send_ != nullptr) cudaFree(send_);
-    if (recv_ != nullptr) cudaFree(recv_);
-    send_ = recv_ = nullptr;
+    if (send_ != 0) cuda_.mem_free(send_);
+    if (recv_ != 0) cuda_.mem_free(recv_);
+    send_ = recv_ = 0;
     capacity_ = 0;
-    TMPI_CHECK(cuda_ok(cudaMalloc(&send_, bytes), fmt::format("cudaMalloc {} bytes", bytes)));
-    TMPI_CHECK(cuda_ok(cudaMalloc(&recv_, bytes), fmt::format("cudaMalloc {} bytes", bytes)));
+    TMPI_CHECK(cuda_ok(cuda_.mem_alloc(&send_, bytes), fmt::format("cuMemAlloc {} bytes", bytes)));
+    TMPI_CHECK(cuda_ok(cuda_.mem_alloc(&recv_, bytes), fmt::format("cuMemAlloc {} bytes", bytes)));
     capacity_ = bytes;
     return ok_status();
   }
 
   Progress& progress_;
+  NcclApi nccl_;
+  CudaDriverApi cuda_;
   int device_ = 0, rank_ = 0;
-  cudaStream_t stream_ = nullptr;
-  void* send_ = nullptr;
-  void* recv_ = nullptr;
+  CuDevice handle_ = 0;
+  CuContext context_ = nullptr;  // the device's primary context, retained while this lives
+  CuStream stream_ = nullptr;
+  CuDevicePtr send_ = 0, recv_ = 0;
   std::uint64_t capacity_ = 0;
-  std::map<std::string, ncclComm_t> comms_;
+  std::map<std::string, NcclComm> comms_;
   bool failed_ = false;  // a communicator was aborted: the job ends next
   nlohmann::json device_info_;
 };
 
+// A variable of the image's environment, "" where unset.
+std::string_view environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local_rank,
-                                                   const std::string& host) {
+                                                   const std::string& host, const std::string& nccl_library) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string_view ld_library_path = environment("LD_LIBRARY_PATH");
+  // The same line from every rank of one image, so that the report holds it once.
+  auto nccl = load_nccl(nccl_search(nccl_library, ld_library_path, environment("CUDA_HOME")));
+  if (!nccl) return Error{nccl.error().exit, no_nccl_line(nccl.error().message)};
+  std::string fix = fmt::format(
+      "--backend nccl needs one GPU per local rank: check the pod's nvidia.com/gpu limit and "
+      "CUDA_VISIBLE_DEVICES, or use --check mpi ({} is here)",
+      nccl->name());
+  auto cuda = load_cuda_driver(cuda_driver_search(ld_library_path));
+  if (!cuda) {
+    return make_error(Exit::kUnavailable, "no GPU driver for rank {} on {}: {}; {}", rank, host,
+                      cuda.error().message, fix);
+  }
   int count = 0;
-  cudaError_t found = cudaGetDeviceCount(&count);
-  if (found != cudaSuccess || count == 0) {
-    return make_error(
-        Exit::kUnavailable,
-        "no CUDA device is visible to rank {} on {} (cudaGetDeviceCount: {}); --backend nccl needs one GPU "
-        "per local rank: check the pod's nvidia.com/gpu limit and CUDA_VISIBLE_DEVICES, or use --backend mpi",
-        rank, host, found != cudaSuccess ? cudaGetErrorString(found) : "0 devices");
+  CuResult found = cuda->init(0);
+  if (found == kCuSuccess) found = cuda->device_get_count(&count);
+  if (found != kCuSuccess || count == 0) {
+    return make_error(Exit::kUnavailable,
+                      "no CUDA device is visible to rank {} on {} (the driver {}: {}); {}", rank, host,
+                      cuda->library.path, found != kCuSuccess ? cuda->describe(found) : "0 devices", fix);
   }
   if (local_rank >= count) {
     return make_error(
@@ -269,7 +296,8 @@ Expected<std::unique_ptr<Fabric>> make_nccl_fabric(Progress& progress, int local
         "(slots = the pod's nvidia.com/gpu limit)",
         rank, local_rank, host, count);
   }
-  auto fabric = std::make_unique<NcclFabric>(progress, local_rank);
+  auto fabric =
+      std::make_unique<NcclFabric>(progress, std::move(nccl).value(), std::move(cuda).value(), local_rank);
   TMPI_CHECK(fabric->start());
   return std::unique_ptr<Fabric>(std::move(fabric));
 }

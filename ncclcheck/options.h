@@ -27,6 +27,7 @@ struct Options {
   Iterations iterations;
   Threshold threshold;
   Millis step_timeout{60000};
+  std::string nccl_library;  // --nccl-library: "" searches (gpu_libraries.h)
 };
 
 // The options that decide what the ranks do, one "flag value" line each, in a fixed order:

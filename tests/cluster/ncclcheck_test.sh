@@ -6,6 +6,7 @@
 #   slow-link   node 2's veth limited by tc tbf: it is named as the slow host, exit 69
 #   stopped     node 2's ranks stopped (SIGSTOP) mid-check: a timeout report naming it, exit 75
 #   no-gpu      --check nccl where no GPU exists: exit 69 and the documented message
+#   no-nccl     --check nccl with no NCCL found: exit 78 (not restarted) and the one line
 source "$(dirname "$0")/lib.sh"
 case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
@@ -135,8 +136,14 @@ case $case_name in
   no-gpu)
     rc=0; out=$(check --check nccl 2>&1) || rc=$?
     [[ $rc == 69 ]] || fail "expected exit 69, got $rc: $out"
-    expect_contains "$out" "no CUDA device is visible to rank 0 on ${nodes[0]}" "the message"
-    expect_contains "$out" "use --backend mpi" "the hint"
-    pass "--check nccl without a GPU: exit 69, a clear message" ;;
+    expect_contains "$out" "for rank 0 on ${nodes[0]}" "the message"
+    expect_contains "$out" "or use --check mpi (NCCL 2." "the hint, and the NCCL found"
+    pass "--check nccl with NCCL and without a GPU: exit 69, a clear message" ;;
+  no-nccl)
+    rc=0; out=$(check --check nccl --nccl-library /nonexistent/libnccl.so.2 2>&1) || rc=$?
+    [[ $rc == 78 ]] || fail "expected exit 78 (the image lacks NCCL), got $rc: $out"
+    expect_contains "$out" "no NCCL in this image for --check nccl: libnccl.so.2 not found" "the message"
+    expect_contains "$out" "or use --check mpi" "the fix"
+    pass "--check nccl without NCCL: exit 78, one line naming what was looked for and the fix" ;;
   *) fail "unknown case $case_name" ;;
 esac

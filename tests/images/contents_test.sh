@@ -56,8 +56,12 @@ out=$(in_image mpi-bundle verify /opt/trainer-mpi 2>&1) || fail "the bundle in t
 for program in mpi-init mpi-sshd mpi-rendezvous mpi-launcher mpi-rank mpi-ssh mpi-ssh-client mpi-bundle nccl-check; do
   out=$(in_image "$program" --help 2>&1) || fail "$program --help exited $? as uid 1000: $out"
 done
-# nccl-check runs the build for the image's MPI (bundle/start.c): the other build's MPI
-# library is not in the image.
+# Both nccl-check builds are there; `nccl-check` runs the one for the image's MPI
+# (bundle/start.c), and the launcher names it by the job's MPI (launcher/fabric_check.h):
+# the other build's MPI library is not in the image.
+for program in nccl-check nccl-check.mpich; do
+  [[ -x $root/opt/trainer-mpi/libexec/$program && -L $root/opt/trainer-mpi/bin/$program ]] || fail "$program is missing from the bundle"
+done
 case $variant in
   openmpi | openmpi-slim | openmpi-openssh) build=nccl-check other_lib=libmpich.so ;;
   mpich) build=nccl-check.mpich other_lib=libmpi.so.40 ;;

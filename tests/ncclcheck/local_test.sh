@@ -20,6 +20,12 @@
 #                 report reach stdout in one write and nothing of nccl-check's follows on
 #                 stderr, which mpirun's forwarding was seen to splice into the report's line
 #   options-differ  two ranks with another --step-timeout: exit 64 naming it (ncclcheck/options.h)
+#   links-no-gpu-library  readelf: nccl-check and nccl-check.mpich need no NCCL or CUDA library
+#   nccl-no-gpu   --backend nccl with this machine's NCCL in LD_LIBRARY_PATH (an image with
+#                 NVIDIA's NCCL) and no GPU: NCCL named by its version (nccl.h's) and path,
+#                 exit 69, no crash (TMPI_NCCL_DIR: where ctest found NCCL)
+#   no-nccl       --backend nccl where no NCCL is found: one line naming libnccl.so.2, where it
+#                 was looked for and the fix; exit 78, which the runtimes do not restart on
 set -euo pipefail
 : "${TMPI_BUILD_DIR:?set by ctest: the build folder}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -112,5 +118,47 @@ SCRIPT
     ! grep -q '^# all-reduce' <<<"$out" || fail "ranks that disagree measured something: $out"
     ! grep -qE 'Segmentation fault|ERROR: AddressSanitizer' <<<"$out" || fail "a crash: $out"
     echo "ok: ranks given different options: exit 64 naming --step-timeout and both values, nothing run" ;;
+  links-no-gpu-library)
+    for program in "$nc" "$nc.mpich"; do
+      [[ -e $program ]] || continue
+      needed=$(readelf -d "$program" | awk '/NEEDED/ { print $NF }' | xargs)
+      ! grep -qE 'libnccl|libcudart|libcuda' <<<"$needed" || fail "$program links NCCL or CUDA: $needed"
+    done
+    echo "ok: nccl-check links neither NCCL nor CUDA: it loads the image's at run time" ;;
+  nccl-no-gpu)
+    : "${TMPI_NCCL_DIR:?set by ctest where this machine has NCCL}"
+    header=$TMPI_NCCL_DIR/../include/nccl.h
+    version=$(awk '/#define NCCL_(MAJOR|MINOR|PATCH) / { v = v (v ? "." : "") $3 } END { print v }' "$header")
+    [[ -n $version ]] || fail "no NCCL version in $header"
+    rc=0; out=$(LD_LIBRARY_PATH=$TMPI_NCCL_DIR mpirun.openmpi --oversubscribe -np 2 -x LD_LIBRARY_PATH \
+                "$nc" --backend nccl --json - 2>&1) || rc=$?
+    [[ $rc == 69 ]] || fail "expected exit 69 (no GPU), got $rc: $out"
+    grep -qF "NCCL $version ($(realpath "$TMPI_NCCL_DIR")/libnccl.so.2)" <<<"$out" ||
+      grep -qF "NCCL $version ($TMPI_NCCL_DIR/libnccl.so.2)" <<<"$out" || fail "NCCL $version and its path not named: $out"
+    grep -qE 'no (GPU driver|CUDA device is visible) for rank 0|no CUDA device is visible to rank 0' <<<"$out" ||
+      fail "not the no-GPU line: $out"
+    ! grep -qE 'Segmentation fault|signal|core dumped|ERROR: AddressSanitizer' <<<"$out" || fail "a crash: $out"
+    [[ -z $(find "$work" -name 'core*') ]] || fail "a core file: $(find "$work" -name 'core*')"
+    echo "ok: with NCCL $version and no GPU: NCCL named by version and path, exit 69, no crash" ;;
+  no-nccl)
+    # The library named and missing; then, where a user namespace may be made, the search
+    # itself with this machine's NCCL hidden (the loader's cache and CUDA's folder).
+    runs=("$nc --backend nccl --json - --nccl-library $work/none/libnccl.so.2")
+    if unshare -rm true 2>/dev/null; then
+      cuda_lib=$(realpath /usr/local/cuda/lib64 2>/dev/null || true)
+      hide="mount --bind /dev/null /etc/ld.so.cache"
+      [[ -d $cuda_lib ]] && hide+=" && mount -t tmpfs none $cuda_lib"
+      runs+=("unshare -rm sh -c '$hide && exec \"\$0\" \"\$@\"' $nc --backend nccl --json -")
+    fi
+    for run in "${runs[@]}"; do
+      rc=0; out=$(LD_LIBRARY_PATH=$work/empty eval "${mpirun[0]} --oversubscribe -np 2 $run" 2>&1) || rc=$?
+      [[ $rc == 78 ]] || fail "expected exit 78 (the image lacks NCCL), got $rc: $out"
+      [[ $(grep -c 'no NCCL in this image' <<<"$(grep -v '^nccl-check report' <<<"$out")") == 1 ]] ||
+        fail "not one line saying so: $out"
+      grep -qE 'libnccl.so.2 not found: looked in .*; use an image with NCCL.*or use --check mpi' <<<"$out" ||
+        fail "not what was looked for, where, and the fix: $out"
+      ! grep -qE 'Segmentation fault|core dumped|ERROR: AddressSanitizer' <<<"$out" || fail "a crash: $out"
+    done
+    echo "ok: without NCCL: one line naming libnccl.so.2, where it was looked for and the fix; exit 78 (${#runs[@]} way(s))" ;;
   *) fail "unknown case $1" ;;
 esac

@@ -2,6 +2,11 @@
 // runs, and how it reads the output into preflight rows, exit codes and the TrainJob status.
 #include "launcher/fabric_check.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "launcher/options.h"
@@ -22,11 +27,76 @@ Topology hosts_with_gpus(std::vector<int> gpus) {
 }
 
 TEST(FabricCheck, AutoPicksNcclOnlyWhenEveryHostHasGpus) {
-  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({8, 8})), FabricBackend::kNccl);
-  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({8, 0})), FabricBackend::kMpi);
-  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({})), FabricBackend::kMpi);
-  EXPECT_EQ(fabric_backend(FabricBackend::kMpi, hosts_with_gpus({8})), FabricBackend::kMpi);
-  EXPECT_EQ(fabric_backend(FabricBackend::kNone, hosts_with_gpus({8})), FabricBackend::kNone);
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({8, 8}), 0), FabricBackend::kNccl);
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({8, 0}), 8), FabricBackend::kMpi);
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({}), 8), FabricBackend::kMpi);
+  EXPECT_EQ(fabric_backend(FabricBackend::kMpi, hosts_with_gpus({8}), 8), FabricBackend::kMpi);
+  EXPECT_EQ(fabric_backend(FabricBackend::kNone, hosts_with_gpus({8}), 8), FabricBackend::kNone);
+  EXPECT_EQ(fabric_backend(FabricBackend::kNccl, hosts_with_gpus({0}), 0), FabricBackend::kNccl);
+}
+
+// Trainer's hostfile says nothing of GPUs (every count 0): the launcher's own container,
+// which runs ranks too and has the same resourcesPerNode, decides (the runtimes' case).
+TEST(FabricCheck, AutoAsksTheLaunchersGpusWhereTheTopologyKnowsNone) {
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({0, 0}), 4), FabricBackend::kNccl);
+  EXPECT_EQ(fabric_backend(FabricBackend::kAuto, hosts_with_gpus({0, 0}), 0), FabricBackend::kMpi);
+}
+
+TEST(FabricCheck, VisibleGpusCountsTheDeviceNodesOfGpusAlone) {
+  auto dir = std::filesystem::temp_directory_path() / ("tmpi-dev-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(visible_gpus(dir.string(), ""), 0);
+  // What every container on a GPU node may get, with or without a GPU of its own.
+  for (const char* name : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia", "null"})
+    std::ofstream(dir / name).put('x');
+  EXPECT_EQ(visible_gpus(dir.string(), "all"), 0);
+  std::ofstream(dir / "nvidia0").put('x');
+  std::ofstream(dir / "nvidia3").put('x');
+  EXPECT_EQ(visible_gpus(dir.string(), ""), 2);
+  EXPECT_EQ(visible_gpus(dir.string(), "GPU-5c3f1a2e"), 2);
+  EXPECT_EQ(visible_gpus(dir.string(), "void"), 0);  // no GPU meant, whatever /dev holds
+  EXPECT_EQ(visible_gpus(dir.string(), "none"), 0);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(visible_gpus(dir.string(), ""), 0);  // no such folder
+}
+
+// An MPI program runs only under the MPI ABI it was built for.
+TEST(FabricCheck, TheProgramFollowsTheMpiFlavour) {
+  EXPECT_EQ(nccl_check_name(Flavour::kOpenMpi4), "nccl-check");
+  EXPECT_EQ(nccl_check_name(Flavour::kOpenMpi5), "nccl-check");
+  EXPECT_EQ(nccl_check_name(Flavour::kMpich), "nccl-check.mpich");
+  EXPECT_EQ(nccl_check_name(Flavour::kIntel), "nccl-check.mpich");
+  FabricOptions options;
+  auto command = fabric_check_command(options, FabricBackend::kNccl, Flavour::kIntel);
+  EXPECT_TRUE(command.at(0).ends_with("nccl-check.mpich")) << command.at(0);
+  EXPECT_TRUE(fabric_check_command(options, FabricBackend::kNccl, Flavour::kOpenMpi5)
+                  .at(0)
+                  .ends_with("/nccl-check") ||
+              fabric_check_command(options, FabricBackend::kNccl, Flavour::kOpenMpi5).at(0) == "nccl-check");
+  options.program = "/opt/my-check";  // --nccl-check wins
+  EXPECT_EQ(fabric_check_command(options, FabricBackend::kNccl, Flavour::kMpich).at(0), "/opt/my-check");
+}
+
+// An image without NCCL: 78, which the runtimes' failure policy does not restart on.
+TEST(FabricCheck, NoNcclEndsWithTheCodeThatIsNotRestarted) {
+  const std::string line =
+      "no NCCL in this image for --check nccl: libnccl.so.2 not found: looked in LD_LIBRARY_PATH (unset)";
+  auto out = read_fabric_check(
+      "nccl-check report: {\"result\":\"fail\",\"backend\":\"nccl\",\"exit_code\":78,"
+      "\"culprits\":[],\"failure\":\"" +
+          line + "\"}\n",
+      78, "launcher");
+  EXPECT_EQ(out.exit, Exit::kConfig);
+  ASSERT_EQ(out.rows.size(), 1U);
+  EXPECT_EQ(out.rows[0].reason, line);
+  ASSERT_NE(exit_info(78), nullptr);
+  EXPECT_FALSE(exit_info(78)->retry);
+  // No GPU stays the 69 of a host the job cannot use.
+  auto no_gpu = read_fabric_check(
+      "nccl-check report: {\"result\":\"fail\",\"backend\":\"nccl\",\"exit_code\":69,\"culprits\":[],"
+      "\"failure\":\"no CUDA device is visible to rank 0 on n-0\"}\n",
+      69, "launcher");
+  EXPECT_EQ(no_gpu.exit, Exit::kUnavailable);
 }
 
 TEST(FabricCheck, CommandPassesTheLaunchersThresholds) {
