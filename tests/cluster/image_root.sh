@@ -4,7 +4,7 @@
 # images, which this project did not build its programs into (tests/cluster/bundle_test.sh
 # runs the bundle from them). Each recipe is a file roots/NAME.sh (see there); what it sets:
 #   kind       debootstrap (a Debian minbase root) or busybox (busybox-static alone: no libc)
-#   suite      the Debian suite, packages the --include list (debootstrap)
+#   suite      the Debian suite; packages, comma-separated, installed with the root's apt-get
 #   inputs     files of this checkout that the recipe reads (they key the root too)
 #   finish     a function run on the new root (ROOT as $1), for the steps after the packages
 #   extra      the files that finish adds, relative to the root: hashed and verified
@@ -74,8 +74,22 @@ make_debootstrap() {
   local tmp=$1 mirror
   command -v debootstrap >/dev/null || { say "needs debootstrap (apt-get install debootstrap)"; return 2; }
   mirror=$(bash "$here/../../scripts/debian_mirror.sh")
-  debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror"
-  find "$tmp"/var/cache/apt/archives "$tmp"/var/lib/apt/lists -maxdepth 1 -type f -delete  # debootstrap's downloads
+  debootstrap --variant=minbase "$suite" "$tmp" "$mirror"
+  # The packages with the root's own apt, as a Dockerfile's `apt install --no-install-recommends`
+  # does: debootstrap's --include resolves no alternatives and was seen to fail configuring
+  # bullseye's libopenmpi-dev (libltdl-dev). /proc and the host's resolver for its run only.
+  local -a names
+  IFS=, read -r -a names <<<"$packages"
+  unshare --mount --propagation private bash -c '
+    set -e; root=$1; shift
+    mount -t proc proc "$root/proc"
+    [[ -e $root/etc/resolv.conf ]] || : > "$root/etc/resolv.conf"
+    mount --bind /etc/resolv.conf "$root/etc/resolv.conf"
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get -q update
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends "$@"
+    chroot "$root" apt-get clean
+  ' _ "$tmp" "${names[@]}"
+  find "$tmp"/var/cache/apt/archives "$tmp"/var/lib/apt/lists -maxdepth 1 -type f -delete  # the downloads, the lists
   finish "$tmp"
   manifest "$tmp" > "$tmp/.tmpi-manifest"
   if ((${#extra[@]})); then (cd "$tmp" && sha256sum "${extra[@]}" > .tmpi-extra); fi
