@@ -80,6 +80,7 @@ make_debootstrap() {
   # bullseye's libopenmpi-dev (libltdl-dev). /proc and the host's resolver for its run only.
   local -a names
   IFS=, read -r -a names <<<"$packages"
+  # shellcheck disable=SC2016  # expanded by the inner bash
   unshare --mount --propagation private bash -c '
     set -e; root=$1; shift
     mount -t proc proc "$root/proc"
