@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the Debian mirror that this machine's apt uses (deb822 sources or one-line ones),
-# for the debootstrap calls of images/base.sh and tests/cluster/ompi5_root.sh, so that a
+# for the debootstrap calls of images/base.sh and tests/cluster/image_root.sh, so that a
 # root they make comes from where the host's packages come from. TMPI_DEBIAN_MIRROR, when
 # set, wins. Exits 2, saying so, when no source names a Debian mirror.
 set -euo pipefail

@@ -1,14 +1,14 @@
 # launcher_lib.sh: the job that the mpi-launcher tests share (tests/cluster/launcher_test.sh,
 # teardown_test.sh, faults_test.sh, attacks_test.sh, ip_family_test.sh, mpirun_line_test.sh,
-# ssh_relay_test.sh): 1 launcher and the node pods of the cluster, 2 slots each, mpi-init run
-# in each, sshd in each node; launch() runs mpi-launcher with short beats, so that a loss is
+# ssh_relay_test.sh, bundle_test.sh): 1 launcher and the node pods of the cluster, 2 slots each
+# (TMPI_SLOTS), mpi-init run in each, sshd in each node; launch() runs mpi-launcher with short beats, so that a loss is
 # named in seconds. Sourced after the case's name is in $1.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
-L="$TMPI_BUILD_DIR/bin/mpi-launcher"
+L="$TMPI_BIN/mpi-launcher"
 report="$CIB_DIR/report.json"
-init_launcher --slots 2
+init_launcher --slots "${TMPI_SLOTS:-2}"  # TMPI_SLOTS: a TrainJob's numProcPerNode (bundle_test.sh)
 for node in "${nodes[@]}"; do init_node "$node"; done
 with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
 # wait_ranks T0 MS POD...: until each POD runs a rank of the job (the tests' `sleep 60`

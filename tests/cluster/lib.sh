@@ -3,6 +3,9 @@
 set -euo pipefail
 CIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cib"
 : "${TMPI_BUILD_DIR:?set by ctest: the build folder with the project binaries}"
+# Where the pods find our programs: this build's bin/ by default; bundle_test.sh sets
+# /opt/trainer-mpi/bin, the bundle that `cib run --bundle` mounts in each pod's own root.
+TMPI_BIN=${TMPI_BIN:-$TMPI_BUILD_DIR/bin}
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
@@ -75,7 +78,7 @@ write_pod_list() {
 # init_launcher [mpi-init args]: mpi-init in the launcher pod, then the job Secret from its key.
 init_launcher() {
   write_pod_list
-  in_pod "$(launcher_pod)" "$TMPI_BUILD_DIR/bin/mpi-init" --pods "$CIB_DIR/pods.json" --out "$ETC_MPI" \
+  in_pod "$(launcher_pod)" "$TMPI_BIN/mpi-init" --pods "$CIB_DIR/pods.json" --out "$ETC_MPI" \
     --log-level warn "$@"
   local ssh_dir="$CIB_DIR/pods/$(launcher_pod)/home/.ssh" key
   key=$(ls "$ssh_dir" | grep -E '^id_[a-z0-9]+$' | head -n 1)
@@ -92,7 +95,7 @@ NODE_SERVER=${TMPI_NODE_SERVER:-openssh}
 [[ $NODE_SERVER == openssh || $NODE_SERVER == mpi-sshd ]] || fail "TMPI_NODE_SERVER=$NODE_SERVER: mpi-sshd or openssh"
 # init_node POD: `mpi-init --role node` from the Secret, then the server on what it wrote.
 init_node() {
-  in_pod "$1" "$TMPI_BUILD_DIR/bin/mpi-init" --role node --ssh-server "$NODE_SERVER" --ssh-secret "$SECRET" --log-level warn
+  in_pod "$1" "$TMPI_BIN/mpi-init" --role node --ssh-server "$NODE_SERVER" --ssh-secret "$SECRET" --log-level warn
   if [[ $NODE_SERVER == mpi-sshd ]]; then start_mpi_sshd "$1"
   else "$CIB" sshd "$1" "$CIB_DIR/pods/$1/home/.ssh/sshd_config"; fi
 }
@@ -122,7 +125,7 @@ refuse_job_key() {
 # as the pod's main container runs it; waits until it listens on 2222.
 start_mpi_sshd() {
   local pod=$1; shift
-  "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/bin/mpi-sshd" "$@" > "$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
+  "$CIB" exec "$pod" -- "$TMPI_BIN/mpi-sshd" "$@" > "$CIB_DIR/pods/$pod/mpi-sshd.log" 2>&1 </dev/null &
   wait_mpi_sshd "$pod"
 }
 # wait_mpi_sshd POD: until POD's mpi-sshd (its log in the pod's mpi-sshd.log) listens on 2222.
@@ -137,7 +140,7 @@ wait_mpi_sshd() {
 # start_sidecar POD [args]: the node sidecar in the background; its pid in $CIB_DIR/pods/POD/sidecar.pid.
 start_sidecar() {
   local pod=$1; shift
-  "$CIB" exec "$pod" -- "$TMPI_BUILD_DIR/bin/mpi-rendezvous" \
+  "$CIB" exec "$pod" -- "$TMPI_BIN/mpi-rendezvous" \
     --coordinator "$(launcher_pod).$(subdomain):29410" "$@" > "$CIB_DIR/pods/$pod/sidecar.log" 2>&1 &
   echo $! > "$CIB_DIR/pods/$pod/sidecar.pid"
 }
