@@ -234,4 +234,16 @@ else
   for rank in 0 1; do expect_contains "$out" "rank $rank/4 on ${nodes[0]}" "$mode: placement"; done
   for rank in 2 3; do expect_contains "$out" "rank $rank/4 on ${nodes[1]}" "$mode: placement"; done
 fi
+# A person's tools from the bundle, as `kubectl exec -it LAUNCHER` gives them: the shell's
+# ssh (mpi-ssh with the job's options; mpi-ssh-client where the image has no ssh, or passwd no
+# entry for the uid) to a node, whose mpi-sshd runs the command in the image's /bin/sh.
+if [[ $image != mpi-operator ]]; then
+  # shellcheck disable=SC2016  # expanded by the pods' shells
+  out=$(printf '%s\n' "ssh ${nodes[1]}.$(subdomain) 'echo \"on \$(hostname) as \$(id -u)\"' </dev/null; echo \"ssh: \$?\"" exit |
+    in_pod "$launcher" env SHELL=/bin/sh TMPDIR="$work" mpi-launcher shell --hosts "$ETC_MPI/hosts.json" 2>&1) ||
+    fail "$mode: mpi-launcher shell from the bundle: $out"
+  expect_contains "$out" "ssh HOST [COMMAND]: to the job's pods, as MPI reaches them" "$mode: the shell's banner"
+  expect_contains "$out" "on ${nodes[1]} as $uid" "$mode: a person's ssh in the shell"
+  expect_contains "$out" "ssh: 0" "$mode: the ssh's exit status"
+fi
 pass "$mode: \`${line[*]}\` ($( [[ ${line[0]} == mpirun ]] && echo "through the bundle's hand-off" || echo "the bundle's mpi-launcher")), the image's $(jq -r '.command[0]' "$report") under mpi-launcher; every program from /opt/trainer-mpi"

@@ -153,8 +153,8 @@ SCRIPT
     for run in "${runs[@]}"; do
       rc=0; out=$(LD_LIBRARY_PATH=$work/empty eval "${mpirun[0]} --oversubscribe -np 2 $run" 2>&1) || rc=$?
       [[ $rc == 78 ]] || fail "expected exit 78 (the image lacks NCCL), got $rc: $out"
-      [[ $(grep -c 'no NCCL in this image' <<<"$(grep -v '^nccl-check report' <<<"$out")") == 1 ]] ||
-        fail "not one line saying so: $out"
+      # The verdict, nccl-check's last word before its report: one line that says it all.
+      [[ $(grep -c '^nccl-check: no NCCL in this image' <<<"$out") == 1 ]] || fail "no verdict line saying so: $out"
       grep -qE 'libnccl.so.2 not found: looked in .*; use an image with NCCL.*or use --check mpi' <<<"$out" ||
         fail "not what was looked for, where, and the fix: $out"
       ! grep -qE 'Segmentation fault|core dumped|ERROR: AddressSanitizer' <<<"$out" || fail "a crash: $out"
