@@ -136,8 +136,7 @@ class CheckRun {
         options_.backend == Backend::kNccl
             ? make_nccl_fabric(progress_, local_rank_, host_name_, options_.nccl_library)
             : Expected<std::unique_ptr<Fabric>>(make_mpi_fabric(progress_));
-    // Each rank's problem travels as "CODE MESSAGE": an image without NCCL (78) ends the
-    // check with 78 wherever it was seen, since no restart brings the library; else 69.
+    // Each rank's problem as "CODE MESSAGE": a 78 (no NCCL in the image) anywhere wins over 69.
     std::string problem_here =
         made ? "" : fmt::format("{} {}", static_cast<int>(made.error().exit), made.error().message);
     TMPI_ASSIGN(auto problems, allgather_text(progress_, MPI_COMM_WORLD, problem_here, deadline, step_));

@@ -89,7 +89,8 @@ TEST(GpuLibraries, CudasNcclIsFoundAndNamed) {
   // The loader names the file it mapped, its links followed (/usr/local/cuda is a link).
   auto mapped = std::filesystem::canonical(folder + "/libnccl.so.2").string();
   EXPECT_EQ(std::filesystem::canonical(nccl->library.path).string(), mapped);
-  EXPECT_NE(nccl->name().find("NCCL " + nccl_version_text(nccl->version) + " ("), std::string::npos) << nccl->name();
+  EXPECT_NE(nccl->name().find("NCCL " + nccl_version_text(nccl->version) + " ("), std::string::npos)
+      << nccl->name();
   EXPECT_NE(nccl->name().find("libnccl.so.2)"), std::string::npos) << nccl->name();
   EXPECT_NE(nccl->all_reduce, nullptr);
 }
