@@ -80,8 +80,7 @@ class CheckRun {
 
   // Hosts in rank order, each rank's host and local rank; the backend, agreed by all.
   Status init() {
-    // A quarter of the usual deadline (10 s at least): init moves a few KiB, and a link that
-    // moves nothing should end the check early (budget.h).
+    // A quarter of the usual deadline (10 s at least): init moves a few KiB (budget.h).
     Deadline deadline = begin("init", std::max(budgets_for(options_.step_timeout).reach, Millis(10'000)));
     TMPI_ASSIGN(auto given,
                 allgather_text(progress_, MPI_COMM_WORLD, options_text(options_), deadline, step_));
@@ -106,9 +105,8 @@ class CheckRun {
     my_host_ = host_of_[static_cast<std::size_t>(rank_)];
     const auto& mine = report_.hosts[static_cast<std::size_t>(my_host_)].ranks;
     local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
-    // Over this host's ranks only (MPI_Comm_create_group), not a split of the world, which
-    // would wait for every rank of the job: a link between two other hosts that drops
-    // every packet would hold this call for good, where no deadline or ping reaches it.
+    // Over this host's ranks only (MPI_Comm_create_group), not a world split, which waits for
+    // every rank: a dead link between two other hosts would hold it where no deadline reaches.
     MPI_Group world_group = MPI_GROUP_NULL, host_group = MPI_GROUP_NULL;
     MPI_Comm_group(MPI_COMM_WORLD, &world_group);
     MPI_Group_incl(world_group, static_cast<int>(mine.size()), mine.data(), &host_group);
@@ -131,7 +129,11 @@ class CheckRun {
       host.machine_hosts = static_cast<int>(shares[h].hosts);
       host.shares_cpus = options_.backend == Backend::kMpi && shares[h].shared;
     }
+    return open_fabric(deadline);
+  }
 
+  // The backend on every rank; the first problem of any rank ends the check for all.
+  Status open_fabric(const Deadline& deadline) {
     Expected<std::unique_ptr<Fabric>> made =
         options_.backend == Backend::kNccl
             ? make_nccl_fabric(progress_, local_rank_, host_name_, options_.nccl_library)
@@ -219,10 +221,8 @@ class CheckRun {
     }
     return ok_status();
   }
-
   // [host][round]: the disjoint pairs of that host's local ranks that it tests in that round.
   using GpuPlan = std::vector<std::vector<std::vector<Pair>>>;
-
   // One pass of GPU pair tests, every host at once; a host with fewer rounds sits out the rest.
   Status gpu_pass(const GpuPlan& plan, const std::string& what, std::vector<GpuLink>& out) {
     std::size_t rounds = 0;
