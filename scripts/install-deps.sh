@@ -15,6 +15,7 @@ packages=(
   openmpi-bin mpich libpmix-dev
   openssh-server openssh-client ssh-audit libnss-wrapper iproute2 nftables util-linux procps psmisc curl bc jq time python3 python3-yaml
   rsync  # tests/cluster/nodessh_tools_test.sh: rsync over mpi-sshd
+  dnsmasq-base  # tests/cluster/bundle_names_test.sh: the pods' DNS server, standing for kube-dns
   # paramiko: a client that ignores the SSH window, a stranger's gssapi and "none" requests
   # (tests/cluster); with asyncssh, the generated key as other SSH clients read it (tests/initcontainer)
   python3-paramiko python3-asyncssh
