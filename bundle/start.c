@@ -37,7 +37,9 @@
 static const char kImageLoader[] = "/lib64/ld-linux-x86-64.so.2";
 
 static void fail(const char* what, const char* path) {
-  fprintf(stderr, "trainer-mpi bundle: %s %s: %s\n", what, path, strerror(errno));
+  // The key of docs/troubleshooting.md (launcher/trouble_keys.h): a broken bundle's symptom.
+  fprintf(stderr, "trainer-mpi bundle: %s %s: %s (see docs/troubleshooting.md#bundle-missing)\n", what, path,
+          strerror(errno));
   _exit(127);
 }
 
@@ -97,7 +99,10 @@ int main(int argc, char** argv) {
   joined(glibc_libs, libs, "glibc");
   joined(loader, glibc_libs, "ld-linux-x86-64.so.2");
   if (strcmp(name, "start") == 0 || access(program, X_OK) != 0) {
-    fprintf(stderr, "trainer-mpi bundle: no program '%s' in %s: run one of %s/\n", name, libexec, bin);
+    fprintf(stderr,
+            "trainer-mpi bundle: no program '%s' in %s: run one of %s/ (see "
+            "docs/troubleshooting.md#bundle-missing)\n",
+            name, libexec, bin);
     return 127;
   }
   snprintf(both, sizeof both, "%s:%s", glibc_libs, libs);

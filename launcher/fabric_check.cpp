@@ -14,6 +14,7 @@
 #include "common/params.h"
 #include "common/process.h"
 #include "launcher/fabric_timeout.h"
+#include "launcher/trouble_keys.h"
 
 namespace tmpi::launch {
 
@@ -231,9 +232,9 @@ Expected<FabricCheck> run_fabric_check(const FabricOptions& options, const Job& 
   auto ran = run_capture(build_command(plan), job.env, options.step_timeout * 20, stopped);
   if (!ran && stopped && stopped()) return ran.take_error();
   if (!ran) {
-    return make_error(ran.error().exit, "nccl-check ({}): {}; raise {}, or use --check none",
+    return make_error(ran.error().exit, "nccl-check ({}): {}; raise {}, or use --check none{}",
                       choice_name(backend, kFabricBackendSpellings), ran.error().message,
-                      env_name(param::kStepTimeout.name));
+                      env_name(param::kStepTimeout.name), trouble_note(Trouble::kFabricCheckFailed));
   }
   return read_fabric_check(ran->output, ran->status, job.launcher_name,
                            expected_placement(job.topology, job.plan.np));

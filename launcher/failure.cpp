@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "launcher/trouble_keys.h"
 
 namespace tmpi::launch {
 
@@ -14,7 +15,8 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
   if (outcome.mpirun_status != 0 || outcome.secondary) {
     // MPI stopped the job without a rank failing on its own: is a host gone?
     if (std::optional<std::string> gone = ask_hosts ? ask_hosts() : std::nullopt) {
-      return Failure{static_cast<int>(Exit::kTempFail), *gone, FailureKind::kHostLost};
+      return Failure{static_cast<int>(Exit::kTempFail), with_trouble(*gone, Trouble::kHostLost),
+                     FailureKind::kHostLost};
     }
   }
   if (outcome.secondary) return outcome.secondary;
@@ -22,7 +24,8 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
     // No rank reported a code of its own: mpirun's status is the job's (mpirun passes on
     // the first failed rank's code), as with plain mpirun.
     return Failure{outcome.mpirun_status,
-                   fmt::format("{} exited with status {}", outcome.launcher, outcome.mpirun_status),
+                   fmt::format("{} exited with status {}{}", outcome.launcher, outcome.mpirun_status,
+                               trouble_note(Trouble::kMpirunFailed)),
                    FailureKind::kJobFailed, true};
   }
   return std::nullopt;
@@ -34,14 +37,18 @@ nlohmann::json exit_record(const std::optional<Failure>& failure) {
             {"side", "launcher"},
             {"name", "ok"},
             {"retry", false},
-            {"reason", "every rank exited 0"}};
+            {"reason", "every rank exited 0"},
+            {"troubleshooting", nullptr}};
   }
   const ExitInfo* info = failure->from_job ? nullptr : exit_info(failure->code);
+  // The key is read back from the reason, where the message's maker put it (trouble_keys.h).
+  const std::optional<std::string_view> key = trouble_key_in(failure->reason);
   return {{"code", failure->code},
           {"side", failure->from_job ? "job" : "launcher"},
           {"name", info != nullptr ? info->name : (failure->from_job ? "job" : "stopped")},
           {"retry", info != nullptr && info->retry},
-          {"reason", failure->reason}};
+          {"reason", failure->reason},
+          {"troubleshooting", key ? nlohmann::json(std::string(*key)) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json rank_json(const RankRecord& record) {
@@ -68,10 +75,10 @@ Failure past_timeout(Millis timeout, const nlohmann::json& ranks) {
   std::string named =
       running.empty() ? "no rank had reported its start" : fmt::format("{}", fmt::join(running, ", "));
   if (more > 0) named += fmt::format(" and {} more", more);
-  return Failure{
-      static_cast<int>(Exit::kTempFail),
-      fmt::format("the job ran past --timeout ({} s); still running: {}", timeout.count() / 1000, named),
-      FailureKind::kJobTimeout};
+  return Failure{static_cast<int>(Exit::kTempFail),
+                 fmt::format("the job ran past --timeout ({} s); still running: {}{}", timeout.count() / 1000,
+                             named, trouble_note(Trouble::kJobTimeout)),
+                 FailureKind::kJobTimeout};
 }
 
 void report_strays(int strays, bool job_failed, std::string_view launcher) {

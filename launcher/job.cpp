@@ -19,6 +19,7 @@
 #include "common/proof.h"
 #include "common/self_path.h"
 #include "launcher/mpirun_line.h"
+#include "launcher/trouble_keys.h"
 
 namespace tmpi::launch {
 
@@ -61,13 +62,14 @@ Expected<Flavour> choose_flavour(MpiWanted wanted, std::string& program) {
     return *installed;
   auto version = run_capture({program, "--version"}, {}, Millis(10000));
   if (!version) {
-    return make_error(Exit::kUsage, "cannot run `{} --version` to tell the MPI: {}; pass --mpi and --mpirun",
-                      program, version.error().message);
+    return make_error(Exit::kUsage,
+                      "cannot run `{} --version` to tell the MPI: {}; pass --mpi and --mpirun{}", program,
+                      version.error().message, trouble_note(Trouble::kMpiNotFound));
   }
   TMPI_ASSIGN(Flavour flavour, detect_flavour(version->output));
   if (wanted == MpiWanted::kOpenMpi && flavour != Flavour::kOpenMpi4 && flavour != Flavour::kOpenMpi5) {
-    return make_error(Exit::kUsage, "--mpi openmpi, but {} is {}; pass --mpirun PATH", program,
-                      flavour_name(flavour));
+    return make_error(Exit::kUsage, "--mpi openmpi, but {} is {}; pass --mpirun PATH{}", program,
+                      flavour_name(flavour), trouble_note(Trouble::kMpiNotFound));
   }
   return flavour;
 }

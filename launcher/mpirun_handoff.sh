@@ -49,7 +49,7 @@ done
 IFS=$saved_ifs
 set +f
 if [ -z "$real" ]; then
-  echo "mpirun (trainer-mpi hand-off): no MPI's mpirun on PATH after ${self%/*}" >&2
+  echo "mpirun (trainer-mpi hand-off): no MPI's mpirun on PATH after ${self%/*} (see docs/troubleshooting.md#mpi-not-found)" >&2
   exit 127
 fi
 if [ -n "${TMPI_LAUNCHER_PID:-}" ] || [ "${TMPI_MPIRUN_HANDOFF:-1}" = 0 ]; then exec "$real" "$@"; fi

@@ -33,6 +33,7 @@
 #include "launcher/run_steps.h"
 #include "launcher/status_feed.h"
 #include "launcher/supervise.h"
+#include "launcher/trouble_keys.h"
 #include "launcher/verdict.h"
 #include "rendezvous/coordinator_service.h"
 #include "ssh/call.h"
@@ -63,6 +64,7 @@ void tell_verdict(const json& report, const LauncherOptions& options) {
 
 Error report_setup_failure(const LauncherOptions& options, const std::vector<std::string>& command,
                            Clock::time_point t0, Error error) {
+  error.message = with_trouble(std::move(error.message), Trouble::kSetupFailed);
   json report = {
       {"hosts", json::array()},
       {"ranks", json::array()},
@@ -177,8 +179,15 @@ Status JobRun::before_launch() {
 
 // A failure before any rank ran: report it, then exit with its code.
 Error JobRun::fail_before_launch(const Error& error, FailureKind event) {
-  Failure failure{static_cast<int>(error.exit), error.message, event};
-  if (stop_requested()) failure = Failure{stop_code(), error.message, FailureKind::kJobStopped};
+  // Most messages name their key where they are made; the rest get their step's.
+  const Trouble step = event == FailureKind::kRendezvousTimeout ? Trouble::kHostNeverRegistered
+                       : event == FailureKind::kPreflightFailed
+                           ? Trouble::kFabricCheckFailed
+                           : Trouble::kMpiNotFound;  // mpirun not spawned
+  Failure failure{static_cast<int>(error.exit), with_trouble(error.message, step), event};
+  if (stop_requested())
+    failure =
+        Failure{stop_code(), with_trouble(error.message, Trouble::kJobStopped), FailureKind::kJobStopped};
   finish(failure);
   return Error{job_exit(failure.code), failure.reason};
 }

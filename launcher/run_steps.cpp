@@ -39,8 +39,8 @@ int stop_code() {
   return 128 + static_cast<int>(g_stop_signal);
 }
 Error stopped_during(std::string_view phase) {
-  return make_error(job_exit(stop_code()), "stopped by signal {} {} (the pod is being deleted?)",
-                    static_cast<int>(g_stop_signal), phase);
+  return make_error(job_exit(stop_code()), "stopped by signal {} {} (the pod is being deleted?){}",
+                    static_cast<int>(g_stop_signal), phase, trouble_note(Trouble::kJobStopped));
 }
 
 json phases_json(const std::vector<Phase>& phases) {
@@ -49,10 +49,19 @@ json phases_json(const std::vector<Phase>& phases) {
   return out;
 }
 
+Trouble preflight_trouble(const std::vector<CheckRow>& rows, Exit exit) {
+  if (exit == Exit::kConfig) return Trouble::kNcclMissing;  // no restart brings NCCL (fabric_check.cpp)
+  const std::string_view check = rows.empty() ? "" : std::string_view(rows.front().check);
+  if (check == "dns") return Trouble::kHostUnresolved;
+  if (check == "ssh") return Trouble::kSshRefused;
+  if (check == "placement") return Trouble::kRankMisplaced;
+  return Trouble::kFabricCheckFailed;  // nccl-check's rows: "nccl-check", "nccl bandwidth", ...
+}
+
 Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
   std::cerr << render_table(rows);
-  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above)",
-                    rows.size());
+  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above){}",
+                    rows.size(), trouble_note(preflight_trouble(rows, exit)));
 }
 
 SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay)
@@ -132,9 +141,15 @@ Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared
       std::lock_guard lock(shared.mutex);
       if (shared.tally.barrier) return ok_status();
       if (shared.tally.deadline) {
-        return make_error(Exit::kTempFail, "rendezvous timed out after {} s: {}; raise {}",
-                          deadline.budget().count() / 1000, *shared.tally.deadline,
-                          env_name(param::kRendezvousTimeout.name));
+        // The coordinator's summary names each host not ready with its reason: a host that
+        // never registered says "no registration" (rendezvous/coordinator.h), and is the
+        // first thing to fix; one that registered waits on its SSH server.
+        const bool unregistered = shared.tally.deadline->find("(no registration") != std::string::npos;
+        return make_error(
+            Exit::kTempFail, "rendezvous timed out after {} s: {}; raise {}{}",
+            deadline.budget().count() / 1000, *shared.tally.deadline,
+            env_name(param::kRendezvousTimeout.name),
+            trouble_note(unregistered ? Trouble::kHostNeverRegistered : Trouble::kHostNotReady));
       }
     } else {  // ssh: poll every sshd ourselves
       auto rows = check_ssh(names, options.ssh_port, job.private_key, 16, Millis(3000));
@@ -142,9 +157,9 @@ Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared
       std::string summary = fmt::format("{}/{} hosts ready; waiting for {} ({})", names.size() - rows.size(),
                                         names.size(), rows.front().host, rows.front().reason);
       if (deadline.expired()) {
-        return make_error(Exit::kTempFail, "ssh wait timed out after {} s: {}\n{}raise {}",
+        return make_error(Exit::kTempFail, "ssh wait timed out after {} s: {}\n{}raise {}{}",
                           deadline.budget().count() / 1000, summary, render_table(rows),
-                          env_name(param::kRendezvousTimeout.name));
+                          env_name(param::kRendezvousTimeout.name), trouble_note(Trouble::kHostNotReady));
       }
       if (Clock::now() - last_progress >= Millis(5000)) {
         spdlog::info("ssh wait: {}", summary);
@@ -183,7 +198,9 @@ Status preflight(const PreflightOptions& options, const Job& job, json& fabric, 
         [&](const std::string& output) { return ranks_reported(output) >= job.plan.np; }};
     auto ran = run_capture(build_command(probe), job.env, Millis(120000), stop_requested, every_rank_said);
     if (stop_requested()) return stopped_during("during the preflight's placement check");
-    if (!ran) return make_error(Exit::kUnavailable, "placement check: {}", ran.error().message);
+    if (!ran)
+      return make_error(Exit::kUnavailable, "placement check: {}{}", ran.error().message,
+                        trouble_note(Trouble::kMpirunFailed));
     if (ran->ended_after_done) {
       spdlog::warn("placement check: {} did not exit {} s after every rank had reported; ended it",
                    job.plan.launcher, every_rank_said.linger.count() / 1000);

@@ -26,6 +26,7 @@
 #include "launcher/job.h"
 #include "launcher/job_rendezvous.h"
 #include "launcher/preflight.h"
+#include "launcher/trouble_keys.h"
 #include "ssh/relay.h"
 
 namespace tmpi::launch {
@@ -69,8 +70,12 @@ struct PreflightOptions {
 Status preflight(const PreflightOptions& options, const Job& job, nlohmann::json& fabric,
                  std::vector<Phase>& steps, HostAddresses& addresses);
 
+// The troubleshooting key of a failed preflight (trouble_keys.h): its first row's check,
+// the fabric check's for nccl-check's rows, and no NCCL for exit 78.
+Trouble preflight_trouble(const std::vector<CheckRow>& rows, Exit exit);
+
 // The preflight's failure, as run() reports it whether the ssh step ran before the launch or
-// beside it: exit 69, the table of `rows` on stderr, and no rank started.
+// beside it: exit 69, the table of `rows` on stderr, no rank started, and its key.
 Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUnavailable);
 
 // The ssh check's rows for the daemons that mpirun could not start over the relay, where

@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "launcher/trouble_keys.h"
 
 namespace tmpi::launch {
 
 void record_host_lost(JobTally& tally, const std::string& host, const std::string& why) {
   if (!tally.failure)
-    tally.failure = Failure{static_cast<int>(Exit::kTempFail), fmt::format("host {} lost ({})", host, why),
+    tally.failure = Failure{static_cast<int>(Exit::kTempFail),
+                            fmt::format("host {} lost ({}){}", host, why, trouble_note(Trouble::kHostLost)),
                             FailureKind::kHostLost};
 }
 
@@ -27,9 +29,23 @@ void record_misplaced(JobTally& tally, const rdv::RankEvent& event) {
     tally.misplaced.push_back(misplaced_row(event.rank, event.host, event.expected));
   if (++tally.misplaced_count == 1 && !tally.failure)
     tally.failure = Failure{static_cast<int>(Exit::kUnavailable),
-                            fmt::format("rank {} ran on {}, not on {} as the hostfile says", event.rank,
-                                        event.host, event.expected),
+                            fmt::format("rank {} ran on {}, not on {} as the hostfile says{}", event.rank,
+                                        event.host, event.expected, trouble_note(Trouble::kRankMisplaced)),
                             FailureKind::kRankMisplaced};
+}
+
+// SIGKILL is what the kernel's OOM killer sends (and what a container over its memory limit
+// gets): the launcher cannot tell it from another SIGKILL, so it names it as a possibility.
+std::string rank_exit_reason(const rdv::RankEvent& event) {
+  constexpr int kSigKill = 9;
+  if (event.signal == kSigKill)
+    return fmt::format("rank {} on {} was killed by signal 9 (SIGKILL: out of memory?) after {:.0f} s{}",
+                       event.rank, event.host, event.seconds, trouble_note(Trouble::kRankOutOfMemory));
+  if (event.signal != 0)
+    return fmt::format("rank {} on {} was killed by signal {} after {:.0f} s{}", event.rank, event.host,
+                       event.signal, event.seconds, trouble_note(Trouble::kRankKilled));
+  return fmt::format("rank {} on {} exited with code {} after {:.0f} s{}", event.rank, event.host, event.code,
+                     event.seconds, trouble_note(Trouble::kRankFailed));
 }
 
 bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
@@ -38,12 +54,7 @@ bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
   ++tally.failed;
   auto& slot = event.signal != 0 ? tally.secondary : tally.failure;
   if (slot) return false;
-  slot = Failure{event.code,
-                 event.signal != 0 ? fmt::format("rank {} on {} was killed by signal {} after {:.0f} s",
-                                                 event.rank, event.host, event.signal, event.seconds)
-                                   : fmt::format("rank {} on {} exited with code {} after {:.0f} s",
-                                                 event.rank, event.host, event.code, event.seconds),
-                 FailureKind::kRankFailed, true};
+  slot = Failure{event.code, rank_exit_reason(event), FailureKind::kRankFailed, true};
   return true;
 }
 
@@ -84,10 +95,11 @@ Decision Supervisor::step(const JobTally& tally, Clock::time_point now, std::opt
                           kMpirunLinger.count() / 1000)};
   }
   if (stop_code) {
-    return stop(
-        Failure{*stop_code, fmt::format("stopped by signal {} (the pod is being deleted?)", *stop_code - 128),
-                FailureKind::kJobStopped},
-        tally);
+    return stop(Failure{*stop_code,
+                        fmt::format("stopped by signal {} (the pod is being deleted?){}", *stop_code - 128,
+                                    trouble_note(Trouble::kJobStopped)),
+                        FailureKind::kJobStopped},
+                tally);
   }
   return {};
 }
@@ -117,8 +129,8 @@ std::string name_misplaced(std::optional<Failure>& failure, const JobTally& tall
     table += fmt::format("... and {} more\n", tally.misplaced_count - tally.misplaced.size());
   failure->reason = fmt::format(
       "placement: {} rank(s) ran elsewhere than the hostfile says, and were not started; the job was "
-      "stopped (see the table above)",
-      tally.misplaced_count);
+      "stopped (see the table above){}",
+      tally.misplaced_count, trouble_note(Trouble::kRankMisplaced));
   return table;
 }
 

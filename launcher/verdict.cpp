@@ -1,6 +1,7 @@
 // See verdict.h. Every field of the report is read with a default, since the report of a
 // job that could not be set up holds less; text that came from outside (a rank's reason, a
-// host's name) is cut and stripped of control bytes before it is a line.
+// host's name) is cut and stripped of control bytes before it is a line. The reason keeps
+// its troubleshooting note (launcher/trouble_keys.h) whole however long it is.
 #include "launcher/verdict.h"
 
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 
 #include "common/json_fields.h"
 #include "common/utf8.h"
+#include "launcher/trouble_keys.h"
 
 namespace tmpi::launch {
 
@@ -74,6 +76,18 @@ std::string ranks_line(const json& ranks) {
   return fmt::format("ranks: {} of {} failed ({})", failed.size(), total, named);
 }
 
+// "reason: ...", cut at kReasonMax with its troubleshooting note (trouble_keys.h) kept whole
+// at the end, where a cut would have taken it: the key is what a person follows next.
+std::string reason_line(const json& exit) {
+  const std::string reason = string_at(exit, "/reason");
+  const std::string key = one_line(string_at(exit, "/troubleshooting"), 64);
+  std::string line = one_line(reason, kReasonMax);
+  if (key.empty() || line.find(fmt::format("{}#{})", kTroublePage, key)) != std::string::npos)
+    return "reason: " + line;
+  const std::string note = fmt::format(" (see {}#{})", kTroublePage, key);
+  return "reason: " + one_line(reason, kReasonMax - note.size()) + note;
+}
+
 }  // namespace
 
 std::vector<std::string> verdict_lines(const json& report, const std::string& report_path) {
@@ -91,7 +105,7 @@ std::vector<std::string> verdict_lines(const json& report, const std::string& re
   } else {
     lines.push_back(
         fmt::format("trainer-mpi: the job failed after {:.1f} s: {}", seconds, whose_fault(exit)));
-    lines.push_back("reason: " + one_line(string_at(exit, "/reason"), kReasonMax));
+    lines.push_back(reason_line(exit));
   }
   lines.push_back(ranks_line(ranks));
   lines.push_back("report: " + one_line(report_path, 512) + " (every host, rank and phase)");

@@ -6,8 +6,9 @@
 // - the last lines of the launcher's log, which `kubectl logs` shows, and which survive the
 //   report's emptyDir once the pod has ended (`kubectl logs --previous`).
 // Both say the same: how the job ended and whose fault that was (the exit's class, as the
-// failure policy reads it), the reason with the first failed rank or host, how many ranks
-// failed, and where the whole report is.
+// failure policy reads it), the reason with the first failed rank or host and its
+// troubleshooting key (docs/troubleshooting.md#KEY), how many ranks failed, and where the
+// whole report is.
 #pragma once
 
 #include <string>

@@ -84,9 +84,11 @@ TEST(ExitRecord, AJobPastItsTimeoutNamesTheRanksStillRunning) {
   EXPECT_EQ(event_reason(failure.event), "JobTimeout");
   EXPECT_EQ(failure.reason,
             "the job ran past --timeout (90 s); still running: rank 1 on n-1, rank 2 on n-1, rank 3 on n-1, "
-            "rank 4 on n-1, rank 5 on n-1, rank 6 on n-1, rank 7 on n-1, rank 8 on n-1 and 2 more");
+            "rank 4 on n-1, rank 5 on n-1, rank 6 on n-1, rank 7 on n-1, rank 8 on n-1 and 2 more (see "
+            "docs/troubleshooting.md#job-timeout)");
   EXPECT_EQ(launch::past_timeout(Millis(5000), nlohmann::json::array()).reason,
-            "the job ran past --timeout (5 s); still running: no rank had reported its start");
+            "the job ran past --timeout (5 s); still running: no rank had reported its start"
+            "(see docs/troubleshooting.md#job-timeout)");
   EXPECT_EQ(launch::exit_record(failure)["retry"], true);
 }
 

@@ -204,7 +204,7 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
                      5, "mpirun"};
   auto failure = attribute_failure(outcome, ask);
   ASSERT_TRUE(failure);
-  EXPECT_EQ(failure->reason, "host n-1 is gone (no DNS)");
+  EXPECT_EQ(failure->reason, "host n-1 is gone (no DNS) (see docs/troubleshooting.md#host-lost)");
   EXPECT_EQ(event_reason(failure->event), "HostLost");
   EXPECT_EQ(failure->code, 75);  // the launcher's own: a lost host may pass on a retry
   EXPECT_FALSE(failure->from_job);
@@ -213,7 +213,7 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
   outcome.secondary.reset();
   auto status = attribute_failure(outcome, ask);
   ASSERT_TRUE(status);
-  EXPECT_EQ(status->reason, "mpirun exited with status 5");
+  EXPECT_EQ(status->reason, "mpirun exited with status 5 (see docs/troubleshooting.md#mpirun-failed)");
   EXPECT_EQ(event_reason(status->event), "JobFailed");
   EXPECT_EQ(status->code, 5);  // mpirun's status is the job's, passed through
   EXPECT_TRUE(status->from_job);

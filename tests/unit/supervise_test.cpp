@@ -30,8 +30,10 @@ TEST(Supervise, FirstOwnFailureIsPrimaryAndSignalsOnlySecondary) {
   ASSERT_TRUE(tally.failure.has_value());
   EXPECT_EQ(tally.failure->code, 3);
   EXPECT_EQ(event_reason(tally.failure->event), "RankFailed");
-  EXPECT_EQ(tally.failure->reason, "rank 2 on node-2 exited with code 3 after 12 s");
-  EXPECT_EQ(tally.secondary->reason, "rank 1 on node-1 was killed by signal 15 after 12 s");
+  EXPECT_EQ(tally.failure->reason,
+            "rank 2 on node-2 exited with code 3 after 12 s (see docs/troubleshooting.md#rank-failed)");
+  EXPECT_EQ(tally.secondary->reason,
+            "rank 1 on node-1 was killed by signal 15 after 12 s (see docs/troubleshooting.md#rank-killed)");
   EXPECT_EQ(tally.exited, 5);
   EXPECT_EQ(tally.failed, 4);
 }
@@ -49,7 +51,8 @@ TEST(Supervise, LostHostStopsTheJobWithAShortGrace) {
   EXPECT_EQ(event_reason(decision.failure->event), "HostLost");
   EXPECT_EQ(decision.failure->code, static_cast<int>(Exit::kTempFail));
   EXPECT_EQ(decision.grace, kLostHostGrace);  // no daemon there passes SIGTERM on
-  EXPECT_EQ(decision.says, "host node-1 lost (no beat for 15 s); stopping 4 ranks");
+  EXPECT_EQ(decision.says,
+            "host node-1 lost (no beat for 15 s) (see docs/troubleshooting.md#host-lost); stopping 4 ranks");
 }
 
 TEST(Supervise, RankFailureKeepsTheWholeGrace) {
@@ -61,7 +64,9 @@ TEST(Supervise, RankFailureKeepsTheWholeGrace) {
   ASSERT_EQ(decision.next, Decision::Next::kStop);
   EXPECT_EQ(event_reason(decision.failure->event), "RankFailed");
   EXPECT_EQ(decision.grace, Millis(10000));
-  EXPECT_EQ(decision.says, "rank 0 on node-0 exited with code 1 after 12 s; stopping 1 other rank");
+  EXPECT_EQ(decision.says,
+            "rank 0 on node-0 exited with code 1 after 12 s (see docs/troubleshooting.md#rank-failed); "
+            "stopping 1 other rank");
 }
 
 TEST(Supervise, TimeoutPassesOnTheClock) {
@@ -110,7 +115,9 @@ TEST(Supervise, MisplacedRanksAreNamedWithTheirTable) {
   record_rank_event(tally, {4, "launcher", rdv::RankEventKind::kMisplaced, 0, 0, 0, "", "node-1"});
   ASSERT_TRUE(tally.failure.has_value());
   EXPECT_EQ(event_reason(tally.failure->event), "RankMisplaced");
-  EXPECT_EQ(tally.failure->reason, "rank 3 ran on launcher, not on node-1 as the hostfile says");
+  EXPECT_EQ(tally.failure->reason,
+            "rank 3 ran on launcher, not on node-1 as the hostfile says (see "
+            "docs/troubleshooting.md#rank-misplaced)");
   std::optional<Failure> failure = tally.failure;
   std::string table = name_misplaced(failure, tally);
   EXPECT_NE(table.find("node-1"), std::string::npos);
