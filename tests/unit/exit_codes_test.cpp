@@ -87,7 +87,7 @@ TEST(ExitRecord, AJobPastItsTimeoutNamesTheRanksStillRunning) {
             "rank 4 on n-1, rank 5 on n-1, rank 6 on n-1, rank 7 on n-1, rank 8 on n-1 and 2 more (see "
             "docs/troubleshooting.md#job-timeout)");
   EXPECT_EQ(launch::past_timeout(Millis(5000), nlohmann::json::array()).reason,
-            "the job ran past --timeout (5 s); still running: no rank had reported its start"
+            "the job ran past --timeout (5 s); still running: no rank had reported its start "
             "(see docs/troubleshooting.md#job-timeout)");
   EXPECT_EQ(launch::exit_record(failure)["retry"], true);
 }
