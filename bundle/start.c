@@ -75,6 +75,17 @@ static int loader_fits(const char* loader, const char* libs, const char* program
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// FOLDERS, then the image's LD_LIBRARY_PATH where it has one (a new string, kept to the exec).
+static const char* with_image_path(const char* folders) {
+  const char* image = getenv("LD_LIBRARY_PATH");
+  if (image == NULL || image[0] == '\0') return folders;
+  size_t size = strlen(folders) + strlen(image) + 2;
+  char* joined_path = malloc(size);
+  if (joined_path == NULL) return folders;
+  snprintf(joined_path, size, "%s:%s", folders, image);
+  return joined_path;
+}
+
 int main(int argc, char** argv) {
   const char* called = (const char*)getauxval(AT_EXECFN);
   if (called == NULL || called[0] == '\0') called = argv[0];
@@ -111,9 +122,11 @@ int main(int argc, char** argv) {
   const char* chosen_libs = both;
   if (strcmp(name, "nccl-check") == 0 || strcmp(name, "nccl-check.mpich") == 0) {
     // The builds to try, in order, and the (loader, libraries) pairs to try each with.
+    // The image's own LD_LIBRARY_PATH after the bundle's folders: `--library-path` replaces
+    // it, and an image may find its MPI only there (HPC-X's, under /opt/hpcx).
     const char* builds[2] = {name, strcmp(name, "nccl-check") == 0 ? "nccl-check.mpich" : NULL};
     const char* loaders[2] = {kImageLoader, loader};
-    const char* loader_libs[2] = {libs, both};
+    const char* loader_libs[2] = {with_image_path(libs), with_image_path(both)};
     int found = 0;
     for (int b = 0; b < 2 && builds[b] != NULL && !found; b++) {
       char candidate[PATH_MAX];

@@ -4,16 +4,15 @@
 # some tasks: an image with CUDA, PyTorch and NCCL, nothing of Debian's).
 #
 # What it packs, into DIR (default build/gpu-bundle, which git ignores):
-#   bin/, lib/  nccl-check (the release build) and the libraries it loads besides MPI's, the C
-#               and C++ runtimes' (the machine's own are newer and compatible) and CUDA's and
-#               NCCL's (too large to carry, 218 MB for NCCL: the machine's own are used);
+#   trainer-mpi/  the bundle itself (the release build's `cmake --install`, docs/design.md "The
+#               bundle"): nccl-check with its own loader and libraries, which loads the
+#               machine's MPI, NCCL (found on LD_LIBRARY_PATH, CUDA's folders) and CUDA driver;
 #   mpi/        Open MPI 4.1 as Debian ships it, for a machine without an Open MPI 4 of its own:
 #               orterun (as mpirun.openmpi), orted, every library they and their plugins load,
 #               and the plugin trees (openmpi/, pmix2/, share/), which env.sh puts back where
 #               Debian's build reads them from. A machine with its own Open MPI 4 (libmpi.so.40,
 #               the same ABI) runs with that one: two Open MPIs' plugins and PMIx do not mix
 #               (seen there: a symbol of its PMIx missing from ours);
-#   cuda-fallback/  this machine's CUDA runtime, last on the library path there;
 #   env.sh      sourced there: the paths, and where CUDA's and NCCL's libraries are found.
 # bench/gpu/run.sh and device_checks.sh use the bundle when TMPI_GPU_BUNDLE names it.
 # Usage: bash bench/gpu/bundle.sh [DIR]
@@ -22,17 +21,16 @@ cd "$(dirname "$0")/../.."
 dir=${1:-build/gpu-bundle}
 multiarch=/usr/lib/x86_64-linux-gnu
 cmake --preset release >/dev/null
-cmake --build --preset release --target nccl-check >/dev/null
+cmake --build --preset release --target bundle >/dev/null
 rm -rf "$dir"
-mkdir -p "$dir/bin" "$dir/lib" "$dir/mpi/bin" "$dir/mpi/lib" "$dir/mpi/share" "$dir/cuda-fallback"
-cp build/release/bin/nccl-check "$dir/bin/"
+mkdir -p "$dir/mpi/bin" "$dir/mpi/lib" "$dir/mpi/share"
+build/release/trainer-mpi/bin/mpi-bundle copy "$dir/trainer-mpi" >/dev/null
 cp "$(readlink -f /usr/bin/orterun)" "$dir/mpi/bin/mpirun.openmpi"
 cp "$(readlink -f /usr/bin/orted)" "$dir/mpi/bin/orted"
 cp -a "$multiarch/openmpi" "$dir/mpi/openmpi"
 [[ -d $multiarch/pmix2 ]] && cp -a "$multiarch/pmix2" "$dir/mpi/pmix2"
 cp -a /usr/share/openmpi "$dir/mpi/share/openmpi"
 [[ -d /usr/share/pmix ]] && cp -a /usr/share/pmix "$dir/mpi/share/pmix"
-cp -L /usr/local/cuda/lib64/libcudart.so.13 "$dir/cuda-fallback/"
 
 # libraries_of FILE...: the shared libraries they load, by path, less the C and C++ runtimes
 # and CUDA's and NCCL's.
@@ -47,10 +45,6 @@ mapfile -t plugins < <(find "$dir/mpi/openmpi" "$dir/mpi/pmix2" -name '*.so' 2>/
 libraries_of "$dir/mpi/bin/mpirun.openmpi" "$dir/mpi/bin/orted" "${plugins[@]}" "$multiarch/libmpi.so.40" |
   xargs -r cp -L -t "$dir/mpi/lib"
 cp -L "$multiarch/libmpi.so.40" "$dir/mpi/lib/"
-# nccl-check's own: the rest.
-libraries_of "$dir/bin/nccl-check" | while read -r lib; do
-  [[ -e $dir/mpi/lib/$(basename "$lib") ]] || cp -L "$lib" "$dir/lib/"
-done
 
 cat >"$dir/env.sh" <<'ENV'
 # Sourced on the GPU machine: Open MPI 4 (the machine's own, else the bundle's, put back
@@ -75,14 +69,14 @@ else
   mpi_path="$bundle/mpi/bin:" mpi_libs="$bundle/mpi/lib:"
   echo "env.sh: the bundle's Open MPI (Debian 12's)"
 fi
-# The first of each found; the bundle's cudart only where the machine has none.
+# NCCL's folder, where the machine has one (nccl-check looks on LD_LIBRARY_PATH first).
 cuda_libs=""
-for soname in libcudart.so.13 libnccl.so.2; do
+for soname in libnccl.so.2; do
   found=$(find -H /usr/local/cuda /usr/local/lib /usr/lib /opt -name "$soname" -print -quit 2>/dev/null || true)
   [[ -n $found ]] && cuda_libs+="$(dirname "$found"):"
 done
-export PATH="$bundle/bin:$mpi_path$PATH"
-export LD_LIBRARY_PATH="$bundle/lib:$mpi_libs${cuda_libs}${LD_LIBRARY_PATH:-}:$bundle/cuda-fallback"
+export PATH="$bundle/trainer-mpi/bin:$mpi_path$PATH"
+export LD_LIBRARY_PATH="$mpi_libs${cuda_libs}${LD_LIBRARY_PATH:-}"
 export OMPI_MCA_mca_base_component_show_load_errors=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ENV

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 source "$TMPI_GPU_BUNDLE/env.sh"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-check=$TMPI_GPU_BUNDLE/bin/nccl-check
+check=$TMPI_GPU_BUNDLE/trainer-mpi/bin/nccl-check
 gpus=$(nvidia-smi -L | grep -c '^GPU')
 passed=0 failed=0 code=0 took=0
 # run_case CASE SECONDS CMD...: runs CMD under a timeout into $out/CASE.txt, shows it, and

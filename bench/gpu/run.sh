@@ -17,7 +17,7 @@ out=${OUT:-$(mktemp -d)}
 if [[ -n ${TMPI_GPU_BUNDLE:-} ]]; then
   # shellcheck disable=SC1091 # written by bundle.sh
   source "$TMPI_GPU_BUNDLE/env.sh"
-  nccl_check=$TMPI_GPU_BUNDLE/bin/nccl-check
+  nccl_check=$TMPI_GPU_BUNDLE/trainer-mpi/bin/nccl-check
 else
   if command -v apt-get >/dev/null && [[ ${TMPI_SKIP_DEPS:-0} != 1 ]]; then bash scripts/install-deps.sh; fi
   cmake --preset release >/dev/null
