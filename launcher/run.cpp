@@ -177,17 +177,15 @@ Status JobRun::before_launch() {
   return ok_status();
 }
 
-// A failure before any rank ran: report it, then exit with its code.
+// A failure before any rank ran: report it, then exit with its code. Most messages name their
+// troubleshooting key where they are made; the rest get their step's (mpirun not spawned: no MPI).
 Error JobRun::fail_before_launch(const Error& error, FailureKind event) {
-  // Most messages name their key where they are made; the rest get their step's.
-  const Trouble step = event == FailureKind::kRendezvousTimeout ? Trouble::kHostNeverRegistered
-                       : event == FailureKind::kPreflightFailed
-                           ? Trouble::kFabricCheckFailed
-                           : Trouble::kMpiNotFound;  // mpirun not spawned
-  Failure failure{static_cast<int>(error.exit), with_trouble(error.message, step), event};
-  if (stop_requested())
-    failure =
-        Failure{stop_code(), with_trouble(error.message, Trouble::kJobStopped), FailureKind::kJobStopped};
+  const bool stopped = stop_requested();
+  Trouble step = event == FailureKind::kPreflightFailed ? Trouble::kFabricCheckFailed : Trouble::kMpiNotFound;
+  if (event == FailureKind::kRendezvousTimeout) step = Trouble::kHostNeverRegistered;
+  Failure failure{stopped ? stop_code() : static_cast<int>(error.exit),
+                  with_trouble(error.message, stopped ? Trouble::kJobStopped : step),
+                  stopped ? FailureKind::kJobStopped : event};
   finish(failure);
   return Error{job_exit(failure.code), failure.reason};
 }
