@@ -29,7 +29,7 @@
 set -euo pipefail
 : "${TMPI_BUILD_DIR:?set by ctest: the build folder}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-nc="$TMPI_BUILD_DIR/bin/nccl-check"
+nc=${TMPI_NCCL_CHECK:-$TMPI_BUILD_DIR/bin/nccl-check}  # or the bundle's (ncclcheck.bundle.*)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"   # any core file or report lands here, and goes
