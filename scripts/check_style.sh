@@ -42,7 +42,7 @@ fi
 # at most 100, and no launcher-to-agent variable spelled outside the parameter table and
 # agent/contract.h (every other place names it through its handle). Functions over 80 lines
 # are clang-tidy's readability-function-size, below.
-programs='^(common|initcontainer|rendezvous|launcher|convert|agent|ssh|nodessh|status|ncclcheck)/[^/]+\.(cpp|h)$'
+programs='^(common|initcontainer|rendezvous|launcher|convert|agent|ssh|nodessh|status|ncclcheck|bundle)/[^/]+\.(cpp|h)$'
 long=$(git ls-files | grep -E "$programs" | while read -r file; do
   lines=$(wc -l <"$file"); ((lines <= 400)) || echo "$file: $lines lines"; done)
 map_lines=$(wc -l <ARCHITECTURE.md)
@@ -61,7 +61,7 @@ fi
 
 # clang-tidy: the dev build compiles with GCC, whose warning flags clang does not know.
 mapfile -t sources < <(git ls-files 'common/*.cpp' 'initcontainer/*.cpp' 'rendezvous/*.cpp' 'launcher/*.cpp' 'convert/*.cpp' 'agent/*.cpp' 'ssh/*.cpp' 'nodessh/*.cpp' \
-  'status/*.cpp' 'ncclcheck/*.cpp')
+  'status/*.cpp' 'ncclcheck/*.cpp' 'bundle/*.cpp')
 mapfile -t units < <(python3 scripts/tidy_units.py "$build/compile_commands.json" "${sources[@]}")
 ((${#units[@]} > 0)) || { echo "check_style: scripts/tidy_units.py found no unit to tidy in $build" >&2; exit 2; }
 out=$(mktemp); trap 'rm -f "$out"' EXIT
