@@ -70,9 +70,12 @@ static int loader_fits(const char* loader, const char* libs, const char* program
     _exit(127);
   }
   int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  pid_t waited;
+  while ((waited = waitpid(child, &status, 0)) < 0 && errno == EINTR) {
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  // Not waited for (a caller that ignores SIGCHLD has its children reaped for it): no answer,
+  // so this try does not count as a fit.
+  return waited == child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // FOLDERS, then the image's LD_LIBRARY_PATH where it has one (a new string, kept to the exec).

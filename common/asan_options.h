@@ -18,4 +18,12 @@ extern "C" __attribute__((weak)) const char*
 __asan_default_options() {  // NOLINT(bugprone-reserved-identifier,misc-definitions-in-headers)
   return "verify_asan_link_order=0";
 }
+// The loader's own records of a library that nss_wrapper dlopens (libc, for its real NSS
+// calls) are kept for the process's life and never freed; under the bundle's loader, called
+// by hand (bundle/start.c), LeakSanitizer reports them as a leak of glibc's dlopen
+// (_dl_map_object_deps). Nothing of ours allocates there.
+extern "C" __attribute__((weak)) const char*
+__lsan_default_suppressions() {  // NOLINT(bugprone-reserved-identifier,misc-definitions-in-headers)
+  return "leak:_dl_map_object_deps\n";
+}
 #endif
