@@ -99,10 +99,18 @@ Status copy_checked(const std::string& source, const std::string& target, const 
   return ok_status();
 }
 
-Expected<std::vector<ManifestEntry>> read_manifest(const std::string& dir) {
+// A bundle's MANIFEST: its text (a copy writes it as it is) and its entries.
+struct Manifest {
+  std::string text;
+  std::vector<ManifestEntry> entries;
+};
+
+Expected<Manifest> read_manifest(const std::string& dir) {
   std::string path = dir + "/MANIFEST";
-  TMPI_ASSIGN(auto text, read_file(path, kMaxManifestBytes + 1));
-  return parse_manifest(text, path);
+  Manifest manifest;
+  TMPI_ASSIGN(manifest.text, read_file(path, kMaxManifestBytes + 1));
+  TMPI_ASSIGN(manifest.entries, parse_manifest(manifest.text, path));
+  return manifest;
 }
 
 Status make_parents(const std::string& root, const std::string& relative) {
@@ -130,14 +138,13 @@ void count(CopyStats& stats, const ManifestEntry& entry) {
 }  // namespace
 
 Expected<CopyStats> copy_bundle(const std::string& from, const std::string& dest) {
-  TMPI_ASSIGN(auto entries, read_manifest(from));
-  TMPI_ASSIGN(auto manifest_text, read_file(from + "/MANIFEST", kMaxManifestBytes + 1));
+  TMPI_ASSIGN(auto manifest, read_manifest(from));
   // bin/ leaves first and comes back last, so no moment has a runnable half.
   TMPI_CHECK(remove_tree(dest + "/bin"));
   std::string incoming = dest + "/.incoming";
   TMPI_CHECK(remove_tree(incoming));
   CopyStats stats;
-  for (const auto& entry : entries) {
+  for (const auto& entry : manifest.entries) {
     TMPI_CHECK(make_parents(incoming, entry.path));
     std::string target = incoming + "/" + entry.path;
     if (entry.kind == ManifestEntry::Kind::kLink) {
@@ -147,7 +154,7 @@ Expected<CopyStats> copy_bundle(const std::string& from, const std::string& dest
     }
     count(stats, entry);
   }
-  TMPI_CHECK(write_atomic(dest + "/MANIFEST", manifest_text));
+  TMPI_CHECK(write_atomic(dest + "/MANIFEST", manifest.text));
   for (std::string_view top : kTopFolders) {
     std::string from_incoming = incoming + "/" + std::string(top);
     std::string into = dest + "/" + std::string(top);
@@ -161,9 +168,9 @@ Expected<CopyStats> copy_bundle(const std::string& from, const std::string& dest
 }
 
 Expected<CopyStats> verify_bundle(const std::string& dir) {
-  TMPI_ASSIGN(auto entries, read_manifest(dir));
+  TMPI_ASSIGN(auto manifest, read_manifest(dir));
   CopyStats stats;
-  for (const auto& entry : entries) {
+  for (const auto& entry : manifest.entries) {
     std::string path = dir + "/" + entry.path;
     if (entry.kind == ManifestEntry::Kind::kLink) {
       std::error_code error;
