@@ -187,7 +187,8 @@ class Kubelet(unittest.TestCase):
         self.assertEqual(ipr.container_exit(container("node"), "OnFailure", 1, rules_gate=False), "Restart")
         only_75 = container("n", restartPolicy="Never",
                             restartPolicyRules=[{"action": "Restart", "exitCodes": {"operator": "In", "values": [75]}}])
-        self.assertEqual(ipr.container_exit(only_75, "OnFailure", 2), "Terminated", "the container's Never, not the pod's")
+        self.assertEqual(ipr.container_exit(only_75, "OnFailure", 2), "Terminated",
+                         "no rule matches: the container's Never, not the pod's OnFailure")
         self.assertEqual(ipr.container_exit(only_75, "OnFailure", 2, rules_gate=False), "Restart")
         everything = container("w", restartPolicy="Never", restartPolicyRules=[
             {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}])
