@@ -24,6 +24,7 @@
 
 #include "agent/contract.h"
 #include "agent/gate.h"
+#include "agent/oom.h"
 #include "agent/placement.h"
 #include "agent/reports.h"
 #include "agent/stderr_tail.h"
@@ -46,7 +47,8 @@ constexpr Millis kStartReportAfter(2000);
 // A start report is sent at most this often: one whose answer came late may have been taken,
 // and the coordinator takes a repeated one as the same start (coordinator_ranks.cpp).
 constexpr int kStartTries = 3;
-constexpr Millis kOrphanGrace(5000);  // an orphaned rank's, then its daemon's, time to end after SIGTERM
+constexpr Millis kLeftoverGrace(2000);  // what the rank left behind, after SIGTERM, before SIGKILL
+constexpr Millis kOrphanGrace(5000);    // an orphaned rank's, then its daemon's, time to end after SIGTERM
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
@@ -168,6 +170,9 @@ struct RankWatch {
   int status = 0;
   bool exited = false, pipe_open = true;
   Clock::time_point exited_at{};
+  std::optional<long long> oom_kills_before;
+  bool superseded = false;  // the launcher runs another attempt now: this rank belongs to none  // the
+                            // cgroup's count as the rank started (agent/oom.h)
 };
 
 // When the start is first reported (agent/reports.h): at once for a host's first rank, whose
@@ -187,16 +192,26 @@ void keep_in_touch(const RankAgentOptions& options, const RankIdentity& id, Rank
     taken = report(options, id, started, watch.start_tries == 0 ? Millis(3000) : Millis(1000));
     watch.start_taken = taken || ++watch.start_tries >= kStartTries;
   } else {
-    taken = beat(options, id, ++watch.beats);
+    BeatHeard heard = beat(options, id, ++watch.beats);
+    taken = heard == BeatHeard::kTaken;
+    watch.superseded = watch.superseded || heard == BeatHeard::kSuperseded;
   }
   if (taken) watch.last_contact = Clock::now();
   watch.next_word = Clock::now() + options.beat_interval;
 }
 
-// The coordinator has given this host up (orphaned()): the rank and all it started get
-// SIGTERM, then SIGKILL once kOrphanGrace has passed.
+// The coordinator has given this host up (orphaned()), or runs another attempt (a verified 409
+// for this epoch): the rank and all it started get SIGTERM, then SIGKILL after kOrphanGrace.
 void end_if_orphaned(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch) {
   if (watch.exited) return;
+  if (!watch.orphaned_at && watch.superseded) {
+    std::fprintf(stderr,
+                 "mpi-rank: rank %d: the launcher at %s runs another attempt of the job now (a restart in "
+                 "place): ending this rank of an earlier one\n",
+                 id.rank, options.coordinator.c_str());
+    for (pid_t pid : descendants()) kill(pid, SIGTERM);
+    watch.orphaned_at = Clock::now();
+  }
   if (!watch.orphaned_at && orphaned(options, watch.last_contact)) {
     std::fprintf(
         stderr,
@@ -206,7 +221,6 @@ void end_if_orphaned(const RankAgentOptions& options, const RankIdentity& id, Ra
         static_cast<long long>(
             std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *watch.last_contact).count()),
         static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(options.lost_after).count()));
-    adopt_orphans();  // from now on, what the rank leaves (a shell's python) stays under this agent
     for (pid_t pid : descendants()) kill(pid, SIGTERM);  // the rank, and all it started
     watch.orphaned_at = Clock::now();
   }
@@ -261,6 +275,16 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
   if (exit_fd >= 0) close(exit_fd);
 }
 
+// What the rank left behind (a shell's child, after MPI's SIGTERM ended the shell), adopted by
+// this agent as subreaper: ended too, so that an attempt restarted in place finds the pod as
+// the first one did (its GPUs free), not only once the pod is deleted.
+void end_leftovers() {
+  std::vector<pid_t> left = descendants();
+  if (left.empty()) return;
+  for (pid_t pid : left) kill(pid, SIGTERM);
+  end_descendants(Clock::now() + kLeftoverGrace);
+}
+
 // The rank's exit code, reported (or, orphaned, the lost host's code, with nobody to tell).
 int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const RankWatch& watch,
                 const StderrTail& tail) {
@@ -272,6 +296,7 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
     stop_mpi_daemon();
     return static_cast<int>(Exit::kTempFail);
   }
+  end_leftovers();
   // A rank that exits 0 before its start was due to be reported sends nothing: mpirun's own
   // exit status says it, and the launcher records it so. On 2 shared cores, 16 short ranks'
   // reports cost the job 2% (bench row 1); a failure, or the end of a rank whose start was
@@ -284,6 +309,10 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
     exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     exit.seconds = std::chrono::duration<double>(Clock::now() - watch.start).count();
     exit.tail = tail.joined();
+    if (exit.signal == SIGKILL && watch.oom_kills_before) {
+      std::optional<long long> now = cgroup_oom_kills();
+      exit.oom_killed = now && *now > *watch.oom_kills_before;
+    }
     report(options, id, exit);
   }
   return code;
@@ -313,7 +342,9 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
   RankWatch watch;
   watch.start = Clock::now();
+  watch.oom_kills_before = cgroup_oom_kills();
   watch.next_word = first_word_due(*id, watch.start);
+  adopt_orphans();  // what the rank leaves behind is this agent's to end (end_leftovers)
   // Built before the fork: the child only execs (common/exec_plan.h).
   const ExecPlan plan(command, torch_env(*id, options.master_addr, options.master_port));
   pid_t child = fork();

@@ -38,8 +38,13 @@ inline constexpr std::array kAgentParameters = {
 inline constexpr std::string_view kSlotLayout = "TMPI_SLOT_LAYOUT";
 // The hosts in hostfile order, for each agent's placement check (agent/placement.h).
 inline constexpr std::string_view kRankHosts = "TMPI_RANK_HOSTS";
-// The data variables that every agent reads.
-inline constexpr std::array kAgentData = {kSlotLayout, kRankHosts};
+// The attempt of an in-place restart (launcher/restarts.h), 0 for the first launch: the rank
+// sees it as ours, and as torchrun's, for programs that read that (torch's elastic agent sets
+// TORCHELASTIC_RESTART_COUNT for its workers).
+inline constexpr std::string_view kRestartCount = "TMPI_RESTART_COUNT";
+inline constexpr std::string_view kTorchRestartCount = "TORCHELASTIC_RESTART_COUNT";
+// The data variables that every agent is handed (the rank inherits them).
+inline constexpr std::array kAgentData = {kSlotLayout, kRankHosts, kRestartCount, kTorchRestartCount};
 
 // For mpi-ssh, in mpirun's environment: the launcher's ssh relay's socket (ssh/relay.h).
 inline constexpr std::string_view kSshRelay = "TMPI_SSH_RELAY";

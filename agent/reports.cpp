@@ -41,15 +41,20 @@ bool report(const RankAgentOptions& options, const RankIdentity& id, RankReport 
   return taken;
 }
 
-bool beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
-  if (options.coordinator.empty()) return false;
+BeatHeard beat(const RankAgentOptions& options, const RankIdentity& id, long long seq) {
+  if (options.coordinator.empty()) return BeatHeard::kNotHeard;
   const std::string key = derive_rendezvous_key(options.private_key);
   RankBeat message{id.rank, hostname(), seq, options.epoch, random_nonce()};
   auto sent = plain_http("POST", options.coordinator, kRankBeatPath, signed_body(key, message), Millis(1000));
-  bool taken =
-      sent && rdv::job_state_taken(key, rdv::Kind::kRankBeat, message.nonce, sent->status, sent->body);
-  if (!taken) spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
-  return taken;
+  if (!sent) return BeatHeard::kNotHeard;
+  auto answer =
+      rdv::read_answer<rdv::JobState>(key, rdv::Kind::kRankBeat, message.nonce, sent->status, sent->body);
+  if (answer && std::holds_alternative<rdv::JobState>(*answer)) return BeatHeard::kTaken;
+  const auto* refused = answer ? std::get_if<rdv::Refusal>(&*answer) : nullptr;
+  if (refused != nullptr && refused->status == 409 && refused->why == rdv::kStaleEpoch)
+    return BeatHeard::kSuperseded;
+  spdlog::debug("rank {}: beat {} not taken", id.rank, seq);
+  return BeatHeard::kNotHeard;
 }
 
 }  // namespace tmpi::launch

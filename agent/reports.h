@@ -32,6 +32,9 @@ bool report(const RankAgentOptions& options, const RankIdentity& id, rdv::RankRe
 // Tells the coordinator that this rank still runs, so that its host counts as alive without a
 // sidecar. One short try (1 s): a beat that does not get through is made good by the next,
 // and the loop that forwards signals and stderr waits at most that long.
-bool beat(const RankAgentOptions& options, const RankIdentity& id, long long seq);
+// kSuperseded: the coordinator's verified 409 for another epoch: the launcher has moved on to
+// another attempt (a restart in place, launcher/restarts.h), and this rank belongs to none.
+enum class BeatHeard { kTaken, kNotHeard, kSuperseded };
+BeatHeard beat(const RankAgentOptions& options, const RankIdentity& id, long long seq);
 
 }  // namespace tmpi::launch

@@ -67,6 +67,9 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kEnvPrefix, "env-prefix", kList)                          \
   X(kGrace, "grace", kDuration)                               \
   X(kTimeout, "timeout", kDuration)                           \
+  X(kRestarts, "restarts", kInt)                              \
+  X(kRestartWindow, "restart-window", kDuration)              \
+  X(kRetryableExitCodes, "retryable-exit-codes", kList)       \
   X(kReport, "report", kPath)                                 \
   X(kTerminationLog, "termination-log", kPath)                \
   X(kDryRun, "dry-run", kBool)                                \

@@ -57,6 +57,11 @@ struct Failure {
   // The code is the job's own (a rank's status, or mpirun's), passed through; otherwise it
   // is the launcher's (common/error.h). report.json's exit.side says which.
   bool from_job = false;
+  // What an in-place restart asks of it (launcher/restarts.h): the signal that killed the
+  // rank, whether its cgroup counted an OOM kill meanwhile, and whether the fabric check failed.
+  int signal = 0;
+  bool oom_killed = false;
+  bool fabric = false;
 };
 
 struct JobOutcome {

@@ -150,10 +150,7 @@ void set_agent_parameters(const JobOptions& options, Job& job) {
       {env_name(param::kBeatInterval.name), fmt::format("{}ms", options.beat_interval.count())},
       // ... and give up on it as late as it gives up on them (an agent cut off ends its rank).
       {env_name(param::kLostAfter.name), fmt::format("{}ms", options.lost_after.count())}};
-  // Every attempt of the launcher is a session of its own: a request captured in one is
-  // refused by the next (docs/design.md, "The session and its threat model").
-  job.epoch = random_nonce();
-  job.env[env_name(param::kEpoch.name)] = job.epoch;
+  begin_attempt(job, 0);
   std::vector<int> slots;
   for (const auto& host : job.topology.hosts) slots.push_back(host.slots);
   job.env[std::string(contract::kSlotLayout)] = slot_layout(slots);
@@ -162,6 +159,19 @@ void set_agent_parameters(const JobOptions& options, Job& job) {
   // there, could not report which rank failed.
   if (options.ssh_dir_given) job.env[env_name(param::kSshDir.name)] = options.ssh_dir;
 }
+
+}  // namespace
+
+// Every attempt is a session of its own: a request captured in one is refused by the next
+// (docs/design.md, "The session and its threat model"); its ranks see its number.
+void begin_attempt(Job& job, int attempt) {
+  job.epoch = random_nonce();
+  job.env[env_name(param::kEpoch.name)] = job.epoch;
+  job.env[std::string(contract::kRestartCount)] = std::to_string(attempt);
+  job.env[std::string(contract::kTorchRestartCount)] = std::to_string(attempt);
+}
+
+namespace {
 
 // A mapping of the user's set in the environment rather than on the mpirun line: Open MPI's
 // and PRRTE's rmaps parameters, Intel MPI's ranks per host. "" when there is none.

@@ -82,6 +82,10 @@ struct JobOptions {
 // Reads hosts.json and the key, detects the MPI, and builds the plan for `command`.
 Expected<Job> prepare_job(const JobOptions& options, const std::vector<std::string>& command);
 
+// An attempt's session (a new random epoch) and its number in the ranks' environment
+// (TMPI_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT); prepare_job begins attempt 0.
+void begin_attempt(Job& job, int attempt);
+
 // The same plan for another command (the placement probe runs `hostname`), unwrapped.
 LaunchPlan plan_for(const Job& job, std::vector<std::string> command, std::vector<std::string> extra_args);
 

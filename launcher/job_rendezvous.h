@@ -105,8 +105,16 @@ class JobRendezvous {
   }
   // Tells the sidecars the job has ended, serves them two more beats, then stops.
   void finish(bool linger) {
+    if (closed_) return;
     boost::asio::post(io_, [this] { service_->engine().end_job(); });
     if (linger) std::this_thread::sleep_for(beat_ * 2 + Millis(500));
+    close();
+  }
+  // Stops serving without telling anyone that the job ended: an attempt restarted in place
+  // (launcher/restarts.h). Its port is free for the next attempt's coordinator once this
+  // one is destroyed; the sidecars retry meanwhile, as after any refused connection.
+  void close() {
+    closed_ = true;
     io_.stop();
     if (thread_.joinable()) thread_.join();
   }
@@ -133,6 +141,7 @@ class JobRendezvous {
   std::unique_ptr<rdv::CoordinatorService> service_;
   std::thread thread_;
   Millis beat_{5000};
+  bool closed_ = false;
 };
 
 }  // namespace tmpi::launch

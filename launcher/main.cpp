@@ -188,6 +188,8 @@ Status run(const std::vector<std::string>& args) {
   if (command == "rank") return rank_command(rank_options(params), params.rest());
   if (command == "convert") return convert_subcommand(params);
   LauncherOptions options = launcher_options(params);
+  TMPI_ASSIGN(options.restart.retryable_exits,
+              parse_exit_codes(params.list(param::kRetryableExitCodes), "--retryable-exit-codes"));
   options.job.mpi_words.insert(options.job.mpi_words.end(), split.mpi_words.begin(), split.mpi_words.end());
   // Whatever this launcher starts sees it: the image's mpirun hand-off (mpirun_handoff.sh)
   // then runs the real mpirun for it, instead of handing the job to another launcher. The

@@ -78,6 +78,8 @@ LauncherOptions launcher_options(const Params& params) {
   options.dry_run = params.flag(param::kDryRun);
   options.grace = params.duration(param::kGrace);
   options.timeout = params.duration(param::kTimeout);
+  options.restart.restarts = static_cast<int>(params.integer(param::kRestarts));
+  options.restart.window = params.duration(param::kRestartWindow);
   return options;
 }
 

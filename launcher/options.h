@@ -14,6 +14,7 @@
 #include "launcher/job.h"
 #include "launcher/job_events.h"
 #include "launcher/job_rendezvous.h"
+#include "launcher/restarts.h"
 #include "launcher/run_steps.h"
 #include "launcher/status_feed.h"
 #include "rendezvous/coordinator_service.h"
@@ -26,6 +27,7 @@ struct LauncherOptions {
   StatusOptions status;
   EventsOptions events;
   FabricOptions fabric;
+  RestartOptions restart;  // retryable_exits: filled at the edge, which can refuse them
   WaitFor wait = WaitFor::kSidecar;
   std::string coordinator;      // `hosts`: where to ask; "" = this pod's
   std::string report;           // report.json

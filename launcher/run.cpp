@@ -1,21 +1,15 @@
-// `mpi-launcher run`: readiness (--wait) -> preflight -> launch -> supervision -> report.
-// The steps before the launch live in run_steps.h; what the steps decide (the agents'
-// environment and report.json: report.h; each pass of the supervision and the failure's
-// naming: supervise.h) is pure, and unit-tested apart. This file does the I/O around them:
-// JobRun holds what a run owns (the coordinator, the status feed, the Events, mpirun, the ssh
-// step beside the launch and its relay), and run_job reads as the sequence of its steps.
-//
-// The coordinator runs on its own I/O thread from the start: it is the sidecars' barrier, it
-// hears every rank agent, and it keeps the agents' start gate while the ssh step runs beside
-// the launch. Its callbacks only fold facts into the JobTally under a mutex; the main thread
-// copies it each pass and acts on what Supervisor::step decides (tears the job down on the
-// first failed rank, a lost host, or a failed check).
+// `mpi-launcher run`: the job prepared once, then attempts (launcher/job_run.h: readiness,
+// preflight, launch, supervision, verdict) until one ends it: it succeeded, it failed in a
+// way that is not the infrastructure's, or the restart budget is spent (launcher/restarts.h).
+// Each restart is in place: the same pods, a new session (epoch) for the rendezvous, the
+// attempt's number in every rank's environment, the hosts waited for again (a pod made again
+// under its name too), the preflight's steps that the fault calls for, then the launch.
+// `check` is the preflight alone.
 #include "launcher/run.h"
 
 #include <iostream>
-#include <mutex>
-#include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -23,45 +17,22 @@
 #include "common/json_fields.h"
 #include "common/process.h"
 #include "common/utf8.h"
-#include "launcher/fabric_check.h"
 #include "launcher/failure.h"
 #include "launcher/job.h"
-#include "launcher/job_events.h"
-#include "launcher/job_rendezvous.h"
+#include "launcher/job_run.h"
 #include "launcher/preflight.h"
-#include "launcher/report.h"
+#include "launcher/restarts.h"
 #include "launcher/run_steps.h"
-#include "launcher/status_feed.h"
-#include "launcher/supervise.h"
 #include "launcher/trouble_keys.h"
-#include "launcher/verdict.h"
-#include "rendezvous/coordinator_service.h"
-#include "ssh/call.h"
-#include "ssh/relay.h"
 
 namespace tmpi::launch {
 
 namespace {
 
 using nlohmann::json;
-constexpr Millis kDaemonsEnd(5000);  // after mpirun's exit, for its daemons to end their ranks
-
-double seconds_since(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 // report.json when the job cannot even be set up (no hosts.json or job key, the
 // coordinator's port taken): the exit alone, so that every way out of `run` leaves a report.
-// The verdict, last: the termination message for `kubectl describe pod`, and the closing
-// lines of the log (launcher/verdict.h).
-void tell_verdict(const json& report, const LauncherOptions& options) {
-  std::vector<std::string> lines = verdict_lines(report, options.report);
-  if (Status written = write_termination_message(options.termination_log, termination_message(lines));
-      !written)
-    spdlog::warn("the termination message not written: {}", written.error().message);
-  for (const std::string& line : lines) spdlog::info("{}", line);
-}
-
 Error report_setup_failure(const LauncherOptions& options, const std::vector<std::string>& command,
                            Clock::time_point t0, Error error) {
   error.message = with_trouble(std::move(error.message), Trouble::kSetupFailed);
@@ -79,272 +50,24 @@ Error report_setup_failure(const LauncherOptions& options, const std::vector<std
   return Error{error.exit, ""};
 }
 
-// How mpirun ended: the failure that stopped it (nullopt when it exited on its own), and its status.
-struct Ended {
-  std::optional<Failure> failure;
-  int status = 0;
-  Clock::time_point at;  // when mpirun's exit was seen
-};
-
-// One run of a prepared job, from the coordinator's start to the report. Not movable: the
-// coordinator's callbacks hold its tally, the ssh step beside the launch its relay. Members
-// end in reverse: the ssh check before the relay it hands sessions to, both before the
-// coordinator.
-class JobRun {
- public:
-  JobRun(const LauncherOptions& options, Job job, Clock::time_point t0)
-      : options_(options),
-        job_(std::move(job)),
-        t0_(t0),
-        command_(build_command(job_.plan)),
-        coordinator_(options.rendezvous, job_, shared_) {}
-  JobRun(const JobRun&) = delete;
-  JobRun& operator=(const JobRun&) = delete;
-
-  const std::vector<std::string>& command() const { return command_; }
-  Status start();
-  Status before_launch();
-  Status launch();
-  Ended supervise();
-  std::optional<Failure> verdict(Ended ended);
-  void finish(const std::optional<Failure>& failure);
-
- private:
-  int hosts() const { return static_cast<int>(job_.topology.hosts.size()); }
-  void phase_done(const char* name, Clock::time_point since) {
-    phases_.push_back({name, seconds_since(since)});
-  }
-  Error fail_before_launch(const Error& error, FailureKind event);
-  std::vector<std::string> launcher_addresses() const;
-  void start_relay();
-  void ssh_verdict(const std::vector<CheckRow>& rows);
-  void name_failed_daemons(const Ended& ended);
-  JobTally tally() {
-    std::lock_guard lock(shared_.mutex);
-    return shared_.tally;
-  }
-  void record_timeout();
-
-  const LauncherOptions& options_;
-  Job job_;
-  Clock::time_point t0_, launched_;
-  std::vector<std::string> command_;
-  Shared shared_;
-  JobRendezvous coordinator_;
-  std::optional<StatusFeed> feed_;  // both from the coordinator's start on
-  std::optional<JobEvents> events_;
-  std::vector<Phase> phases_, preflight_steps_;
-  json fabric_;
-  // Where each host was when its ranks started: a host whose name resolves elsewhere after a
-  // failure was recreated (find_lost_host), whether or not its new pod registered first.
-  HostAddresses at_launch_;
-  // The ssh step beside the launch (run_steps.h): its verdict opens the agents' start gate,
-  // or stops the job, as its failure before the launch would have (exit 69, the table). The
-  // preflight's word wins over what mpirun made of the same fault (an sshd that refuses it).
-  std::unique_ptr<SshRelay> relay_;
-  std::optional<SshCheckBeside> ssh_beside_;
-  bool daemons_prove_commands_ = false;  // the check left its `exec true` to the daemons' start
-  std::optional<Failure> preflight_failure_;
-  std::optional<ProcessGroup> mpi_;
-};
-
-Status JobRun::start() {
-  TMPI_CHECK(coordinator_.start());
-  feed_.emplace(options_.status, hosts(), job_.plan.np);
-  events_.emplace(options_.events, job_.topology.jobset);
-  return ok_status();
-}
-
-// --wait, then the preflight (or the DNS alone, where MPI will say what fails).
-Status JobRun::before_launch() {
-  feed_->phase("WaitingForHosts", 0);
-  auto since = Clock::now();
-  Status waited = wait_for_hosts(wait_options(options_), job_, shared_);
-  phase_done("wait", since);
-  if (!waited) return fail_before_launch(waited.error(), FailureKind::kRendezvousTimeout);
-  if (!options_.preflight) {
-    std::vector<CheckRow> unresolved;  // not checked without the preflight: MPI will say
-    at_launch_ = resolve_hosts(job_.topology.host_names(), unresolved);
-    return ok_status();
-  }
-  feed_->phase("Preflight", hosts());
-  since = Clock::now();
-  Status checked = preflight(preflight_options(options_), job_, fabric_, preflight_steps_, at_launch_);
-  end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
-  phase_done("preflight", since);
-  feed_->fabric(fabric_);
-  if (!checked) return fail_before_launch(checked.error(), FailureKind::kPreflightFailed);
-  return ok_status();
-}
-
-// A failure before any rank ran: report it, then exit with its code. Most messages name their
-// troubleshooting key where they are made; the rest get their step's (mpirun not spawned: no MPI).
-Error JobRun::fail_before_launch(const Error& error, FailureKind event) {
-  const bool stopped = stop_requested();
-  Trouble step = event == FailureKind::kPreflightFailed ? Trouble::kFabricCheckFailed : Trouble::kMpiNotFound;
-  if (event == FailureKind::kRendezvousTimeout) step = Trouble::kHostNeverRegistered;
-  Failure failure{stopped ? stop_code() : static_cast<int>(error.exit),
-                  with_trouble(error.message, stopped ? Trouble::kJobStopped : step),
-                  stopped ? FailureKind::kJobStopped : event};
-  finish(failure);
-  return Error{job_exit(failure.code), failure.reason};
-}
-
-// The launcher's addresses as the preflight's DNS step found them, else as they resolve now
-// (the agents, given none, are given the name, and say what they find).
-std::vector<std::string> JobRun::launcher_addresses() const {
-  auto found = at_launch_.find(job_.launcher_name);
-  if (found != at_launch_.end() && !found->second.empty()) return found->second;
-  std::vector<CheckRow> unresolved;
-  return resolve_hosts({job_.launcher_name}, unresolved)[job_.launcher_name];
-}
-
-// MPI's ssh (mpi-ssh) runs over the check's connections where it can (ssh/relay.h).
-void JobRun::start_relay() {
-  if (job_.plan.ssh_agent == "ssh") return;
-  auto started = SshRelay::start(job_.topology.host_names(), options_.job.ssh_port);
-  if (started) {
-    relay_ = std::move(*started);
-  } else {
-    spdlog::warn("{}; {}'s ssh makes its own connections", started.error().message, job_.plan.launcher);
-  }
-}
-
-Status JobRun::launch() {
-  spdlog::info("launching {} ranks ({}): {}", job_.plan.np, flavour_name(job_.plan.flavour),
-               shell_join(command_));
-  launched_ = Clock::now();
-  LaunchAddresses addresses{launcher_addresses(), coordinator_.listening_on(), options_.job.rendezvous_port,
-                            std::nullopt};
-  if (job_.start_gate) {
-    start_relay();
-    if (relay_) addresses.relay_socket = relay_->socket_path();
-    ssh_beside_.emplace(job_, options_.job.ssh_port, relay_.get());
-    daemons_prove_commands_ = ssh_beside_->daemons_prove_commands();
-  }
-  auto spawned = ProcessGroup::spawn(command_, launch_environment(job_, std::move(addresses)));
-  if (!spawned) return fail_before_launch(spawned.error(), FailureKind::kJobFailed);
-  mpi_ = *spawned;
-  return ok_status();
-}
-
-// The ssh step's verdict, from beside the launch: the gate opens, or the job stops.
-void JobRun::ssh_verdict(const std::vector<CheckRow>& rows) {
-  preflight_steps_.push_back({"ssh", ssh_beside_->seconds()});
-  ssh_beside_.reset();
-  // A check cut short by a stop signal left hosts unchecked, with no row: that is no pass.
-  if (rows.empty() && stop_requested()) return coordinator_.stop_gate("the launcher was stopped");
-  if (rows.empty()) return coordinator_.open_gate();
-  Error failed = preflight_failed(rows);
-  preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, FailureKind::kPreflightFailed};
-  coordinator_.stop_gate(failed.message);
-  std::lock_guard lock(shared_.mutex);
-  shared_.tally.failure = preflight_failure_;
-}
-
-// Where the daemons' start over the relay was the ssh check's proof that each account runs
-// commands, a daemon that exited non-zero before any rank started fails the check, as its
-// `exec true` would have: exit 69, the host and what its daemon printed (run_steps.h).
-void JobRun::name_failed_daemons(const Ended& ended) {
-  if (!relay_ || !daemons_prove_commands_ || preflight_failure_ || ended.failure || ended.status == 0 ||
-      stop_requested() || tally().started > 0)
-    return;
-  std::vector<CheckRow> rows = daemon_start_rows(relay_->failed_starts(), ssh_login_user(), ended.at);
-  if (rows.empty()) return;
-  Error failed = preflight_failed(rows);
-  preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, FailureKind::kPreflightFailed};
-}
-
-// The snapshot is taken on the coordinator's thread, whose callbacks take the mutex: not under it.
-void JobRun::record_timeout() {
-  Failure timed_out = past_timeout(options_.timeout, coordinator_.snapshot()["ranks"]);
-  std::lock_guard lock(shared_.mutex);
-  if (!shared_.tally.failure) shared_.tally.failure = std::move(timed_out);
-}
-
-Ended JobRun::supervise() {
-  feed_->phase("Running", hosts());
-  Supervisor supervisor({job_.plan.np, options_.timeout, options_.grace}, job_.plan.launcher, launched_);
-  while (true) {
-    if (std::optional<int> status = mpi_->poll()) return {std::nullopt, *status, Clock::now()};
-    if (ssh_beside_) {
-      if (auto rows = ssh_beside_->poll()) ssh_verdict(*rows);
-    }
-    JobTally seen = tally();
-    // The reporter posts only what changed, at most once per --status-interval.
-    feed_->ranks(seen.started - seen.exited, seen.failed, seen.failure ? seen.failure->reason : "");
-    Decision decision =
-        supervisor.step(seen, Clock::now(), stop_requested() ? std::optional(stop_code()) : std::nullopt);
-    switch (decision.next) {
-      case Decision::Next::kTimedOut:
-        record_timeout();
-        continue;  // the next step stops the job on it
-      case Decision::Next::kEndLingering:
-        spdlog::warn("{}", decision.says);
-        mpi_->stop(decision.grace);
-        return {std::nullopt, 0, Clock::now()};
-      case Decision::Next::kStop:
-        spdlog::error("{}", decision.says);
-        return {decision.failure, mpi_->stop(decision.grace), Clock::now()};
-      case Decision::Next::kWait:
-        break;
-    }
-    std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
-  }
-}
-
-// What ended the job, once mpirun has: the ssh step's word, then failure.h's order of blame.
-std::optional<Failure> JobRun::verdict(Ended ended) {
-  phase_done("job", launched_);
-  if (ssh_beside_) ssh_verdict(ssh_beside_->wait());  // mpirun ended first: its verdict still decides
-  name_failed_daemons(ended);
-  // mpirun, stopped, may exit before its daemons have ended their ranks: they are waited for
-  // (ssh/relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
-  // will answer, and the report would wait for nothing).
-  bool unreachable = ended.failure && host_unreachable(*ended.failure);
-  if (relay_ && !unreachable && !relay_->wait_idle(kDaemonsEnd))
-    spdlog::debug("ssh relay: a daemon still ran {} ms after {} exited", kDaemonsEnd.count(),
-                  job_.plan.launcher);
-  relay_.reset();  // mpirun is gone: every channel it left open closes now
-  if (preflight_failure_) ended.failure = preflight_failure_;
-  int strays = end_strays();  // said once the job's verdict is known (failure.h)
-  JobTally seen = tally();
-  JobOutcome outcome{ended.failure ? ended.failure : seen.failure, seen.secondary, ended.status,
-                     job_.plan.launcher};  // a rank report that raced mpirun's exit counts
-  std::optional<Failure> failure = attribute_failure(outcome, [&] {
-    return find_lost_host(job_.topology.host_names(), at_launch_, options_.job.ssh_port, job_.private_key,
-                          kLostHostBudget, stop_requested);
-  });
-  if (std::string table = name_misplaced(failure, tally()); !table.empty()) std::cerr << table;
-  report_strays(strays, failure.has_value(), job_.plan.launcher);
-  if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time
-  return failure;
-}
-
-// report.json, whichever way the job ends (a failed preflight too), then the sidecars' end.
-void JobRun::finish(const std::optional<Failure>& failure) {
-  ReportParts parts{coordinator_.snapshot(),
-                    failure ? std::vector<std::string>{} : expected_placement(job_.topology, job_.plan.np),
-                    phases_json(phases_),
-                    phases_json(preflight_steps_),
-                    seconds_since(t0_),
-                    command_,
-                    fabric_};
-  json report = job_report(std::move(parts), failure);
-  feed_->finish(failure ? failure->code : 0, failure ? failure->reason : "");
-  if (failure) events_->warn(std::string(event_reason(failure->event)), failure->reason);
-  if (auto written = write_atomic(options_.report, dump_json(report, 2) + "\n"); !written) {
-    spdlog::warn("report not written: {}", written.error().message);
-  } else {
-    spdlog::debug("report written to {}", options_.report);
-  }
-  // After a success the sidecars are served two more beats, to hear the end and exit 0.
-  // After a failure the launcher exits at once: the JobSet's end deletes the node pods
-  // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
-  // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
-  coordinator_.finish(options_.wait == WaitFor::kSidecar && !failure);
-  feed_->wait();  // the final status was posted above, while the sidecars were told
-  tell_verdict(report, options_);
+// The failed attempt's row; then, where its cause is the infrastructure's and the budget
+// allows, the attempt ends in place and the next one is made. Returns whether to go on.
+bool restart_after(JobRun& run, const Failure& failure, const RestartOptions& options, RestartBudget& budget,
+                   std::vector<AttemptRecord>& attempts, int attempt, Clock::time_point t0) {
+  std::optional<RestartCause> cause = restart_cause(failure, options.retryable_exits);
+  AttemptRecord row{attempt, cause, failure.code, failure.reason, seconds_since(t0), std::nullopt, false};
+  row.restarted = cause && !stop_requested() && budget.allows(Clock::now());
+  // With no restarts asked for, the report's list stays empty: the exit says it all.
+  if (options.restarts > 0) attempts.push_back(row);
+  if (!row.restarted) return false;
+  budget.spend(Clock::now());
+  run.end_attempt(failure, fmt::format("attempt {} failed ({}); restarting in place: restart {} of {}{}",
+                                       attempt, choice_name(*cause, kRestartCauseSpellings),
+                                       budget.in_window(Clock::now()), options.restarts,
+                                       options.window.count() > 0
+                                           ? fmt::format(" within {} s", options.window.count() / 1000)
+                                           : std::string()));
+  return true;
 }
 
 }  // namespace
@@ -385,16 +108,31 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   }
   fit_descriptor_limit();  // before the coordinator's listener takes its cap
   catch_stop_signals();
-  JobRun run(options, std::move(*prepared), t0);
-  if (Status started = run.start(); !started)
-    return report_setup_failure(options, run.command(), t0, started.error());
-  TMPI_CHECK(run.before_launch());  // each failure before the launch is reported as it happens
-  TMPI_CHECK(run.launch());
-  std::optional<Failure> failure = run.verdict(run.supervise());
-  run.finish(failure);
-  if (!failure) return ok_status();
-  // An empty message: said above, once (cli.h).
-  return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code), ""};
+  Job job = std::move(*prepared);
+  RestartBudget budget(options.restart);
+  std::vector<AttemptRecord> attempts;
+  AttemptPlan plan;
+  std::optional<Clock::time_point> failed_at;  // the last restarted attempt's failure
+  while (true) {
+    JobRun run(options, job, t0, plan);
+    if (Status started = run.start(); !started)
+      return report_setup_failure(options, run.command(), t0, started.error());
+    std::optional<Failure> failure = run.run();
+    if (failed_at && run.launched_at() && !attempts.empty())
+      attempts.back().resumed_after = std::chrono::duration<double>(*run.launched_at() - *failed_at).count();
+    if (failure && restart_after(run, *failure, options.restart, budget, attempts, plan.number, t0)) {
+      failed_at = Clock::now();
+      plan = {plan.number + 1, recheck_fabric(*restart_cause(*failure, options.restart.retryable_exits))};
+      begin_attempt(job, plan.number);
+      continue;
+    }
+    run.finish(failure, attempts);
+    if (!failure) return ok_status();
+    // A failure before the launch is said once more at exit, as the line that cli prints;
+    // after the launch it was said as the job ended (an empty message: cli.h).
+    return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code),
+                 run.failed_before_launch() ? failure->reason : ""};
+  }
 }
 
 }  // namespace tmpi::launch

@@ -38,6 +38,12 @@ void record_misplaced(JobTally& tally, const rdv::RankEvent& event) {
 // gets): the launcher cannot tell it from another SIGKILL, so it names it as a possibility.
 std::string rank_exit_reason(const rdv::RankEvent& event) {
   constexpr int kSigKill = 9;
+  if (event.signal == kSigKill && event.oom_killed)
+    return fmt::format(
+        "rank {} on {} was killed by the kernel's OOM killer after {:.0f} s: its pod's memory cgroup counted "
+        "an "
+        "OOM kill; give the pod more memory, or the rank less to hold{}",
+        event.rank, event.host, event.seconds, trouble_note(Trouble::kRankOutOfMemory));
   if (event.signal == kSigKill)
     return fmt::format("rank {} on {} was killed by signal 9 (SIGKILL: out of memory?) after {:.0f} s{}",
                        event.rank, event.host, event.seconds, trouble_note(Trouble::kRankOutOfMemory));
@@ -55,6 +61,8 @@ bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
   auto& slot = event.signal != 0 ? tally.secondary : tally.failure;
   if (slot) return false;
   slot = Failure{event.code, rank_exit_reason(event), FailureKind::kRankFailed, true};
+  slot->signal = event.signal;
+  slot->oom_killed = event.oom_killed;
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -23,6 +24,7 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kReasonMax = 2048;
+constexpr std::size_t kAttemptLinesMax = 4;
 
 // One line: no newline or other control byte, whole UTF-8 characters, at most `max` bytes.
 std::string one_line(std::string_view raw, std::size_t max) {
@@ -88,6 +90,23 @@ std::string reason_line(const json& exit) {
   return "reason: " + one_line(reason, kReasonMax - note.size()) + note;
 }
 
+// "attempt 0 failed after 41.2 s (HostLost: host ... lost); restarted in place, running again
+// 6.3 s later", from one row of report.attempts (launcher/restarts.h).
+std::string attempt_line(const json& attempt) {
+  const std::string cause = one_line(string_at(attempt, "/cause"), 32);
+  const json* failed_after = node_at(attempt, "/failedAfter");
+  std::string line =
+      fmt::format("attempt {} failed after {:.1f} s ({}{}{})", int_at(attempt, "/attempt", 0),
+                  failed_after != nullptr && failed_after->is_number() ? failed_after->get<double>() : 0.0,
+                  cause, cause.empty() ? "" : ": ", one_line(string_at(attempt, "/reason"), 200));
+  if (!bool_at(attempt, "/restarted", false))
+    return line + (cause.empty() ? "; not restarted: not the infrastructure's" : "; no restart left");
+  const json* resumed = node_at(attempt, "/resumedAfter");
+  if (resumed != nullptr && resumed->is_number())
+    return line + fmt::format("; restarted in place, running again {:.1f} s later", resumed->get<double>());
+  return line + "; restarted in place";
+}
+
 }  // namespace
 
 std::vector<std::string> verdict_lines(const json& report, const std::string& report_path) {
@@ -106,6 +125,16 @@ std::vector<std::string> verdict_lines(const json& report, const std::string& re
     lines.push_back(
         fmt::format("trainer-mpi: the job failed after {:.1f} s: {}", seconds, whose_fault(exit)));
     lines.push_back(reason_line(exit));
+  }
+  // Each attempt that was restarted in place, and the last one's fate (launcher/restarts.h).
+  const json* attempts = report.is_object() ? node_at(report, "/attempts") : nullptr;
+  if (attempts != nullptr && attempts->is_array() && !attempts->empty()) {
+    // The last few: every line of the message must fit the kubelet's 4 KiB.
+    const std::size_t shown = std::min<std::size_t>(attempts->size(), kAttemptLinesMax);
+    if (attempts->size() > shown)
+      lines.push_back(fmt::format("{} earlier attempts: see the report", attempts->size() - shown));
+    for (std::size_t i = attempts->size() - shown; i < attempts->size(); ++i)
+      lines.push_back(attempt_line((*attempts)[i]));
   }
   lines.push_back(ranks_line(ranks));
   lines.push_back("report: " + one_line(report_path, 512) + " (every host, rank and phase)");

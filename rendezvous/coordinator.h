@@ -95,8 +95,9 @@ struct RankEvent {
   RankEventKind event = RankEventKind::kStart;
   int code = 0, signal = 0;
   double seconds = 0;
-  std::string tail;      // the last lines of its stderr
-  std::string expected;  // kMisplaced: the host the hostfile gives the rank
+  std::string tail;         // the last lines of its stderr
+  std::string expected;     // kMisplaced: the host the hostfile gives the rank
+  bool oom_killed = false;  // kExit by SIGKILL: its cgroup counted an OOM kill meanwhile
 };
 
 struct CoordinatorConfig {

@@ -87,6 +87,7 @@ nlohmann::json to_json(const RankReport& m) {
       {"code", m.code}, {"signal", m.signal}, {"seconds", m.seconds},
       {"tail", m.tail}, {"nonce", m.nonce}};
   with(body, "expected", m.expected);
+  if (m.oom_killed) body["oomKilled"] = true;
   return with(body, "epoch", m.epoch);
 }
 
@@ -233,12 +234,14 @@ Parsed<RankReport> parse_rank(const json& body) {
       !read(body, "event", event, true) || !read(body, "nonce", m.nonce, true) ||
       !read(body, "host", m.host, false) || !read(body, "code", m.code, false) ||
       !read(body, "signal", m.signal, false) || !read(body, "seconds", m.seconds, false) ||
-      !read(body, "tail", m.tail, false) || !read(body, "expected", m.expected, false) || m.nonce.empty() ||
+      !read(body, "tail", m.tail, false) || !read(body, "expected", m.expected, false) ||
+      !read(body, "oomKilled", m.oom_killed, false) || m.nonce.empty() ||
       !choice_value(event, kRankEventKindSpellings)) {
-    return Refusal{
-        400,
-        "a rank report needs rank (integer), event (\"start\", \"exit\" or \"misplaced\"), nonce "
-        "and proof; host, tail and expected are strings, code and signal integers, seconds a number"};
+    return Refusal{400,
+                   "a rank report needs rank (integer), event (\"start\", \"exit\" or \"misplaced\"), nonce "
+                   "and proof; host, tail and expected are strings, code and signal integers, seconds a "
+                   "number, oomKilled a "
+                   "boolean"};
   }
   m.event = *choice_value(event, kRankEventKindSpellings);
   return m;

@@ -114,6 +114,9 @@ struct RankReport {
   std::string nonce;
   std::string expected;
   std::string epoch = {};
+  // An exit by SIGKILL while its cgroup's OOM kill count rose (agent/oom.h): sent only when
+  // true, so that a body without it is as it was.
+  bool oom_killed = false;
 };
 
 // A rank agent's beat, every --beat-interval while its rank runs (after its start report):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fault matrix: every fault the project promises to handle, run on the cluster in a box,
 # one after another, as one table. Each row is a case of tests/cluster/launcher_test.sh,
-# teardown_test.sh, faults_test.sh, attacks_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
+# teardown_test.sh, faults_test.sh, restarts_test.sh, attacks_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
 # case prints its own row (fault, outcome, time to detect, and what of the job was still
 # running in any pod before the pods were torn down: tests/cluster/lib.sh, row), and this
 # script adds what outlived the cluster: any namespace, process or file of the run. Both
@@ -56,6 +56,12 @@ cases=(
   "launcher|2|$src/tests/cluster/teardown_test.sh|sigterm"
   "launcher|2|$src/tests/cluster/faults_test.sh|launcher-killed"
   "launcher|2|$src/tests/cluster/faults_test.sh|launcher-restarted"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|rank-killed"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|own-exit"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|budget"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|oom"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|partitioned"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|recreated"
   "launcher|2|$src/tests/cluster/faults_test.sh|status-down"
   "launcher|2|$src/tests/cluster/faults_test.sh|status-slow"
   "launcher|2|$src/tests/cluster/faults_test.sh|disk-full"

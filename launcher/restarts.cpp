@@ -1,0 +1,92 @@
+// See restarts.h.
+#include "launcher/restarts.h"
+
+#include <algorithm>
+#include <charconv>
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "common/utf8.h"
+
+namespace tmpi::launch {
+
+Expected<std::vector<int>> parse_exit_codes(const std::vector<std::string>& words, std::string_view where) {
+  std::vector<int> codes;
+  for (const std::string& word : words) {
+    int code = 0;
+    const char* end = word.data() + word.size();
+    auto [stop, error] = std::from_chars(word.data(), end, code);
+    if (word.empty() || error != std::errc() || stop != end || code < 1 || code > 255) {
+      return make_error(Exit::kUsage,
+                        "{}: '{}' is not an exit code; give codes 1..255 of the program's own, separated by "
+                        "commas (e.g. 3,42)",
+                        where, truncate_utf8(valid_utf8(word), 64, "..."));
+    }
+    if (std::find(codes.begin(), codes.end(), code) == codes.end()) codes.push_back(code);
+  }
+  return codes;
+}
+
+std::optional<RestartCause> restart_cause(const Failure& failure, const std::vector<int>& retryable_exits) {
+  switch (failure.event) {
+    case FailureKind::kHostLost:
+      return RestartCause::kHostLost;
+    case FailureKind::kPreflightFailed:
+      // Only the fabric check's verdict (69 or 75): a host that refuses the job key, or a name
+      // that does not resolve, is a setup fault that the same pods will show again.
+      if (failure.fabric && (failure.code == static_cast<int>(Exit::kUnavailable) ||
+                             failure.code == static_cast<int>(Exit::kTempFail)))
+        return RestartCause::kFabricFault;
+      return std::nullopt;
+    case FailureKind::kRankFailed:
+      // SIGKILL from outside the job (the kubelet, a person) or SIGBUS (a memory fault): not the
+      // program's doing, unless the kernel's OOM killer sent it, which its cgroup counts.
+      if ((failure.signal == SIGKILL && !failure.oom_killed) || failure.signal == SIGBUS)
+        return RestartCause::kRankKilled;
+      if (failure.signal == 0 &&
+          std::find(retryable_exits.begin(), retryable_exits.end(), failure.code) != retryable_exits.end())
+        return RestartCause::kRetryableExit;
+      return std::nullopt;
+    case FailureKind::kJobFailed:
+    case FailureKind::kRankMisplaced:
+    case FailureKind::kRendezvousTimeout:
+    case FailureKind::kJobStopped:
+    case FailureKind::kJobTimeout:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool recheck_fabric(RestartCause cause) {
+  return cause == RestartCause::kHostLost || cause == RestartCause::kFabricFault;
+}
+
+int RestartBudget::in_window(Clock::time_point now) const {
+  if (window_.count() <= 0) return static_cast<int>(spent_.size());
+  return static_cast<int>(
+      std::count_if(spent_.begin(), spent_.end(), [&](Clock::time_point at) { return now - at < window_; }));
+}
+
+bool RestartBudget::allows(Clock::time_point now) const {
+  return restarts_ > 0 && in_window(now) < restarts_;
+}
+
+nlohmann::json attempts_json(const std::vector<AttemptRecord>& attempts) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const AttemptRecord& attempt : attempts) {
+    rows.push_back({{"attempt", attempt.attempt},
+                    {"cause", attempt.cause ? nlohmann::json(std::string(
+                                                  choice_name(*attempt.cause, kRestartCauseSpellings)))
+                                            : nlohmann::json(nullptr)},
+                    {"code", attempt.code},
+                    {"reason", attempt.reason},
+                    {"failedAfter", attempt.failed_after},
+                    {"resumedAfter", attempt.resumed_after ? nlohmann::json(*attempt.resumed_after)
+                                                           : nlohmann::json(nullptr)},
+                    {"restarted", attempt.restarted}});
+  }
+  return rows;
+}
+
+}  // namespace tmpi::launch

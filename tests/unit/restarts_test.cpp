@@ -1,0 +1,168 @@
+// Restarts in place (launcher/restarts.h): which failures restart (the infrastructure's, and
+// the program's codes only where listed), the budget of N within a window on a ManualClock's
+// time, the attempts' rows and their lines in the verdict; the rank agent's OOM count
+// (agent/oom.h) that tells an OOM kill from another SIGKILL, and its field on the wire.
+#include "launcher/restarts.h"
+
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+#include "agent/oom.h"
+#include "common/clock.h"
+#include "launcher/verdict.h"
+#include "rendezvous/protocol.h"
+
+namespace tmpi::launch {
+namespace {
+
+using nlohmann::json;
+
+Failure killed_rank(int signal, bool oom = false) {
+  Failure failure{128 + signal, "rank 1 on node-1 was killed", FailureKind::kRankFailed, true};
+  failure.signal = signal;
+  failure.oom_killed = oom;
+  return failure;
+}
+
+TEST(RestartCause, TheInfrastructuresFaultsRestartAndTheProgramsDoNot) {
+  EXPECT_EQ(restart_cause({75, "host lost", FailureKind::kHostLost}, {}), RestartCause::kHostLost);
+  EXPECT_EQ(restart_cause(killed_rank(SIGKILL), {}), RestartCause::kRankKilled);
+  EXPECT_EQ(restart_cause(killed_rank(SIGBUS), {}), RestartCause::kRankKilled);
+  EXPECT_EQ(restart_cause(killed_rank(SIGKILL, true), {}), std::nullopt)
+      << "an OOM kill is the program's: it would only run out of memory again";
+  EXPECT_EQ(restart_cause(killed_rank(SIGSEGV), {}), std::nullopt) << "a crash is the program's";
+  EXPECT_EQ(restart_cause(killed_rank(SIGTERM), {}), std::nullopt) << "MPI's own teardown sends SIGTERM";
+
+  Failure own{3, "rank 0 exited with code 3", FailureKind::kRankFailed, true};
+  EXPECT_EQ(restart_cause(own, {}), std::nullopt);
+  EXPECT_EQ(restart_cause(own, {42}), std::nullopt);
+  EXPECT_EQ(restart_cause(own, {42, 3}), RestartCause::kRetryableExit);
+  EXPECT_EQ(restart_cause(killed_rank(SIGSEGV), {128 + SIGSEGV}), std::nullopt)
+      << "a listed code is a code the program exited with, not a signal's 128+N";
+
+  Failure fabric{69, "fabric check: node-1 is slow", FailureKind::kPreflightFailed};
+  EXPECT_EQ(restart_cause(fabric, {}), std::nullopt) << "an ssh or DNS failure is setup, not the fabric";
+  fabric.fabric = true;
+  EXPECT_EQ(restart_cause(fabric, {}), RestartCause::kFabricFault);
+  fabric.code = 78;
+  EXPECT_EQ(restart_cause(fabric, {}), std::nullopt) << "78: the image has no NCCL; a retest finds none";
+
+  for (FailureKind kind :
+       {FailureKind::kJobFailed, FailureKind::kRankMisplaced, FailureKind::kRendezvousTimeout,
+        FailureKind::kJobStopped, FailureKind::kJobTimeout})
+    EXPECT_EQ(restart_cause({75, "x", kind}, {75}), std::nullopt) << event_reason(kind);
+}
+
+TEST(RestartCause, OnlyAFaultThatMayHaveLeftALinkBadChecksTheFabricAgain) {
+  EXPECT_TRUE(recheck_fabric(RestartCause::kHostLost));
+  EXPECT_TRUE(recheck_fabric(RestartCause::kFabricFault));
+  EXPECT_FALSE(recheck_fabric(RestartCause::kRankKilled));
+  EXPECT_FALSE(recheck_fabric(RestartCause::kRetryableExit));
+}
+
+TEST(RestartBudget, NRestartsWithinTheWindowThenNone) {
+  ManualClock clock;
+  RestartBudget budget({2, Millis(60000), {}});
+  auto now = clock.now();
+  EXPECT_TRUE(budget.allows(now));
+  budget.spend(now);
+  budget.spend(now + Millis(1000));
+  EXPECT_FALSE(budget.allows(now + Millis(2000))) << "two spent within the minute";
+  EXPECT_EQ(budget.in_window(now + Millis(2000)), 2);
+  EXPECT_TRUE(budget.allows(now + Millis(60500))) << "the first has left the window";
+  EXPECT_EQ(budget.in_window(now + Millis(60500)), 1);
+
+  RestartBudget forever({1, Millis(0), {}});
+  forever.spend(now);
+  EXPECT_FALSE(forever.allows(now + Millis(3600000 * 24))) << "a window of 0 counts the job's whole life";
+  EXPECT_FALSE(RestartBudget({0, Millis(60000), {}}).allows(now)) << "--restarts 0: none";
+}
+
+TEST(RestartOptions, ExitCodesAreCheckedAndTheErrorNamesTheWordAndTheFix) {
+  auto codes = parse_exit_codes({"3", "42", "3"}, "--retryable-exit-codes");
+  ASSERT_TRUE(codes);
+  EXPECT_EQ(*codes, (std::vector<int>{3, 42}));
+  for (const char* bad : {"0", "256", "-1", "3x", "", " 3", "99999999999999999999"}) {
+    auto refused = parse_exit_codes({bad}, "--retryable-exit-codes");
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().exit, Exit::kUsage);
+    EXPECT_NE(refused.error().message.find("--retryable-exit-codes"), std::string::npos);
+    EXPECT_NE(refused.error().message.find("1..255"), std::string::npos);
+  }
+}
+
+TEST(Attempts, EachAttemptIsARowAndALineOfTheVerdict) {
+  std::vector<AttemptRecord> attempts = {
+      {0, RestartCause::kHostLost, 75, "host node-1 lost (no beat for 15 s)", 41.25, 6.5, true},
+      {1, RestartCause::kRankKilled, 137, "rank 2 on node-0 was killed by signal 9", 90.0, std::nullopt,
+       false}};
+  json rows = attempts_json(attempts);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["cause"], "HostLost");
+  EXPECT_EQ(rows[0]["resumedAfter"], 6.5);
+  EXPECT_TRUE(rows[1]["resumedAfter"].is_null());
+  EXPECT_EQ(rows[1]["restarted"], false);
+
+  json report = {{"ranks", json::array()},
+                 {"exit", exit_record(Failure{137, "rank 2 was killed", FailureKind::kRankFailed, true})},
+                 {"attempts", rows}};
+  auto lines = verdict_lines(report, "/r.json");
+  std::string all;
+  for (const auto& line : lines) all += line + "\n";
+  EXPECT_NE(
+      all.find("attempt 0 failed after 41.2 s (HostLost: host node-1 lost (no beat for 15 s)); restarted "
+               "in place, running again 6.5 s later"),
+      std::string::npos)
+      << all;
+  EXPECT_NE(
+      all.find("attempt 1 failed after 90.0 s (RankKilled: rank 2 on node-0 was killed by signal 9); no "
+               "restart left"),
+      std::string::npos)
+      << all;
+
+  json many = json::array();
+  for (int i = 0; i < 100; ++i) many.push_back(attempts_json({attempts[0]})[0]);
+  report["attempts"] = many;
+  auto bounded = verdict_lines(report, "/r.json");
+  EXPECT_LE(termination_message(bounded).size(), kTerminationMessageMax);
+  EXPECT_NE(termination_message(bounded).find("96 earlier attempts"), std::string::npos)
+      << "the last few are shown, the rest counted, and the report's line still fits";
+  EXPECT_NE(termination_message(bounded).find("report: /r.json"), std::string::npos);
+}
+
+TEST(OomCount, TheCountIsReadFromEitherCgroupVersionsFile) {
+  EXPECT_EQ(oom_kill_count("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n"), 2);
+  EXPECT_EQ(oom_kill_count("oom_kill_disable 0\nunder_oom 0\noom_kill 7"), 7) << "v1's memory.oom_control";
+  EXPECT_EQ(oom_kill_count("oom_kill x\n"), std::nullopt);
+  EXPECT_EQ(oom_kill_count("oom_kill -1\n"), std::nullopt);
+  EXPECT_EQ(oom_kill_count(""), std::nullopt);
+
+  auto v2 = oom_count_files("0::/kubepods/pod1/c1\n", "/cg");
+  EXPECT_EQ(v2, (std::vector<std::string>{"/cg/kubepods/pod1/c1/memory.events", "/cg/memory.events",
+                                          "/cg/memory/memory.oom_control"}));
+  auto v1 = oom_count_files("4:memory:/docker/abc\n0::/\n", "/cg");
+  EXPECT_EQ(v1, (std::vector<std::string>{"/cg/memory.events", "/cg/memory/docker/abc/memory.oom_control",
+                                          "/cg/memory/memory.oom_control"}));
+  auto hostile = oom_count_files("0::/../../etc\n4:memory:relative\n", "/cg");
+  EXPECT_EQ(hostile, (std::vector<std::string>{"/cg/memory.events", "/cg/memory/memory.oom_control"}))
+      << "a path that climbs out, or is not absolute, is not joined";
+}
+
+TEST(OomCount, TheReportCarriesItOnlyWhenTrueAndItIsSigned) {
+  const std::string key(32, 'k');
+  rdv::RankReport report{1, "h.j", rdv::RankEventKind::kExit, 137, 9, 3.0, "", "n1", ""};
+  json plain = json::parse(rdv::signed_body(key, report));
+  EXPECT_FALSE(plain.contains("oomKilled")) << "a body without it is as it was";
+  report.oom_killed = true;
+  json body = json::parse(rdv::signed_body(key, report));
+  EXPECT_TRUE(rdv::signed_by(key, rdv::Kind::kRank, body));
+  EXPECT_TRUE(std::get<rdv::RankReport>(rdv::parse_rank(body)).oom_killed);
+  body["oomKilled"] = false;
+  EXPECT_FALSE(rdv::signed_by(key, rdv::Kind::kRank, body)) << "the proof covers it";
+  body["oomKilled"] = "yes";
+  EXPECT_TRUE(std::holds_alternative<rdv::Refusal>(rdv::parse_rank(body)));
+}
+
+}  // namespace
+}  // namespace tmpi::launch
