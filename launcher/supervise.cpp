@@ -2,6 +2,7 @@
 #include "launcher/supervise.h"
 
 #include <algorithm>
+#include <csignal>
 #include <utility>
 
 #include <fmt/format.h>
@@ -54,11 +55,19 @@ std::string rank_exit_reason(const rdv::RankEvent& event) {
                      event.seconds, trouble_note(Trouble::kRankFailed));
 }
 
+// SIGKILL or SIGBUS before anything else failed is no teardown's (MPI ends ranks with SIGTERM
+// first, and only once something failed): the kernel, the kubelet or a person killed the rank,
+// and the peers' errors that follow (a torch collective's "connection reset", exit 1) are
+// its consequence, not the cause.
+bool killed_first(const JobTally& tally, const rdv::RankEvent& event) {
+  return (event.signal == SIGKILL || event.signal == SIGBUS) && !tally.failure && !tally.secondary;
+}
+
 bool record_exit(JobTally& tally, const rdv::RankEvent& event) {
   ++tally.exited;
   if (event.code == 0) return false;
   ++tally.failed;
-  auto& slot = event.signal != 0 ? tally.secondary : tally.failure;
+  auto& slot = event.signal != 0 && !killed_first(tally, event) ? tally.secondary : tally.failure;
   if (slot) return false;
   slot = Failure{event.code, rank_exit_reason(event), FailureKind::kRankFailed, true};
   slot->signal = event.signal;

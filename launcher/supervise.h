@@ -5,7 +5,9 @@
 // - JobTally: what the coordinator's callbacks have learnt of the ranks and hosts, folded in
 //   by record_host_lost and record_rank_event. The first failure wins: a rank that failed on
 //   its own, a lost host or a misplaced rank is the primary cause; a rank killed by a signal
-//   (usually stopped by MPI because of something else, a lost daemon) only a secondary one.
+//   (usually stopped by MPI because of something else, a lost daemon) only a secondary one,
+//   but for SIGKILL or SIGBUS before anything else failed: MPI's teardown sends neither first,
+//   and the peers' errors that follow (a collective's "connection reset") are its consequence.
 // - Supervisor::step: given the tally, the time and whether a stop signal came, what the
 //   launcher does next: wait, take the timeout's verdict, end an mpirun that lingers after
 //   every rank exited 0, or stop the job (with which grace, saying what).

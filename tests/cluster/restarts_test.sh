@@ -17,6 +17,9 @@
 #                   place, exit 0
 #   recreated       node 1's pod made again (the same name, a new address): restarted in place,
 #                   exit 0; node 0's server and sidecar and the launcher keep their pids
+#   resume          Megatron-LM's checkpoint loop cut down (tests/examples/resume_train.py), a
+#                   rank SIGKILLed mid-run: resumed in place from its last checkpoint, the step
+#                   count going on from there, and its final weights those of a run never killed
 source "$(dirname "$0")/launcher_lib.sh"
 ATTACKER="$(dirname "$0")/attacker.py"
 address_of() { "$CIB" pods | awk -v ip="$1" '$2 == ip { print $1 }'; }
@@ -160,5 +163,36 @@ case $case_name in
     [[ $before == "$during" ]] || fail "the other pods' processes were touched: before '$before', in attempt 1 '$during'"
     row "$fault, --restarts 2" "named lost, waited for, restarted in place; the other pods untouched; exit 0" "$(ms_since "$t0") ms to the job's end"
     pass "$fault: restarted in place, exit 0" ;;
+  resume)
+    # torch over gloo on eth0: GLOO_ variables reach every rank by the default prefix.
+    status_env=(GLOO_SOCKET_IFNAME=eth0)
+    train=(/usr/bin/python3 "$(cd "$(dirname "$0")/../examples" && pwd)/resume_train.py" --steps 14 --save-interval 5)
+    rc=0; plain=$(launch -- "${train[@]}" --save "$CIB_DIR/ckpt-plain" 2>&1) || rc=$?
+    [[ $rc == 0 ]] || fail "the run never killed: exit $rc: $plain"
+    want=$(grep -m 1 "^final step 14 weights" <<<"$plain") || fail "no final weights: $plain"
+    with_sidecars  # the first job's sidecars heard it end, and left
+    launch --restarts 1 -- "${train[@]}" --save "$CIB_DIR/ckpt" > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "step 7 loss" "$CIB_DIR/launcher.log" 120
+    victim=""
+    for p in $(ip netns pids "$("$CIB" ns "${nodes[1]}")"); do
+      # The rank itself (python), not its agent (mpi-rank -- python ...).
+      [[ $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null) == "/usr/bin/python3 "*resume_train.py* ]] && { victim=$p; break; }
+    done
+    [[ -n $victim ]] || fail "no rank of the training found on ${nodes[1]}"
+    t0=$(date +%s%N); kill -KILL "$victim"
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 0 ]] || fail "a training rank killed, restarted in place: expected exit 0, got $rc: $log"
+    resumed=$(grep -oE "^attempt 1: resumed from step [0-9]+" <<<"$log" | grep -oE "[0-9]+$") ||
+      fail "attempt 1 did not resume from a checkpoint: $log"
+    ((resumed >= 5 && resumed % 5 == 0)) || fail "resumed from step $resumed, not a checkpoint's: $log"
+    after=$(sed -n '/^attempt 1: resumed/,$p' <<<"$log" | grep -m 1 -oE "^step [0-9]+" | grep -oE "[0-9]+$")
+    [[ $after == $((resumed + 1)) ]] || fail "attempt 1's first step was $after, not $((resumed + 1)): $log"
+    got=$(grep "^final step 14 weights" <<<"$log" | tail -n 1)
+    [[ $got == "$want" ]] || fail "the resumed run's weights differ from a run never killed: '$got' vs '$want'"
+    restarted_row 0 RankKilled
+    row "a training rank SIGKILLed mid-run (Megatron-LM's checkpoint loop cut down), --restarts 1" "resumed in place from its last checkpoint, the step count going on; the final weights those of a run never killed; exit 0" "$(ms_since "$t0") ms from the kill to the job's end (resumed at step $resumed)"
+    pass "a training rank killed: resumed from step $resumed in place, the same final weights" ;;
   *) fail "unknown case $case_name" ;;
 esac

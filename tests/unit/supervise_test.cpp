@@ -38,6 +38,36 @@ TEST(Supervise, FirstOwnFailureIsPrimaryAndSignalsOnlySecondary) {
   EXPECT_EQ(tally.failed, 4);
 }
 
+TEST(Supervise, AKillFromOutsideBeforeAnyFailureIsTheCauseNotItsPeersErrors) {
+  JobTally tally;
+  EXPECT_TRUE(record_rank_event(tally, exit_event(2, 137, 9)));  // the kubelet's, a person's SIGKILL
+  EXPECT_FALSE(record_rank_event(tally, exit_event(0, 1)));      // torch: "connection reset by peer"
+  ASSERT_TRUE(tally.failure.has_value());
+  EXPECT_EQ(tally.failure->signal, 9);
+  EXPECT_EQ(tally.failure->reason.find("rank 2 on node-2 was killed by signal 9"), 0u)
+      << tally.failure->reason;
+
+  JobTally bus;
+  EXPECT_TRUE(record_rank_event(bus, exit_event(1, 135, 7)));  // SIGBUS: a memory fault
+  ASSERT_TRUE(bus.failure.has_value());
+  EXPECT_EQ(bus.failure->signal, 7);
+
+  JobTally teardown;  // MPI's own SIGKILL comes after a SIGTERM, once something failed
+  EXPECT_TRUE(record_rank_event(teardown, exit_event(1, 143, 15)));
+  EXPECT_FALSE(record_rank_event(teardown, exit_event(3, 137, 9)));
+  EXPECT_FALSE(teardown.failure.has_value());
+  EXPECT_EQ(teardown.secondary->signal, 15);
+
+  rdv::RankEvent oom = exit_event(2, 137, 9);
+  oom.oom_killed = true;
+  JobTally out_of_memory;
+  record_rank_event(out_of_memory, oom);
+  ASSERT_TRUE(out_of_memory.failure.has_value());
+  EXPECT_TRUE(out_of_memory.failure->oom_killed);
+  EXPECT_NE(out_of_memory.failure->reason.find("OOM killer"), std::string::npos)
+      << out_of_memory.failure->reason;
+}
+
 TEST(Supervise, LostHostStopsTheJobWithAShortGrace) {
   ManualClock clock;
   Supervisor supervisor({4, Millis(0), Millis(10000)}, "mpirun", clock.now());
