@@ -17,6 +17,9 @@
 #                   place, exit 0
 #   recreated       node 1's pod made again (the same name, a new address): restarted in place,
 #                   exit 0; node 0's server and sidecar and the launcher keep their pids
+#   fabric          the fabric check (--check mpi) finds node 1's link slow (tbf, 20 Mbit/s): exit
+#                   69 is a fault a retest may clear; the link healed meanwhile, attempt 1's
+#                   check passes and the job runs (exit 0)
 #   resume          Megatron-LM's checkpoint loop cut down (tests/examples/resume_train.py), a
 #                   rank SIGKILLed mid-run: resumed in place from its last checkpoint, the step
 #                   count going on from there, and its final weights those of a run never killed
@@ -163,6 +166,23 @@ case $case_name in
     [[ $before == "$during" ]] || fail "the other pods' processes were touched: before '$before', in attempt 1 '$during'"
     row "$fault, --restarts 2" "named lost, waited for, restarted in place; the other pods untouched; exit 0" "$(ms_since "$t0") ms to the job's end"
     pass "$fault: restarted in place, exit 0" ;;
+  fabric)
+    ns=$("$CIB" ns "${nodes[1]}")
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kb latency 50ms
+    launch --restarts 1 --check mpi --max-bytes 4M --pair-bytes 4M --min-busbw 0.05 -- sh -c "$(rank_cmd true)" \
+      > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "restarting in place" "$CIB_DIR/launcher.log" 150
+    t0=$(date +%s%N)
+    ip netns exec "$ns" tc qdisc del dev eth0 root  # the link heals before the retest
+    rc=0; wait "$pid" || rc=$?
+    log=$(cat "$CIB_DIR/launcher.log")
+    [[ $rc == 0 ]] || fail "a slow link that heals: expected a retest that passes and exit 0, got $rc: $log"
+    [[ ! -e $seen/0.0 ]] || fail "a rank ran in the attempt whose fabric check failed"
+    restarted_row 0 FabricFault; every_rank_saw 1
+    [[ $(grep -c "fabric check: nccl-check --backend mpi" <<<"$log") == 2 ]] || fail "the check did not run again: $log"
+    row "the fabric check finds a slow link (20 Mbit/s) that then heals, --restarts 1" "exit 69 restarted in place; the check run again passes; exit 0" "$(ms_since "$t0") ms from the heal to the job's end"
+    pass "a fabric fault that a retest clears: restarted, exit 0" ;;
   resume)
     # torch over gloo on eth0: GLOO_ variables reach every rank by the default prefix.
     status_env=(GLOO_SOCKET_IFNAME=eth0)

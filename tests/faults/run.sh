@@ -62,6 +62,7 @@ cases=(
   "launcher|2|$src/tests/cluster/restarts_test.sh|oom"
   "launcher|2|$src/tests/cluster/restarts_test.sh|partitioned"
   "launcher|2|$src/tests/cluster/restarts_test.sh|recreated"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|fabric"
   "launcher|2|$src/tests/cluster/restarts_test.sh|resume"
   "launcher|2|$src/tests/cluster/faults_test.sh|status-down"
   "launcher|2|$src/tests/cluster/faults_test.sh|status-slow"
