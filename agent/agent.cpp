@@ -275,9 +275,8 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
   if (exit_fd >= 0) close(exit_fd);
 }
 
-// What the rank left behind (a shell's child, after MPI's SIGTERM ended the shell), adopted by
-// this agent as subreaper: ended too, so that an attempt restarted in place finds the pod as
-// the first one did (its GPUs free), not only once the pod is deleted.
+// What the rank left behind (a shell's child, once MPI's SIGTERM ended the shell), adopted as
+// subreaper: ended too, so that the next attempt in place finds the pod's GPUs free.
 void end_leftovers() {
   std::vector<pid_t> left = descendants();
   if (left.empty()) return;
@@ -309,9 +308,10 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
     exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     exit.seconds = std::chrono::duration<double>(Clock::now() - watch.start).count();
     exit.tail = tail.joined();
-    if (exit.signal == SIGKILL && watch.oom_kills_before) {
-      std::optional<long long> now = cgroup_oom_kills();
-      exit.oom_killed = now && *now > *watch.oom_kills_before;
+    if (exit.signal == SIGKILL) {
+      OomSeen seen = oom_since(watch.oom_kills_before);
+      exit.oom_killed = seen.killed;
+      exit.memory_limit = seen.memory_limit;
     }
     report(options, id, exit);
   }

@@ -77,6 +77,27 @@ std::vector<std::string> oom_count_files(std::string_view proc_self_cgroup, cons
   return files;
 }
 
+std::optional<long long> memory_limit_bytes(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  long long bytes = 0;
+  auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+  constexpr long long kNoLimit = 1LL << 62;  // v1 writes LONG_MAX rounded down to a page
+  if (text.empty() || error != std::errc() || stop != text.data() + text.size() || bytes <= 0 ||
+      bytes >= kNoLimit)
+    return std::nullopt;
+  return bytes;
+}
+
+std::optional<long long> cgroup_memory_limit(const std::string& root) {
+  std::optional<std::string> self = read_small("/proc/self/cgroup");
+  for (const std::string& file : oom_count_files(self ? *self : std::string(), root)) {
+    const bool v2 = file.ends_with("/memory.events");
+    std::string limit = file.substr(0, file.rfind('/')) + (v2 ? "/memory.max" : "/memory.limit_in_bytes");
+    if (std::optional<std::string> text = read_small(limit)) return memory_limit_bytes(*text);
+  }
+  return std::nullopt;
+}
+
 std::optional<long long> cgroup_oom_kills(const std::string& root) {
   std::optional<std::string> self = read_small("/proc/self/cgroup");
   for (const std::string& file : oom_count_files(self ? *self : std::string(), root)) {
@@ -85,6 +106,12 @@ std::optional<long long> cgroup_oom_kills(const std::string& root) {
     if (std::optional<long long> count = oom_kill_count(*text)) return count;
   }
   return std::nullopt;
+}
+
+OomSeen oom_since(std::optional<long long> before) {
+  std::optional<long long> now = before ? cgroup_oom_kills() : std::nullopt;
+  if (!now || *now <= *before) return {};
+  return {true, cgroup_memory_limit().value_or(0)};
 }
 
 }  // namespace tmpi::launch

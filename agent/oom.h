@@ -29,4 +29,17 @@ std::vector<std::string> oom_count_files(std::string_view proc_self_cgroup, cons
 // The count now, from the first of those files that holds one (root: /sys/fs/cgroup).
 std::optional<long long> cgroup_oom_kills(const std::string& root = "/sys/fs/cgroup");
 
+// The cgroup's memory limit in bytes, for the OOM's message: v2's memory.max, v1's
+// memory.limit_in_bytes, beside the count's file; nullopt for none ("max", or v1's
+// page-rounded LONG_MAX) or where unreadable.
+std::optional<long long> memory_limit_bytes(std::string_view text);
+std::optional<long long> cgroup_memory_limit(const std::string& root = "/sys/fs/cgroup");
+
+// Whether the count rose since `before` (the rank's start), and then the limit (0: unknown).
+struct OomSeen {
+  bool killed = false;
+  long long memory_limit = 0;
+};
+OomSeen oom_since(std::optional<long long> before);
+
 }  // namespace tmpi::launch

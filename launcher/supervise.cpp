@@ -43,8 +43,11 @@ std::string rank_exit_reason(const rdv::RankEvent& event) {
     return fmt::format(
         "rank {} on {} was killed by the kernel's OOM killer after {:.0f} s: its pod's memory cgroup counted "
         "an "
-        "OOM kill; give the pod more memory, or the rank less to hold{}",
-        event.rank, event.host, event.seconds, trouble_note(Trouble::kRankOutOfMemory));
+        "OOM kill{}; give the pod more memory, or the rank less to hold{}",
+        event.rank, event.host, event.seconds,
+        event.memory_limit > 0 ? fmt::format(" at its limit of {} MiB", event.memory_limit >> 20)
+                               : std::string(),
+        trouble_note(Trouble::kRankOutOfMemory));
   if (event.signal == kSigKill)
     return fmt::format("rank {} on {} was killed by signal 9 (SIGKILL: out of memory?) after {:.0f} s{}",
                        event.rank, event.host, event.seconds, trouble_note(Trouble::kRankOutOfMemory));

@@ -117,6 +117,7 @@ struct RankReport {
   // An exit by SIGKILL while its cgroup's OOM kill count rose (agent/oom.h): sent only when
   // true, so that a body without it is as it was.
   bool oom_killed = false;
+  long long memory_limit = 0;  // with oom_killed: the cgroup's limit in bytes, 0 when unknown
 };
 
 // A rank agent's beat, every --beat-interval while its rank runs (after its start report):

@@ -130,6 +130,7 @@ case $case_name in
     [[ $rc == 137 ]] || fail "an OOM kill: expected exit 137, no restart; got $rc: $out"
     [[ ! -e $seen/0.1 ]] || fail "an OOM kill was restarted"
     expect_contains "$out" "was killed by the kernel's OOM killer" "the OOM named"
+    expect_contains "$out" "at its limit of 300 MiB" "with its cgroup's limit"
     jq -e '.attempts | length == 1 and .[0].cause == null' "$report" > /dev/null ||
       fail "report.json's attempts: $(jq -c .attempts "$report")"
     row "a rank OOM-killed in its pod's memory cgroup, --restarts 2" "not restarted: exit 137, named the OOM killer's by the cgroup's count" "-"

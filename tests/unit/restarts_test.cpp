@@ -144,6 +144,11 @@ TEST(OomCount, TheCountIsReadFromEitherCgroupVersionsFile) {
   auto v1 = oom_count_files("4:memory:/docker/abc\n0::/\n", "/cg");
   EXPECT_EQ(v1, (std::vector<std::string>{"/cg/memory.events", "/cg/memory/docker/abc/memory.oom_control",
                                           "/cg/memory/memory.oom_control"}));
+  EXPECT_EQ(memory_limit_bytes("314572800\n"), 314572800);
+  EXPECT_EQ(memory_limit_bytes("max\n"), std::nullopt) << "v2: no limit";
+  EXPECT_EQ(memory_limit_bytes("9223372036854771712\n"), std::nullopt) << "v1: no limit";
+  EXPECT_EQ(memory_limit_bytes("-5"), std::nullopt);
+
   auto hostile = oom_count_files("0::/../../etc\n4:memory:relative\n", "/cg");
   EXPECT_EQ(hostile, (std::vector<std::string>{"/cg/memory.events", "/cg/memory/memory.oom_control"}))
       << "a path that climbs out, or is not absolute, is not joined";

@@ -60,11 +60,14 @@ TEST(Supervise, AKillFromOutsideBeforeAnyFailureIsTheCauseNotItsPeersErrors) {
 
   rdv::RankEvent oom = exit_event(2, 137, 9);
   oom.oom_killed = true;
+  oom.memory_limit = 300LL << 20;
   JobTally out_of_memory;
   record_rank_event(out_of_memory, oom);
   ASSERT_TRUE(out_of_memory.failure.has_value());
   EXPECT_TRUE(out_of_memory.failure->oom_killed);
-  EXPECT_NE(out_of_memory.failure->reason.find("OOM killer"), std::string::npos)
+  EXPECT_NE(out_of_memory.failure->reason.find(
+                "OOM killer after 12 s: its pod's memory cgroup counted an OOM kill at its limit of 300 MiB"),
+            std::string::npos)
       << out_of_memory.failure->reason;
 }
 
