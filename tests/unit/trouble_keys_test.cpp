@@ -139,8 +139,8 @@ TEST(TroubleKeys, SigkillIsNamedAsAPossibleOutOfMemory) {
   JobTally tally;
   record_rank_event(tally, {2, "node-1", rdv::RankEventKind::kExit, 137, 9, 60.0, "", ""});
   record_rank_event(tally, {3, "node-1", rdv::RankEventKind::kExit, 143, 15, 60.0, "", ""});
-  ASSERT_TRUE(tally.secondary);
-  const std::string line = trouble_reason_line(*tally.secondary);
+  ASSERT_TRUE(tally.failure) << "a SIGKILL before any failure is the cause (launcher/supervise.h)";
+  const std::string line = trouble_reason_line(*tally.failure);
   EXPECT_NE(line.find("SIGKILL: out of memory?"), std::string::npos) << line;
   EXPECT_TRUE(trouble_ends_with(line, ending_with("rank-out-of-memory"))) << line;
   JobTally other;
