@@ -45,14 +45,12 @@ void tell_verdict(const json& report, const LauncherOptions& options) {
 
 Status JobRun::start() {
   TMPI_CHECK(coordinator_.start());
-  feed_.emplace(options_.status, hosts(), job_.plan.np);
-  events_.emplace(options_.events, job_.topology.jobset);
   return ok_status();
 }
 
 // --wait, then the preflight (or the DNS alone, where MPI will say what fails).
 Status JobRun::before_launch() {
-  feed_->phase("WaitingForHosts", 0);
+  feed_.phase("WaitingForHosts", 0);
   auto since = Clock::now();
   Status waited = wait_for_hosts(wait_options(options_), job_, shared_);
   phase_done("wait", since);
@@ -62,14 +60,14 @@ Status JobRun::before_launch() {
     at_launch_ = resolve_hosts(job_.topology.host_names(), unresolved);
     return ok_status();
   }
-  feed_->phase("Preflight", hosts());
+  feed_.phase("Preflight", hosts());
   since = Clock::now();
   PreflightOptions preflight_settings = preflight_options(options_);
   if (!plan_.check_fabric) preflight_settings.fabric.check = FabricBackend::kNone;  // not in question
   Status checked = preflight(preflight_settings, job_, fabric_, preflight_steps_, at_launch_);
   end_strays();  // the fabric check's mpirun may leave an ssh to a host cut off, as the job's may
   phase_done("preflight", since);
-  feed_->fabric(fabric_);
+  feed_.fabric(fabric_);
   if (!checked) return fail_before_launch(checked.error(), FailureKind::kPreflightFailed);
   return ok_status();
 }
@@ -163,7 +161,7 @@ void JobRun::record_timeout() {
 }
 
 Ended JobRun::supervise() {
-  feed_->phase("Running", hosts());
+  feed_.phase("Running", hosts());
   Supervisor supervisor({job_.plan.np, options_.timeout, options_.grace}, job_.plan.launcher, *launched_);
   while (true) {
     if (std::optional<int> status = mpi_->poll()) return {std::nullopt, *status, Clock::now()};
@@ -172,7 +170,7 @@ Ended JobRun::supervise() {
     }
     JobTally seen = tally();
     // The reporter posts only what changed, at most once per --status-interval.
-    feed_->ranks(seen.started - seen.exited, seen.failed, seen.failure ? seen.failure->reason : "");
+    feed_.ranks(seen.started - seen.exited, seen.failed, seen.failure ? seen.failure->reason : "");
     Decision decision =
         supervisor.step(seen, Clock::now(), stop_requested() ? std::optional(stop_code()) : std::nullopt);
     switch (decision.next) {
@@ -228,7 +226,7 @@ std::optional<Failure> JobRun::run() {
 
 void JobRun::end_attempt(const Failure& failure, const std::string& restarting) {
   spdlog::warn("{}", restarting);
-  events_->warn("RestartingInPlace", fmt::format("{}; {}", failure.reason, restarting));
+  events_.warn("RestartingInPlace", fmt::format("{}; {}", failure.reason, restarting));
   // The sidecars keep their pods: they register again with the next attempt's coordinator,
   // whose session they learn from its challenge (a beat in this one's epoch is a 409 there).
   coordinator_.close();
@@ -245,8 +243,8 @@ void JobRun::finish(const std::optional<Failure>& failure, const std::vector<Att
                     fabric_};
   json report = job_report(std::move(parts), failure);
   report["attempts"] = attempts_json(attempts);
-  feed_->finish(failure ? failure->code : 0, failure ? failure->reason : "");
-  if (failure) events_->warn(std::string(event_reason(failure->event)), failure->reason);
+  feed_.finish(failure ? failure->code : 0, failure ? failure->reason : "");
+  if (failure) events_.warn(std::string(event_reason(failure->event)), failure->reason);
   if (auto written = write_atomic(options_.report, dump_json(report, 2) + "\n"); !written) {
     spdlog::warn("report not written: {}", written.error().message);
   } else {
@@ -257,7 +255,7 @@ void JobRun::finish(const std::optional<Failure>& failure, const std::vector<Att
   // (docs/trainer-rules.md: still-active Jobs are deleted when it finishes), and each
   // sidecar leaves on that SIGTERM; lingering only delayed the failure by 10 s.
   coordinator_.finish(options_.wait == WaitFor::kSidecar && !failure);
-  feed_->wait();  // the final status was posted above, while the sidecars were told
+  feed_.wait();  // the final status was posted above, while the sidecars were told
   tell_verdict(report, options_);
 }
 

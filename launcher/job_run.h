@@ -58,13 +58,16 @@ struct AttemptPlan {
 // before the coordinator.
 class JobRun {
  public:
-  JobRun(const LauncherOptions& options, Job job, Clock::time_point t0, AttemptPlan plan)
+  JobRun(const LauncherOptions& options, Job job, Clock::time_point t0, AttemptPlan plan, StatusFeed& feed,
+         JobEvents& events)
       : options_(options),
         job_(std::move(job)),
         t0_(t0),
         plan_(plan),
         command_(build_command(job_.plan)),
-        coordinator_(options.rendezvous, job_, shared_) {}
+        coordinator_(options.rendezvous, job_, shared_),
+        feed_(feed),
+        events_(events) {}
   JobRun(const JobRun&) = delete;
   JobRun& operator=(const JobRun&) = delete;
 
@@ -109,8 +112,8 @@ class JobRun {
   std::vector<std::string> command_;
   Shared shared_;
   JobRendezvous coordinator_;
-  std::optional<StatusFeed> feed_;  // both from the coordinator's start on
-  std::optional<JobEvents> events_;
+  StatusFeed& feed_;  // both the run's, across its attempts (one reporter, one TrainJob lookup)
+  JobEvents& events_;
   std::vector<Phase> phases_, preflight_steps_;
   nlohmann::json fabric_;
   // Where each host was when its ranks started: a host whose name resolves elsewhere after a

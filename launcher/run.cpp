@@ -19,10 +19,12 @@
 #include "common/utf8.h"
 #include "launcher/failure.h"
 #include "launcher/job.h"
+#include "launcher/job_events.h"
 #include "launcher/job_run.h"
 #include "launcher/preflight.h"
 #include "launcher/restarts.h"
 #include "launcher/run_steps.h"
+#include "launcher/status_feed.h"
 #include "launcher/trouble_keys.h"
 
 namespace tmpi::launch {
@@ -109,12 +111,14 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   fit_descriptor_limit();  // before the coordinator's listener takes its cap
   catch_stop_signals();
   Job job = std::move(*prepared);
+  StatusFeed feed(options.status, static_cast<int>(job.topology.hosts.size()), job.plan.np);
+  JobEvents events(options.events, job.topology.jobset);
   RestartBudget budget(options.restart);
   std::vector<AttemptRecord> attempts;
   AttemptPlan plan;
   std::optional<Clock::time_point> failed_at;  // the last restarted attempt's failure
   while (true) {
-    JobRun run(options, job, t0, plan);
+    JobRun run(options, job, t0, plan, feed, events);
     if (Status started = run.start(); !started)
       return report_setup_failure(options, run.command(), t0, started.error());
     std::optional<Failure> failure = run.run();

@@ -47,29 +47,6 @@ stop_sshd() {
 # The server's name in a row's words: sshd, or mpi-sshd (TMPI_NODE_SERVER, lib.sh).
 server_word=sshd
 [[ $NODE_SERVER == openssh ]] || server_word=mpi-sshd
-# The Kubernetes API (the faithful fake, tests/fakes) in the launcher pod, knowing TrainJob
-# team-a/train, with the fake's switches; adds KUBECONFIG to status_env (the launcher's env).
-start_kube_api() {
-  local dir="$CIB_DIR/kube"; mkdir -p "$dir"
-  bash "$(dirname "$0")/../fakes/make_test_ca.sh" "$dir"
-  local token="sa-token-$RANDOM$RANDOM"
-  echo '{"trainjobs": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-         "metadata": {"name": "train", "namespace": "team-a", "uid": "5e1f0000-aaaa-bbbb-cccc-000011112222"}}]}' > "$dir/state.json"
-  rm -f "$dir/port"
-  in_pod "$launcher" python3 "$(dirname "$0")/../fakes/fake_kube_api.py" --cert "$dir/server.crt" --key "$dir/server.key" \
-    --token "$token" --state "$dir/state.json" --port-file "$dir/port" --log "$dir/requests.log" "$@" &
-  for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
-  [[ -s $dir/port ]] || fail "the fake Kubernetes API did not start"
-  cat > "$dir/kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-current-context: test
-contexts: [{name: test, context: {cluster: fake, user: launcher, namespace: team-a}}]
-clusters: [{name: fake, cluster: {server: "https://127.0.0.1:$(cat "$dir/port")", certificate-authority-data: "$(base64 -w0 "$dir/ca.crt")"}}]
-users: [{name: launcher, user: {token: "$token"}}]
-KC
-  status_env+=(KUBECONFIG="$dir/kubeconfig")
-}
 # The TrainJob's trainerStatus metric NAME, as the fake server holds it now.
 status_metric() { jq -r --arg n "$1" '.["team-a/train"].trainerStatus.metrics[] | select(.name == $n) | .value' "$CIB_DIR/status/state.json"; }
 probe='echo "probe $(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT TMPI_COORDINATOR=$TMPI_COORDINATOR"'

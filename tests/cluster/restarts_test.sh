@@ -94,6 +94,7 @@ case $case_name in
     row "a rank exiting 3 (the program's own), --restarts 2" "not restarted (exit 3); with --retryable-exit-codes 3, restarted (exit 0), and attempt 0's exit report replayed into attempt 1 refused" "$(cut -d' ' -f1 <<<"$replayed")"
     pass "the program's own exit: not restarted unless listed; a replay across attempts refused" ;;
   budget)
+    start_kube_api  # the Events, through the fake API
     rc=0; out=$(launch --restarts 1 -- sh -c "$(rank_cmd 'if [ "$RANK" = 1 ]; then sleep 2; kill -KILL $$; fi; sleep 60')" 2>&1) || rc=$?
     [[ $rc == 137 ]] || fail "the budget spent: expected rank 1's exit 137, got $rc: $out"
     jq -e '.attempts | length == 2 and .[0].restarted and (.[1].restarted | not) and .[1].cause == "RankKilled"' \
@@ -101,6 +102,13 @@ case $case_name in
     expect_contains "$out" "attempt 0 failed after" "the first attempt in the verdict"
     expect_contains "$out" "; no restart left" "the last attempt in the verdict"
     every_rank_saw 1
+    # Each attempt's verdict is an Event on the TrainJob: the restart's, then the end's.
+    reasons=$(jq -r 'select(.method == "POST" and (.path | endswith("/events")) and .code == 201) | .object.reason' \
+      "$CIB_DIR/kube/requests.log" | paste -sd ' ')
+    [[ $reasons == "RestartingInPlace RankFailed" ]] || fail "the Events: $reasons: $(cat "$CIB_DIR/kube/requests.log")"
+    restart_event=$(jq -r 'select(.object.reason == "RestartingInPlace") | .object.message' "$CIB_DIR/kube/requests.log")
+    expect_contains "$restart_event" "was killed by signal 9" "the restart's Event names the failure"
+    expect_contains "$restart_event" "restarting in place: restart 1 of 1" "and the restart"
     row "a rank killed in every attempt, --restarts 1" "exit 137 after 2 attempts, each listed in the verdict and report.json" "-"
     pass "the budget spent: exit 137, every attempt listed" ;;
   oom)
