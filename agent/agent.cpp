@@ -26,6 +26,7 @@
 #include "agent/gate.h"
 #include "agent/oom.h"
 #include "agent/placement.h"
+#include "agent/rank_end.h"
 #include "agent/reports.h"
 #include "agent/stderr_tail.h"
 #include "common/exec_plan.h"
@@ -47,8 +48,6 @@ constexpr Millis kStartReportAfter(2000);
 // A start report is sent at most this often: one whose answer came late may have been taken,
 // and the coordinator takes a repeated one as the same start (coordinator_ranks.cpp).
 constexpr int kStartTries = 3;
-constexpr Millis kLeftoverGrace(2000);  // what the rank left behind, after SIGTERM, before SIGKILL
-constexpr Millis kOrphanGrace(5000);    // an orphaned rank's, then its daemon's, time to end after SIGTERM
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 volatile std::sig_atomic_t g_signal = 0;
@@ -111,36 +110,6 @@ int pass_start_gate(const RankAgentOptions& options, const RankIdentity& id) {
     report(options, id, gave_up);
   }
   return code;
-}
-
-// The MPI daemon that started this agent (orted, prted, hydra_pmi_proxy) waits for a word from
-// mpirun that cannot come across the cut: once the rank is ended, it is told to go too, so
-// that nothing of the job is left in the pod. Any other parent (a shell) is left alone.
-// SIGTERM first: orted then ends its other ranks and removes its session folder (Open MPI 4.1,
-// orte/mca/ess/base/ess_base_std_orted.c, shutdown_signal: a forced exit). A daemon that is
-// still this agent's parent kOrphanGrace later (its shutdown waiting on the cut link) is
-// killed: nobody else in the pod would end it. The agent's own SIGTERM (the daemon ending its
-// ranks) stays blocked meanwhile; the daemon's SIGKILL, if it comes, means it is shutting down.
-void stop_mpi_daemon() {
-  pid_t parent = getppid();
-  std::FILE* file = std::fopen(fmt::format("/proc/{}/comm", parent).c_str(), "r");
-  if (file == nullptr) return;
-  char name[32] = {0};
-  bool read = std::fgets(name, sizeof name, file) != nullptr;
-  std::fclose(file);
-  std::string_view comm(name);
-  if (!comm.empty() && comm.back() == '\n') comm.remove_suffix(1);
-  if (!read || (comm != "orted" && comm != "prted" && comm != "hydra_pmi_proxy")) return;
-  kill(parent, SIGTERM);
-  auto until = Clock::now() + kOrphanGrace;
-  while (getppid() == parent && Clock::now() < until) std::this_thread::sleep_for(Millis(100));
-  if (getppid() == parent) {
-    std::fprintf(
-        stderr, "mpi-rank: the MPI daemon %s (pid %d) did not end %lld s after SIGTERM: killing it\n",
-        std::string(comm).c_str(), static_cast<int>(parent),
-        static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kOrphanGrace).count()));
-    kill(parent, SIGKILL);
-  }
 }
 
 // The rank never ran: that is a failure of this rank, reported and named as one, never a
@@ -255,7 +224,10 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
   sigemptyset(&forwarded);
   for (int signal : kForwarded) sigaddset(&forwarded, signal);
   sigprocmask(SIG_BLOCK, &forwarded, &waiting);
-  while (!watch.exited || (watch.pipe_open && Clock::now() - watch.exited_at < Millis(1000))) {
+  // After a kill from outside, the report goes at once, not after stderr's drain: a peer's error
+  // (its collective's "connection reset") must not reach the launcher first (supervise.h).
+  while (!watch.exited || (watch.pipe_open && !killed_from_outside(watch.status) &&
+                           Clock::now() - watch.exited_at < Millis(1000))) {
     keep_in_touch(options, id, watch);
     end_if_orphaned(options, id, watch);
     if (g_signal != 0) {
@@ -266,22 +238,13 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
     timespec timeout = next_wait(watch, exit_fd);
     if (ppoll(fds, 2, &timeout, &waiting) < 0) continue;  // EINTR: a signal to forward
     if (fds[0].revents != 0 && !tail.pass_through(err_fd)) watch.pipe_open = false;
-    if (!watch.exited && waitpid(child, &watch.status, WNOHANG) == child) {
+    if (!watch.exited && reap_children(child, watch.status)) {
       watch.exited = true;
       watch.exited_at = Clock::now();
     }
   }
   sigprocmask(SIG_SETMASK, &waiting, nullptr);  // the mask as it was: a signal now reaches its handler
   if (exit_fd >= 0) close(exit_fd);
-}
-
-// What the rank left behind (a shell's child, once MPI's SIGTERM ended the shell), adopted as
-// subreaper: ended too, so that the next attempt in place finds the pod's GPUs free.
-void end_leftovers() {
-  std::vector<pid_t> left = descendants();
-  if (left.empty()) return;
-  for (pid_t pid : left) kill(pid, SIGTERM);
-  end_descendants(Clock::now() + kLeftoverGrace);
 }
 
 // The rank's exit code, reported (or, orphaned, the lost host's code, with nobody to tell).
@@ -295,7 +258,6 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
     stop_mpi_daemon();
     return static_cast<int>(Exit::kTempFail);
   }
-  end_leftovers();
   // A rank that exits 0 before its start was due to be reported sends nothing: mpirun's own
   // exit status says it, and the launcher records it so. On 2 shared cores, 16 short ranks'
   // reports cost the job 2% (bench row 1); a failure, or the end of a rank whose start was
@@ -308,13 +270,14 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
     exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     exit.seconds = std::chrono::duration<double>(Clock::now() - watch.start).count();
     exit.tail = tail.joined();
-    if (exit.signal == SIGKILL) {
+    if (code != 0) {  // a shell's child OOM-killed ends the shell with 137 and no signal
       OomSeen seen = oom_since(watch.oom_kills_before);
       exit.oom_killed = seen.killed;
       exit.memory_limit = seen.memory_limit;
     }
     report(options, id, exit);
   }
+  end_leftovers();  // after the report: the launcher hears the rank's end first
   return code;
 }
 

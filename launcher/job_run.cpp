@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/rank_end.h"
 #include "common/files.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
@@ -227,6 +228,21 @@ std::optional<Failure> JobRun::run() {
 void JobRun::end_attempt(const Failure& failure, const std::string& restarting) {
   spdlog::warn("{}", restarting);
   events_.warn("RestartingInPlace", fmt::format("{}; {}", failure.reason, restarting));
+  // A rank of this attempt still ending on a live host holds its GPU: the next attempt waits
+  // for its agent's exit report, at most as long as the agents take to end a rank (mpirun's
+  // grace, their orphan's grace, and a beat to hear the next attempt's 409). A lost host's
+  // ranks report nothing: their agents end them when they hear no answer, or that 409.
+  const Millis bound = options_.grace + kOrphanGrace + options_.rendezvous.times.beat_interval;
+  const auto until = Clock::now() + bound;
+  std::vector<int> running = ranks_running_on_live_hosts(coordinator_.snapshot());
+  while (!running.empty() && Clock::now() < until && !stop_requested()) {
+    std::this_thread::sleep_for(Millis(50));
+    running = ranks_running_on_live_hosts(coordinator_.snapshot());
+  }
+  if (!running.empty())
+    spdlog::warn(
+        "{} rank(s) of this attempt (rank {} first) still ran {} s after it ended; the next begins anyway",
+        running.size(), running.front(), bound.count() / 1000);
   // The sidecars keep their pods: they register again with the next attempt's coordinator,
   // whose session they learn from its challenge (a beat in this one's epoch is a 409 there).
   coordinator_.close();

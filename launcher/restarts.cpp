@@ -40,6 +40,9 @@ std::optional<RestartCause> restart_cause(const Failure& failure, const std::vec
         return RestartCause::kFabricFault;
       return std::nullopt;
     case FailureKind::kRankFailed:
+      // Its cgroup counted an OOM kill (by signal, or a shell's 137): the program's, whatever
+      // the user listed; it would only run out of memory again.
+      if (failure.oom_killed) return std::nullopt;
       // SIGKILL from outside the job (the kubelet, a person) or SIGBUS (a memory fault): not the
       // program's doing, unless the kernel's OOM killer sent it, which its cgroup counts.
       if ((failure.signal == SIGKILL && !failure.oom_killed) || failure.signal == SIGBUS)
@@ -56,6 +59,24 @@ std::optional<RestartCause> restart_cause(const Failure& failure, const std::vec
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+std::vector<int> ranks_running_on_live_hosts(const nlohmann::json& snapshot) {
+  if (!snapshot.is_object()) return {};
+  std::vector<std::string> lost;
+  for (const nlohmann::json& host : snapshot.value("hosts", nlohmann::json::array())) {
+    if (!host.is_object() || host.value("state", "") != "lost") continue;
+    const std::string name = host.value("name", "");
+    lost.push_back(name.substr(0, name.find('.')));
+  }
+  std::vector<int> running;
+  for (const nlohmann::json& rank : snapshot.value("ranks", nlohmann::json::array())) {
+    if (!rank.is_object() || rank.value("state", "") != "running") continue;
+    const std::string host = rank.value("host", "");
+    if (std::find(lost.begin(), lost.end(), host.substr(0, host.find('.'))) == lost.end())
+      running.push_back(rank.value("rank", -1));
+  }
+  return running;
 }
 
 bool recheck_fabric(RestartCause cause) {
@@ -84,7 +105,8 @@ nlohmann::json attempts_json(const std::vector<AttemptRecord>& attempts) {
                     {"failedAfter", attempt.failed_after},
                     {"resumedAfter", attempt.resumed_after ? nlohmann::json(*attempt.resumed_after)
                                                            : nlohmann::json(nullptr)},
-                    {"restarted", attempt.restarted}});
+                    {"restarted", attempt.restarted},
+                    {"stopped", attempt.stopped}});
   }
   return rows;
 }

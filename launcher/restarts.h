@@ -56,6 +56,11 @@ std::optional<RestartCause> restart_cause(const Failure& failure, const std::vec
 // program's listed code, the fabric was not in question.
 bool recheck_fabric(RestartCause cause);
 
+// The ranks of an attempt still running on a host that is not lost, from the coordinator's
+// snapshot ({hosts: [{name, state}], ranks: [{rank, host, state}]}; an agent names its host by
+// its short name): the next attempt waits for them, since a rank still ending holds its GPU.
+std::vector<int> ranks_running_on_live_hosts(const nlohmann::json& snapshot);
+
 // N restarts within the window. `allows` before `spend`; the clock is injected.
 class RestartBudget {
  public:
@@ -74,15 +79,17 @@ class RestartBudget {
 // One attempt that failed and was restarted (or, last, the one that exhausted the budget).
 struct AttemptRecord {
   int attempt = 0;                      // 0 for the first launch
-  std::optional<RestartCause> cause;    // nullopt: not the infrastructure's, or none left to spend
+  std::optional<RestartCause> cause;    // nullopt: not the infrastructure's
   int code = 0;                         // the attempt's exit, as it would have ended the job
   std::string reason;                   // the failure's one line
   double failed_after = 0;              // seconds from the launcher's start to the failure
   std::optional<double> resumed_after;  // seconds from the failure to the next launch, once it ran
   bool restarted = false;
+  bool stopped = false;  // not restarted: the launcher was told to stop meanwhile
 };
 
-// report.json's "attempts": [{attempt, cause, code, reason, failedAfter, resumedAfter, restarted}].
+// report.json's "attempts": [{attempt, cause, code, reason, failedAfter, resumedAfter, restarted,
+// stopped}].
 nlohmann::json attempts_json(const std::vector<AttemptRecord>& attempts);
 
 }  // namespace tmpi::launch

@@ -58,7 +58,8 @@ bool restart_after(JobRun& run, const Failure& failure, const RestartOptions& op
                    std::vector<AttemptRecord>& attempts, int attempt, Clock::time_point t0) {
   std::optional<RestartCause> cause = restart_cause(failure, options.retryable_exits);
   AttemptRecord row{attempt, cause, failure.code, failure.reason, seconds_since(t0), std::nullopt, false};
-  row.restarted = cause && !stop_requested() && budget.allows(Clock::now());
+  row.stopped = cause && stop_requested();
+  row.restarted = cause && !row.stopped && budget.allows(Clock::now());
   // With no restarts asked for, the report's list stays empty: the exit says it all.
   if (options.restarts > 0) attempts.push_back(row);
   if (!row.restarted) return false;

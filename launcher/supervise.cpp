@@ -39,7 +39,7 @@ void record_misplaced(JobTally& tally, const rdv::RankEvent& event) {
 // gets): the launcher cannot tell it from another SIGKILL, so it names it as a possibility.
 std::string rank_exit_reason(const rdv::RankEvent& event) {
   constexpr int kSigKill = 9;
-  if (event.signal == kSigKill && event.oom_killed)
+  if (event.oom_killed)
     return fmt::format(
         "rank {} on {} was killed by the kernel's OOM killer after {:.0f} s: its pod's memory cgroup counted "
         "an "

@@ -99,6 +99,7 @@ std::string attempt_line(const json& attempt) {
       fmt::format("attempt {} failed after {:.1f} s ({}{}{})", int_at(attempt, "/attempt", 0),
                   failed_after != nullptr && failed_after->is_number() ? failed_after->get<double>() : 0.0,
                   cause, cause.empty() ? "" : ": ", one_line(string_at(attempt, "/reason"), 200));
+  if (bool_at(attempt, "/stopped", false)) return line + "; not restarted: the launcher was stopped";
   if (!bool_at(attempt, "/restarted", false))
     return line + (cause.empty() ? "; not restarted: not the infrastructure's" : "; no restart left");
   const json* resumed = node_at(attempt, "/resumedAfter");

@@ -118,9 +118,11 @@ case $case_name in
     if [[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
       mem="/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
       mkdir "$mem" && echo 300M > "$mem/memory.limit_in_bytes"
+      # No swap to spill into (where the kernel accounts it), or the rank would swap, not die.
+      [[ ! -e $mem/memory.memsw.limit_in_bytes ]] || echo 300M > "$mem/memory.memsw.limit_in_bytes"
     elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
       mem="/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
-      mkdir "$mem" && echo 300M > "$mem/memory.max"
+      mkdir "$mem" && echo 300M > "$mem/memory.max" && echo 0 > "$mem/memory.swap.max"
     fi
     [[ -n $mem ]] || fail "no memory cgroup controller on this machine (v1 or v2) to play an OOM kill in"
     # The pod sees the hierarchy where a container does, at /sys/fs/cgroup (`ip netns exec`
@@ -166,6 +168,9 @@ case $case_name in
     # While attempt 1 runs: node 0's server and sidecar, and the launcher, are the processes they were.
     for _ in $(seq 450); do [[ -e $seen/0.1 ]] && break; sleep 0.2; done
     during=$(alive $before)
+    # ... and no rank of attempt 0 still runs on node 0 (its GPU would be held): the launcher
+    # waits for their agents' exit reports, and each agent ends what its rank left.
+    ! grep -qE ': sleep 60 ?$' <<<"$(job_leftovers "${nodes[0]}")" || fail "attempt 0's ranks still ran in attempt 1"
     timeout 90 tail --pid="$pid" -f /dev/null || fail "the launcher still runs 90 s after the fault"
     rc=0; wait "$pid" || rc=$?
     log=$(cat "$CIB_DIR/launcher.log")
@@ -181,7 +186,7 @@ case $case_name in
     launch --restarts 1 --check mpi --max-bytes 4M --pair-bytes 4M --min-busbw 0.05 -- sh -c "$(rank_cmd true)" \
       > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
-    wait_for "restarting in place" "$CIB_DIR/launcher.log" 150
+    wait_for "# result:" "$CIB_DIR/launcher.log" 150  # attempt 0's check has judged
     t0=$(date +%s%N)
     ip netns exec "$ns" tc qdisc del dev eth0 root  # the link heals before the retest
     rc=0; wait "$pid" || rc=$?
@@ -195,10 +200,10 @@ case $case_name in
   resume)
     # torch over gloo on eth0: GLOO_ variables reach every rank by the default prefix.
     status_env=(GLOO_SOCKET_IFNAME=eth0)
-    train=(/usr/bin/python3 "$(cd "$(dirname "$0")/../examples" && pwd)/resume_train.py" --steps 14 --save-interval 5)
+    train=(/usr/bin/python3 "$(cd "$(dirname "$0")/../examples" && pwd)/resume_train.py" --steps 20 --save-interval 5)
     rc=0; plain=$(launch -- "${train[@]}" --save "$CIB_DIR/ckpt-plain" 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "the run never killed: exit $rc: $plain"
-    want=$(grep -m 1 "^final step 14 weights" <<<"$plain") || fail "no final weights: $plain"
+    want=$(grep -m 1 "^final step 20 weights" <<<"$plain") || fail "no final weights: $plain"
     with_sidecars  # the first job's sidecars heard it end, and left
     launch --restarts 1 -- "${train[@]}" --save "$CIB_DIR/ckpt" > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
@@ -218,7 +223,7 @@ case $case_name in
     ((resumed >= 5 && resumed % 5 == 0)) || fail "resumed from step $resumed, not a checkpoint's: $log"
     after=$(sed -n '/^attempt 1: resumed/,$p' <<<"$log" | grep -m 1 -oE "^step [0-9]+" | grep -oE "[0-9]+$")
     [[ $after == $((resumed + 1)) ]] || fail "attempt 1's first step was $after, not $((resumed + 1)): $log"
-    got=$(grep "^final step 14 weights" <<<"$log" | tail -n 1)
+    got=$(grep "^final step 20 weights" <<<"$log" | tail -n 1)
     [[ $got == "$want" ]] || fail "the resumed run's weights differ from a run never killed: '$got' vs '$want'"
     restarted_row 0 RankKilled
     row "a training rank SIGKILLed mid-run (Megatron-LM's checkpoint loop cut down), --restarts 1" "resumed in place from its last checkpoint, the step count going on; the final weights those of a run never killed; exit 0" "$(ms_since "$t0") ms from the kill to the job's end (resumed at step $resumed)"

@@ -38,6 +38,10 @@ TEST(RestartCause, TheInfrastructuresFaultsRestartAndTheProgramsDoNot) {
   EXPECT_EQ(restart_cause(own, {}), std::nullopt);
   EXPECT_EQ(restart_cause(own, {42}), std::nullopt);
   EXPECT_EQ(restart_cause(own, {42, 3}), RestartCause::kRetryableExit);
+  Failure shell_oom{137, "rank 1 on node-1 exited with code 137", FailureKind::kRankFailed, true};
+  shell_oom.oom_killed = true;
+  EXPECT_EQ(restart_cause(shell_oom, {137}), std::nullopt)
+      << "a shell's child OOM-killed, even with 137 listed";
   EXPECT_EQ(restart_cause(killed_rank(SIGSEGV), {128 + SIGSEGV}), std::nullopt)
       << "a listed code is a code the program exited with, not a signal's 128+N";
 
@@ -59,6 +63,24 @@ TEST(RestartCause, OnlyAFaultThatMayHaveLeftALinkBadChecksTheFabricAgain) {
   EXPECT_TRUE(recheck_fabric(RestartCause::kFabricFault));
   EXPECT_FALSE(recheck_fabric(RestartCause::kRankKilled));
   EXPECT_FALSE(recheck_fabric(RestartCause::kRetryableExit));
+}
+
+TEST(RestartCause, TheNextAttemptWaitsForTheRanksOfLiveHostsOnly) {
+  json snapshot = {
+      {"hosts",
+       {{{"name", "j-node-0-0.j"}, {"state", "ready"}}, {{"name", "j-node-0-1.j"}, {"state", "lost"}}}},
+      {"ranks",
+       {{{"rank", 0}, {"host", "j-node-0-0"}, {"state", "exited"}},
+        {{"rank", 1}, {"host", "j-node-0-0"}, {"state", "running"}},
+        {{"rank", 2}, {"host", "j-node-0-1"}, {"state", "running"}}}}};
+  EXPECT_EQ(ranks_running_on_live_hosts(snapshot), std::vector<int>{1})
+      << "rank 2's host is lost: nothing to hear";
+  snapshot["ranks"][1]["state"] = "exited";
+  EXPECT_TRUE(ranks_running_on_live_hosts(snapshot).empty());
+  EXPECT_TRUE(ranks_running_on_live_hosts(json::object()).empty());
+  EXPECT_TRUE(ranks_running_on_live_hosts({{"hosts", 3}, {"ranks", "x"}}).empty())
+      << "a snapshot of another shape";
+  EXPECT_TRUE(ranks_running_on_live_hosts(json::array()).empty());
 }
 
 TEST(RestartBudget, NRestartsWithinTheWindowThenNone) {
