@@ -49,7 +49,7 @@ constexpr std::array kTable = {
     ranged(row(param::kSlots, "N", "", "slots per host; default: each pod's nvidia.com/gpu limit, else 1",
                kScopeInit),
            1, 1048576),
-    row(param::kOut, "DIR", "/etc/mpi", "where hostfiles, hosts.json and discover_hosts.sh are written",
+    row(param::kOut, "DIR", "/etc/trainer-mpi", "where hostfiles, hosts.json and discover_hosts.sh are written",
         kScopeInit),
     row(param::kNamespace, "NS", "",
         "the JobSet's namespace; default: the pod's own, or the kubeconfig context's",
@@ -71,7 +71,7 @@ constexpr std::array kTable = {
         kScopeInit),
 
     // The rendezvous: the coordinator (in mpi-launcher, or `mpi-rendezvous serve`) and the sidecar.
-    row(param::kHosts, "FILE", "/etc/mpi/hosts.json", "the topology mpi-init wrote",
+    row(param::kHosts, "FILE", "/etc/trainer-mpi/hosts.json", "the topology mpi-init wrote",
         kScopeRendezvous | kScopeLauncher),
     ranged(row(param::kRendezvousPort, "PORT", "29410", "the coordinator's HTTP port (on the launcher)",
                kScopeRendezvous | kScopeLauncher),
@@ -156,7 +156,7 @@ constexpr std::array kTable = {
     row(param::kRetryableExitCodes, "CODES", "",
         "the program's own exit codes that restart it in place too, e.g. 3,42 (with --restarts)",
         kScopeLauncher),
-    row(param::kReport, "FILE", "/etc/mpi/report.json", "phases, hosts, ranks and the exit reason",
+    row(param::kReport, "FILE", "/etc/trainer-mpi/report.json", "phases, hosts, ranks and the exit reason",
         kScopeLauncher),
     row(param::kTerminationLog, "FILE", "/dev/termination-log",
         "the job's verdict for `kubectl describe pod` (the kubelet's terminationMessagePath); written only "

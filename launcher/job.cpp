@@ -96,6 +96,14 @@ Expected<TakenLine> take_user_line(const JobOptions& options, const Job& job,
 // hosts.json, the job key, and this pod's name (the launcher's, in hosts.json, else the
 // host name).
 Status read_job_files(const JobOptions& options, Job& job) {
+  std::error_code missing;
+  if (!std::filesystem::exists(options.hosts_file, missing))
+    return make_error(
+        Exit::kIo,
+        "no hosts file at {} (--hosts, TMPI_HOSTS): mpi-init writes it, in the runtimes' launcher pod "
+        "at /etc/trainer-mpi/hosts.json; outside a pod, write one with `mpi-init --hostfile FILE --out "
+        "DIR` (or --pods, --replicated-jobs) and pass --hosts DIR/hosts.json",
+        options.hosts_file);
   TMPI_ASSIGN(std::string hosts_text, read_file(options.hosts_file));
   TMPI_ASSIGN(job.topology, parse_hosts_json(hosts_text, options.hosts_file));
   job.ssh_dir = options.ssh_dir;

@@ -13,7 +13,8 @@
 # reads it with the MPI's own grammar, checks the options it owns (hostfile, hosts, -np, the
 # rsh agent) against the job, refuses by name what would break the job, and passes every
 # other option to mpirun in order (launcher/mpirun_line.h). The job's hosts.json: TMPI_HOSTS
-# (the runtime sets it), else the one beside a --hostfile/-f given, else /etc/mpi/hosts.json.
+# (the runtime sets it), else the one beside a --hostfile/-f given, else /etc/trainer-mpi/hosts.json
+# (where the runtimes' mpi-init writes it).
 # The real mpirun runs the line untouched instead:
 #   - a call from mpi-launcher itself, or from anything it started (TMPI_LAUNCHER_PID is set
 #     in its environment): the job's mpirun, the placement probe, `mpirun --version`, and
@@ -71,7 +72,7 @@ if [ -z "$hosts" ]; then
     esac
   done
 fi
-if [ -z "$hosts" ] || [ ! -f "$hosts" ]; then hosts=/etc/mpi/hosts.json; fi
+if [ -z "$hosts" ] || [ ! -f "$hosts" ]; then hosts=/etc/trainer-mpi/hosts.json; fi
 [ -f "$hosts" ] || exec "$real" "$@"  # not a job that mpi-init laid out
 launcher=$(folder_of "$self")/mpi-launcher
 [ -x "$launcher" ] || launcher=mpi-launcher

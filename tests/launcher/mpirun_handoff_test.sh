@@ -19,7 +19,7 @@ printf '#!/bin/sh\nprintf "real:"; printf " [%%s]" "$@"; echo\n' > "$dir/mpi-bin
 chmod 755 "$dir/image-bin/mpi-launcher" "$dir/copy-bin/mpi-launcher" "$dir/mpi-bin/mpirun"
 echo "host-0 slots=1" > "$dir/etc-mpi/hostfile"; echo '{}' > "$dir/etc-mpi/hosts.json"
 echo "host-0 slots=1" > "$dir/other/hostfile"; echo '{}' > "$dir/job/hosts.json"
-[[ ! -e /etc/mpi/hosts.json ]] || fail "this machine has /etc/mpi/hosts.json: the test needs none (the hand-off's last resort)"
+[[ ! -e /etc/trainer-mpi/hosts.json ]] || fail "this machine has /etc/trainer-mpi/hosts.json: the test needs none (the hand-off's last resort)"
 export PATH="$dir/image-bin:$dir/mpi-bin:$PATH"
 unset TMPI_LAUNCHER_PID TMPI_MPIRUN_HANDOFF TMPI_HOSTS
 expect_launcher() {  # expect_launcher WHAT HOSTS ARGS...: mpi-launcher got the whole line
@@ -52,7 +52,7 @@ expect_launcher "hostile words" "$dir/etc-mpi/hosts.json" --hostfile "$dir/etc-m
   -x 'A=$(id)' hostname
 expect_real "--version" --version
 expect_real "no line at all"
-expect_real "a hostfile with no hosts.json beside it, and none in /etc/mpi" --hostfile "$dir/other/hostfile" hostname
+expect_real "a hostfile with no hosts.json beside it, and none in /etc/trainer-mpi" --hostfile "$dir/other/hostfile" hostname
 expect_real "no hostfile and no job" -np 2 hostname
 TMPI_LAUNCHER_PID=$$ expect_real "mpi-launcher's own call" --hostfile "$dir/etc-mpi/hostfile" -np 4 --bind-to none mpi-rank -- true
 TMPI_MPIRUN_HANDOFF=0 expect_real "the opt-out" --hostfile "$dir/etc-mpi/hostfile" hostname

@@ -242,7 +242,7 @@ TEST(LauncherOptions, EveryPieceGetsItsPartOfTheParameters) {
   LauncherOptions options = launcher_options(*defaults);
   EXPECT_EQ(options.wait, WaitFor::kSidecar);
   EXPECT_TRUE(options.preflight);
-  EXPECT_EQ(options.report, "/etc/mpi/report.json");
+  EXPECT_EQ(options.report, "/etc/trainer-mpi/report.json");
   EXPECT_EQ(options.job.np, 0);  // the sum of the slots
   EXPECT_EQ(options.job.ssh_port, 2222);
   EXPECT_EQ(options.job.master_port, "29500");
