@@ -25,6 +25,7 @@
 #include "common/plain_http.h"
 #include "common/topology.h"
 #include "convert/convert.h"
+#include "launcher/help_topics.h"
 #include "launcher/job.h"
 #include "launcher/mpirun_line.h"
 #include "launcher/options.h"
@@ -39,6 +40,7 @@ constexpr const char* kSynopsis =
     "       mpi-launcher run [options] --mpirun-line -- MPIRUN-OPTIONS CMD ARGS...\n"
     "       mpi-launcher check | hosts | shell [options]\n"
     "       mpi-launcher convert [--runtime NAME] [--output FILE] MPIJOB.yaml|-\n"
+    "       mpi-launcher help [TOPIC]   (a failure's troubleshooting KEY, or exit-codes)\n"
     "       mpi-launcher --version\n"
     "       mpi-launcher rank -- CMD ARGS...   (run by MPI for every rank)";
 
@@ -155,6 +157,24 @@ Status convert_subcommand(const Params& params) {
   return ok_status();
 }
 
+// `mpi-launcher help [TOPIC]` (help_topics.h): a topic's text, or the list of them.
+Status help(const std::vector<std::string>& args) {
+  if (args.size() < 2) {
+    std::cout << help_topics();
+    return ok_status();
+  }
+  if (args.size() > 2)
+    return make_error(Exit::kUsage, "help takes one topic; `mpi-launcher help` lists them");
+  std::optional<std::string> text = help_topic(args[1]);
+  if (!text) {
+    std::cerr << help_topics();
+    return make_error(Exit::kUsage, "no help topic '{}'; the topics are listed above",
+                      log::printable(args[1]));
+  }
+  std::cout << *text;
+  return ok_status();
+}
+
 // Each subcommand reads its own options, and --help shows those: convert and rank share
 // nothing with run's (common/params.h, the scopes).
 unsigned scope_of(const std::string& command) {
@@ -175,6 +195,7 @@ Status run(const std::vector<std::string>& args) {
     return args.empty() ? make_error(Exit::kUsage, "no subcommand; see --help") : ok_status();
   }
   std::string command = args[0];
+  if (command == "help") return help(args);
   const unsigned scope = scope_of(command);
   // `run [MPI OPTIONS] -- CMD`: the words that are no parameter of the launcher's are mpirun's.
   RunArgs split{{args.begin() + 1, args.end()}, {}};
