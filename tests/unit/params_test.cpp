@@ -19,7 +19,8 @@ using Env = std::map<std::string, std::string>;
 TEST(Params, DefaultsThenEnvironmentThenFlag) {
   auto by_default = Params::parse(kScopeInit, {}, {});
   ASSERT_TRUE(by_default);
-  EXPECT_EQ(by_default->str(param::kOut), "/etc/trainer-mpi") << "the runtimes' folder: Trainer's /etc/mpi is read-only";
+  EXPECT_EQ(by_default->str(param::kOut), "/etc/trainer-mpi")
+      << "the runtimes' folder: Trainer's /etc/mpi is read-only";
   EXPECT_FALSE(by_default->is_set(param::kOut));
 
   auto by_env = Params::parse(kScopeInit, {}, Env{{"TMPI_OUT", "/x"}});
