@@ -51,6 +51,11 @@ struct Ended {
 struct AttemptPlan {
   int number = 0;
   bool check_fabric = true;
+  // Whether it waits for every host again (--wait): after a lost host, yes. After a fault that
+  // named no host, the hosts are as they were; waiting for the sidecars to learn the new
+  // session would cost up to a beat (5 s) for nothing, and the preflight's ssh step checks
+  // every host's server anyway.
+  bool wait_for_hosts = true;
 };
 
 // Not movable: the coordinator's callbacks hold its tally, the ssh step beside the launch its

@@ -123,11 +123,14 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     if (Status started = run.start(); !started)
       return report_setup_failure(options, run.command(), t0, started.error());
     std::optional<Failure> failure = run.run();
+    const Clock::time_point ended =
+        Clock::now();  // the attempt's verdict: its time to resume counts from here
     if (failed_at && run.launched_at() && !attempts.empty())
       attempts.back().resumed_after = std::chrono::duration<double>(*run.launched_at() - *failed_at).count();
     if (failure && restart_after(run, *failure, options.restart, budget, attempts, plan.number, t0)) {
-      failed_at = Clock::now();
-      plan = {plan.number + 1, recheck_fabric(*restart_cause(*failure, options.restart.retryable_exits))};
+      failed_at = ended;
+      const RestartCause cause = *restart_cause(*failure, options.restart.retryable_exits);
+      plan = {plan.number + 1, recheck_fabric(cause), cause == RestartCause::kHostLost};
       begin_attempt(job, plan.number);
       continue;
     }
