@@ -58,7 +58,11 @@ launch() {
   launch_pid=$!
 }
 # Disowned: a pod made again kills its sidecar, which bash would otherwise report as a job killed.
-sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node"; done; disown -a; }
+sidecars() { for node in "${nodes[@]}"; do rm -f "$CIB_DIR/pods/$node/sidecar.log"; start_sidecar "$node"; done; disown -a; }
+# Until every sidecar runs (its first line logged). 64 `cib exec`s started at once take
+# seconds of the box's 2 cores to reach the program; a first launch timed from a fixed pause
+# after them timed the box's own start, not the launcher's (23-27 s at 64 pods, seen).
+sidecars_up() { for node in "${nodes[@]}"; do wait_for "sidecar for" "$CIB_DIR/pods/$node/sidecar.log" 120; done; }
 # Sidecars that did not hear the end (a failed job's launcher exits at once) are ended here.
 end_sidecars() {
   local node
@@ -99,7 +103,7 @@ recreate_all() {
   done
 }
 in_place() {
-  new_dir; sidecars; sleep 1  # the sidecars retrying, as when a pod's containers start
+  new_dir; sidecars; sidecars_up  # the sidecars retrying, as when a pod's containers start
   local t0 first t_fault last; t0=$(now)
   launch "$dir" "$dir.log" --restarts 1
   first=$(all_ran "$dir" 0)
@@ -123,7 +127,7 @@ in_place() {
   echo "$last - $launched1" | bc >> "$CIB_DIR/ip.launch"
 }
 recreation() {
-  new_dir; sidecars; sleep 1
+  new_dir; sidecars; sidecars_up
   launch "$dir" "$dir.log"
   all_ran "$dir" 0 > /dev/null
   touch "$dir/go"; sleep 1
