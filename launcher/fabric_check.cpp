@@ -214,7 +214,15 @@ FabricCheck read_fabric_check(const std::string& output, int status, const std::
   if (std::string failure = string_at(report, "/failure"); !failure.empty())
     out.rows.push_back({launcher_host, backend, failure});
   const auto* timeout = node_at(report, "/timeout");
-  if ((timeout == nullptr || !timeout->is_object()) && !first_gave_up.is_null()) timeout = &first_gave_up;
+  // Ranks that gave up only in MPI_Finalize did so after rank 0 had its verdict out (MPICH's
+  // finalize, draining what a slow link still holds, was seen to take a minute): the verdict
+  // stands, and the hang names no host of its own.
+  const bool after_verdict =
+      string_at(report, "/result") == "fail" && std::all_of(views.begin(), views.end(), [](const auto& view) {
+        return string_at(view, "/step") == "MPI_Finalize";
+      });
+  if ((timeout == nullptr || !timeout->is_object()) && !first_gave_up.is_null() && !after_verdict)
+    timeout = &first_gave_up;
   if (timeout != nullptr && timeout->is_object()) {
     TimeoutVerdict verdict = timeout_verdict(*timeout, views, gave_up, placement, backend);
     out.exit = verdict.exit;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "launcher/options.h"
@@ -150,6 +151,30 @@ TEST(FabricCheck, CulpritsBecomeRowsWithExit4) {
   EXPECT_EQ(out.rows[0].host, "n-2");
   EXPECT_EQ(out.rows[0].check, "mpi host");
   EXPECT_EQ(out.exit, Exit::kUnavailable);
+}
+
+TEST(FabricCheck, AFinalizeThatHangsAfterTheVerdictNamesNoHostOfItsOwn) {
+  const std::string verdict =
+      "nccl-check report: "
+      "{\"result\":\"fail\",\"backend\":\"mpi\",\"culprits\":[{\"kind\":\"host\",\"name\":\"n-2\","
+      "\"reason\":\"0.005 GB/s beside the good peer n-0\"}]}\n";
+  std::string gave_up;
+  for (int rank = 0; rank < 3; ++rank)
+    gave_up += fmt::format(
+        "nccl-check timeout: {{\"rank\":{},\"host\":\"n-{}\",\"step\":\"MPI_Finalize\",\"after_seconds\":60,"
+        "\"stood_still_seconds\":0,\"backend\":\"mpi\"}}\n",
+        rank, rank);
+  auto out = read_fabric_check(verdict + gave_up + "nccl-check report: {\"result\":\"timeout\"}\n", 69,
+                               "launcher", {"n-0", "n-1", "n-2"});
+  ASSERT_EQ(out.rows.size(), 1U) << "the verdict's culprit alone";
+  EXPECT_EQ(out.rows[0].host, "n-2");
+  EXPECT_EQ(out.exit, Exit::kUnavailable);
+
+  // A rank that gave up in a measured step is still judged, finalize or not beside it.
+  std::string measured = gave_up;
+  measured.replace(measured.find("MPI_Finalize"), 12, "links round 1/3");
+  auto judged = read_fabric_check(verdict + measured, 69, "launcher", {"n-0", "n-1", "n-2"});
+  EXPECT_GT(judged.rows.size(), 1U);
 }
 
 TEST(FabricCheck, ATimeoutNamesTheSilentHostsWithExit3) {
