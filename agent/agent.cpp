@@ -272,6 +272,7 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
     exit.tail = tail.joined();
     if (code != 0) {  // a shell's child OOM-killed ends the shell with 137 and no signal
       OomSeen seen = oom_since(watch.oom_kills_before);
+      exit.oom_counted = seen.counted;
       exit.oom_killed = seen.killed;
       exit.memory_limit = seen.memory_limit;
     }

@@ -110,8 +110,9 @@ std::optional<long long> cgroup_oom_kills(const std::string& root) {
 
 OomSeen oom_since(std::optional<long long> before) {
   std::optional<long long> now = before ? cgroup_oom_kills() : std::nullopt;
-  if (!now || *now <= *before) return {};
-  return {true, cgroup_memory_limit().value_or(0)};
+  if (!now) return {};
+  if (*now <= *before) return {.counted = true};
+  return {.counted = true, .killed = true, .memory_limit = cgroup_memory_limit().value_or(0)};
 }
 
 }  // namespace tmpi::launch

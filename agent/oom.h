@@ -35,8 +35,10 @@ std::optional<long long> cgroup_oom_kills(const std::string& root = "/sys/fs/cgr
 std::optional<long long> memory_limit_bytes(std::string_view text);
 std::optional<long long> cgroup_memory_limit(const std::string& root = "/sys/fs/cgroup");
 
-// Whether the count rose since `before` (the rank's start), and then the limit (0: unknown).
+// Whether the count could be read now and at the rank's start (`before`), whether it rose,
+// and then the limit (0: unknown).
 struct OomSeen {
+  bool counted = false;  // the count was read at both ends: no rise means no OOM kill
   bool killed = false;
   long long memory_limit = 0;
 };

@@ -36,7 +36,9 @@ void record_misplaced(JobTally& tally, const rdv::RankEvent& event) {
 }
 
 // SIGKILL is what the kernel's OOM killer sends (and what a container over its memory limit
-// gets): the launcher cannot tell it from another SIGKILL, so it names it as a possibility.
+// gets). The rank's agent counts its cgroup's OOM kills (agent/oom.h): a rise is named the
+// OOM killer's, a count that did not rise names a kill from outside the job (the kubelet, a
+// person, a preemption), and where no count could be read it stays a possibility.
 std::string rank_exit_reason(const rdv::RankEvent& event) {
   constexpr int kSigKill = 9;
   if (event.oom_killed)
@@ -48,6 +50,11 @@ std::string rank_exit_reason(const rdv::RankEvent& event) {
         event.memory_limit > 0 ? fmt::format(" at its limit of {} MiB", event.memory_limit >> 20)
                                : std::string(),
         trouble_note(Trouble::kRankOutOfMemory));
+  if (event.signal == kSigKill && event.oom_counted)
+    return fmt::format(
+        "rank {} on {} was killed by signal 9 (SIGKILL) from outside the job after {:.0f} s: its "
+        "memory cgroup counted no OOM kill, so the kubelet, a person or a preemption sent it{}",
+        event.rank, event.host, event.seconds, trouble_note(Trouble::kRankKilled));
   if (event.signal == kSigKill)
     return fmt::format("rank {} on {} was killed by signal 9 (SIGKILL: out of memory?) after {:.0f} s{}",
                        event.rank, event.host, event.seconds, trouble_note(Trouble::kRankOutOfMemory));

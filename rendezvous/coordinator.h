@@ -99,6 +99,7 @@ struct RankEvent {
   std::string expected;        // kMisplaced: the host the hostfile gives the rank
   bool oom_killed = false;     // kExit by SIGKILL: its cgroup counted an OOM kill meanwhile
   long long memory_limit = 0;  // and its cgroup's limit, bytes (0: unknown)
+  bool oom_counted = false;    // its agent read the OOM count before and after: none rose
 };
 
 struct CoordinatorConfig {

@@ -114,9 +114,11 @@ struct RankReport {
   std::string nonce;
   std::string expected;
   std::string epoch = {};
-  // An exit by SIGKILL while its cgroup's OOM kill count rose (agent/oom.h): sent only when
-  // true, so that a body without it is as it was.
+  // An exit by SIGKILL while its cgroup's OOM kill count rose (agent/oom.h), and whether
+  // the count could be read at all (so that a SIGKILL with none counted is named as another's
+  // kill): each sent only when true, so that a body without them is as it was.
   bool oom_killed = false;
+  bool oom_counted = false;
   long long memory_limit = 0;  // with oom_killed: the cgroup's limit in bytes, 0 when unknown
 };
 

@@ -143,7 +143,13 @@ case $case_name in
     expect_contains "$out" "at its limit of 300 MiB" "with its cgroup's limit"
     jq -e '.attempts | length == 1 and .[0].cause == null' "$report" > /dev/null ||
       fail "report.json's attempts: $(jq -c .attempts "$report")"
-    row "a rank OOM-killed in its pod's memory cgroup, --restarts 2" "not restarted: exit 137, named the OOM killer's by the cgroup's count" "-"
+    # The same cgroup, a SIGKILL that is no OOM kill: the count did not rise, so it is named
+    # a kill from outside the job, not "out of memory?".
+    rc=0; out=$(launch -- sh -c "$(rank_cmd 'if [ "$RANK" = 1 ]; then sleep 2; kill -KILL $$; fi; sleep 60')" 2>&1) || rc=$?
+    [[ $rc == 137 ]] || fail "a SIGKILL from outside: expected exit 137, got $rc: $out"
+    expect_contains "$out" "killed by signal 9 (SIGKILL) from outside the job" "a kill with no OOM counted named as another's"
+    [[ $(jq -r .exit.troubleshooting "$report") == rank-killed ]] || fail "its key: $(jq -c .exit "$report")"
+    row "a rank OOM-killed in its pod's memory cgroup, --restarts 2" "not restarted: exit 137, named the OOM killer's by the cgroup's count (a SIGKILL with none counted: named from outside the job)" "-"
     pass "an OOM kill: named, not restarted" ;;
   partitioned|recreated)
     launch --restarts 2 -- sh -c "$(rank_cmd 'if [ "$TMPI_RESTART_COUNT" = 0 ]; then sleep 60; fi; sleep 4')" \

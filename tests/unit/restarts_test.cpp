@@ -189,6 +189,17 @@ TEST(OomCount, TheReportCarriesItOnlyWhenTrueAndItIsSigned) {
   EXPECT_FALSE(rdv::signed_by(key, rdv::Kind::kRank, body)) << "the proof covers it";
   body["oomKilled"] = "yes";
   EXPECT_TRUE(std::holds_alternative<rdv::Refusal>(rdv::parse_rank(body)));
+
+  EXPECT_FALSE(plain.contains("oomCounted"));
+  report.oom_killed = false;
+  report.oom_counted = true;
+  json counted = json::parse(rdv::signed_body(key, report));
+  EXPECT_TRUE(rdv::signed_by(key, rdv::Kind::kRank, counted));
+  EXPECT_TRUE(std::get<rdv::RankReport>(rdv::parse_rank(counted)).oom_counted);
+  counted["oomCounted"] = false;
+  EXPECT_FALSE(rdv::signed_by(key, rdv::Kind::kRank, counted)) << "the proof covers it too";
+  counted["oomCounted"] = 1;
+  EXPECT_TRUE(std::holds_alternative<rdv::Refusal>(rdv::parse_rank(counted)));
 }
 
 }  // namespace

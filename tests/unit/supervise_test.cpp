@@ -71,6 +71,29 @@ TEST(Supervise, AKillFromOutsideBeforeAnyFailureIsTheCauseNotItsPeersErrors) {
       << out_of_memory.failure->reason;
 }
 
+// The agent's count tells three SIGKILLs apart: the OOM killer's (a rise), another's (a count
+// read at both ends that did not rise), and one it could not judge (no count).
+TEST(Supervise, ASigkillWithNoOomCountedIsNamedAKillFromOutside) {
+  rdv::RankEvent counted = exit_event(2, 137, 9);
+  counted.oom_counted = true;
+  JobTally from_outside;
+  record_rank_event(from_outside, counted);
+  ASSERT_TRUE(from_outside.failure.has_value());
+  const std::string& reason = from_outside.failure->reason;
+  EXPECT_NE(reason.find("killed by signal 9 (SIGKILL) from outside the job after 12 s: its memory cgroup "
+                        "counted no OOM kill"),
+            std::string::npos)
+      << reason;
+  EXPECT_EQ(reason.find("out of memory?"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("#rank-killed"), std::string::npos) << reason;
+
+  JobTally unknown;
+  record_rank_event(unknown, exit_event(2, 137, 9));
+  EXPECT_NE(unknown.failure->reason.find("(SIGKILL: out of memory?)"), std::string::npos)
+      << "with no count the OOM killer stays a possibility";
+  EXPECT_NE(unknown.failure->reason.find("#rank-out-of-memory"), std::string::npos);
+}
+
 TEST(Supervise, LostHostStopsTheJobWithAShortGrace) {
   ManualClock clock;
   Supervisor supervisor({4, Millis(0), Millis(10000)}, "mpirun", clock.now());
