@@ -2,8 +2,8 @@
 # The README's first steps as one script, for a cluster with Kubeflow Trainer v2.3: build and
 # push both images (the openmpi runtime's and the pytorch runtime's), name the registry in a
 # copy of the package (the checkout's manifests stay as they are), create the example's
-# namespace, apply the package, submit the MPI hello TrainJob, wait for its end, show the
-# verdict where kubectl shows it, and uninstall what this script made.
+# namespace, apply the package and the namespace's RBAC, submit the MPI hello TrainJob, wait
+# for its end, show the verdict where kubectl shows it, and uninstall what this script made.
 #
 #   REGISTRY=registry.example.com/team bash scripts/first_steps.sh [--no-build] [--keep]
 #
@@ -73,12 +73,19 @@ fi
 
 step "4. install the package (manifests/$overlay): the runtimes trainer-mpi-openmpi-v0-1, trainer-mpi-pytorch-v0-1"
 kubectl apply -k "$work/manifests/$overlay" || die "applying manifests/$overlay failed"
+# The namespace's RBAC: the Role that lets the launcher pod's sidecar post the job's Events on
+# the TrainJob (examples/rbac-events.yaml), where this checkout has it.
+rbac=$src/examples/rbac-events.yaml
+if [[ -f $rbac ]]; then
+  kubectl apply -f "$rbac" || die "applying examples/rbac-events.yaml failed"
+fi
 
 uninstall() {
   ((keep)) && { step "kept: the TrainJob, the package and the namespace (--keep)"; return; }
   step "7. uninstall"
   kubectl delete -f "$src/examples/trainjob-mpi-hello.yaml" --ignore-not-found || true
   kubectl delete -k "$work/manifests/$overlay" --ignore-not-found || true
+  [[ ! -f $rbac ]] || kubectl delete -f "$rbac" --ignore-not-found || true
   if ((made_namespace)); then kubectl delete namespace "$namespace" --ignore-not-found || true; fi
 }
 
@@ -87,21 +94,20 @@ kubectl apply -f "$src/examples/trainjob-mpi-hello.yaml" || { uninstall; die "su
 
 step "6. watch: the TrainJob's conditions, every ${poll} s for up to ${timeout} s"
 selector=jobset.sigs.k8s.io/jobset-name=$job,jobset.sigs.k8s.io/replicatedjob-name=launcher
-ended="" waited=0 seen=""
+ended="" seen="" start=$SECONDS
 while [[ -z $ended ]]; do
   ended=$(kubectl get trainjob -n "$namespace" "$job" \
     -o 'jsonpath={.status.conditions[?(@.status=="True")].type}' | grep -oE 'Complete|Failed' || true)
   [[ -n $ended ]] && break
   pods=$(kubectl get pods -n "$namespace" -l "$selector" --no-headers 2>/dev/null || true)
   [[ $pods == "$seen" ]] || { echo "$pods"; seen=$pods; }
-  if ((waited >= timeout)); then
+  if ((SECONDS - start >= timeout)); then
     echo "first_steps: the TrainJob did not end in ${timeout} s; what its launcher pod says:" >&2
     kubectl describe pod -n "$namespace" -l "$selector" || true
     uninstall
     exit 3
   fi
   sleep "$poll"
-  waited=$((waited + ${poll%.*} + 1))
 done
 kubectl get trainjob -n "$namespace" "$job"
 

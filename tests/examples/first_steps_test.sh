@@ -63,7 +63,14 @@ run "$src/scripts/first_steps.sh"
 [[ $(requests POST /api/v1/namespaces?) == 1 ]] || fail "the namespace was not created once"
 [[ $(requests POST /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes) == 2 ]] || fail "the two runtimes were not applied"
 [[ $(requests POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs) == 1 ]] || fail "no TrainJob submitted"
-[[ $(requests DELETE /) == 4 ]] || fail "the uninstall made $(requests DELETE /) deletes, expected 4 (the TrainJob, two runtimes, the namespace)"
+deletes=4  # the TrainJob, two runtimes, the namespace; and the Role and its binding, where there are
+if [[ -f $src/examples/rbac-events.yaml ]]; then
+  deletes=6
+  [[ $(requests POST /apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles) == 1 &&
+     $(requests POST /apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings) == 1 ]] ||
+    fail "examples/rbac-events.yaml's Role and RoleBinding were not applied"
+fi
+[[ $(requests DELETE /) == "$deletes" ]] || fail "the uninstall made $(requests DELETE /) deletes, expected $deletes"
 ! left | grep -qv "^No resources found" || fail "the uninstall left: $(left)"
 has "The TrainJob ended: Complete"
 # kubectl validated on the server's side: the fake's OpenAPI v3 said fieldValidation is supported.

@@ -146,7 +146,7 @@ class Cluster:
         ns = trainjob["metadata"]["namespace"]
         runtime = self.objects.get(("trainer.kubeflow.org", "clustertrainingruntimes", "",
                                     trainjob["spec"]["runtimeRef"]["name"]))
-        if runtime is None:  # Trainer's controller finds no runtime: no JobSet, no pods
+XX
             return
         pods = render.render(trainjob, runtime)["pods"]
         pushed = set()  # nothing pushed yet: no file
