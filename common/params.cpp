@@ -79,8 +79,8 @@ Expected<std::vector<std::string>> take_bool_values(const std::vector<std::strin
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& word = args[i];
     const std::size_t eq = word.find('=');
-    const ParamSpec* spec = word.starts_with("--") ? bool_flag(std::string_view(word).substr(2, eq - 2), scope)
-                                                   : nullptr;
+    const ParamSpec* spec =
+        word.starts_with("--") ? bool_flag(std::string_view(word).substr(2, eq - 2), scope) : nullptr;
     if (spec == nullptr) {
       out.push_back(word);
       continue;
@@ -90,13 +90,17 @@ Expected<std::vector<std::string>> take_bool_values(const std::vector<std::strin
       bool ignored = false;
       const std::string value = word.substr(eq + 1);
       if (!parse_bool(value, ignored)) {
-        return make_error(Exit::kUsage, "{}: '{}' is not a boolean: give true, false, 1, 0, yes or no ({} alone is "
-                          "true); {}", flag, value, flag, spec->help);
+        return make_error(Exit::kUsage,
+                          "{}: '{}' is not a boolean: give true, false, 1, 0, yes or no ({} alone is "
+                          "true); {}",
+                          flag, value, flag, spec->help);
       }
       values[std::string(spec->name)] = value;
     } else if (i + 1 < args.size() && looks_boolean(args[i + 1])) {
-      return make_error(Exit::kUsage, "{} takes no separate value, and '{}' follows it: write {}={} ({} alone is "
-                        "true)", flag, args[i + 1], flag, args[i + 1], flag);
+      return make_error(Exit::kUsage,
+                        "{} takes no separate value, and '{}' follows it: write {}={} ({} alone is "
+                        "true)",
+                        flag, args[i + 1], flag, args[i + 1], flag);
     }
     out.push_back(flag);
   }
@@ -226,7 +230,8 @@ Expected<Params> Params::parse(unsigned scope, const std::vector<std::string>& a
   std::vector<std::string> own_args;
   auto dashdash = std::find(args.begin(), args.end(), "--");
   std::map<std::string, std::string> bool_values;  // --name=VALUE of the boolean flags
-  TMPI_ASSIGN(own_args, take_bool_values(std::vector<std::string>(args.begin(), dashdash), scope, bool_values));
+  TMPI_ASSIGN(own_args,
+              take_bool_values(std::vector<std::string>(args.begin(), dashdash), scope, bool_values));
   if (dashdash != args.end()) params.rest_.assign(dashdash + 1, args.end());
 
   po::options_description desc;

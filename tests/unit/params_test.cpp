@@ -137,9 +137,15 @@ TEST(Params, BoolsListsAndRest) {
 // `--dry-run false` cannot be read two ways (it was a real run, while `--dry-run maybe` was a
 // dry run that handed "maybe" on).
 TEST(Params, BooleanFlagsAreBareOrGivenWithEquals) {
-  for (const auto& [args, expected] : std::vector<std::pair<std::vector<std::string>, bool>>{
-           {{"--dry-run"}, true}, {{"--dry-run=true"}, true}, {{"--dry-run=YES"}, true}, {{"--dry-run=1"}, true},
-           {{"--dry-run=false"}, false}, {{"--dry-run=no"}, false}, {{"--dry-run=0"}, false}, {{}, false}}) {
+  for (const auto& [args, expected] :
+       std::vector<std::pair<std::vector<std::string>, bool>>{{{"--dry-run"}, true},
+                                                              {{"--dry-run=true"}, true},
+                                                              {{"--dry-run=YES"}, true},
+                                                              {{"--dry-run=1"}, true},
+                                                              {{"--dry-run=false"}, false},
+                                                              {{"--dry-run=no"}, false},
+                                                              {{"--dry-run=0"}, false},
+                                                              {{}, false}}) {
     auto params = Params::parse(kScopeLauncher, args, {});
     ASSERT_TRUE(params) << params.error().message;
     EXPECT_EQ(params->flag(param::kDryRun), expected) << (args.empty() ? "(none)" : args[0]);
@@ -157,8 +163,10 @@ TEST(Params, BooleanFlagRefusesASeparateValueWithTheFix) {
     auto params = Params::parse(kScopeLauncher, {"--dry-run", value, "--hosts=/h.json"}, {});
     ASSERT_FALSE(params) << value;
     EXPECT_EQ(params.error().exit, Exit::kUsage);
-    EXPECT_NE(params.error().message.find("--dry-run takes no separate value, and '" + value + "' follows it: "
-                                          "write --dry-run=" + value),
+    EXPECT_NE(params.error().message.find("--dry-run takes no separate value, and '" + value +
+                                          "' follows it: "
+                                          "write --dry-run=" +
+                                          value),
               std::string::npos)
         << params.error().message;
   }
@@ -169,7 +177,8 @@ TEST(Params, BooleanFlagRefusesAValueThatIsNotABoolean) {
     auto params = Params::parse(kScopeLauncher, {"--preflight=" + value}, {});
     ASSERT_FALSE(params) << value;
     EXPECT_EQ(params.error().exit, Exit::kUsage);
-    EXPECT_NE(params.error().message.find("--preflight: '" + value + "' is not a boolean: give true, false, 1, 0, "
+    EXPECT_NE(params.error().message.find("--preflight: '" + value +
+                                          "' is not a boolean: give true, false, 1, 0, "
                                           "yes or no (--preflight alone is true)"),
               std::string::npos)
         << params.error().message;
