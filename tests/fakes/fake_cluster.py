@@ -146,7 +146,7 @@ class Cluster:
         ns = trainjob["metadata"]["namespace"]
         runtime = self.objects.get(("trainer.kubeflow.org", "clustertrainingruntimes", "",
                                     trainjob["spec"]["runtimeRef"]["name"]))
-XX
+        if runtime is None:  # no runtime of that name: the stand-in makes no pods, the job never ends
             return
         pods = render.render(trainjob, runtime)["pods"]
         pushed = set()  # nothing pushed yet: no file
@@ -251,6 +251,10 @@ class ClusterRoutes:
             return handler.reply(200, {"kind": kind + "List", "apiVersion": f"{group}/{version}" if group else version,
                                        "metadata": {"resourceVersion": str(c.rv)}, "items": items})
         if method == "POST":
+            if "json" not in (handler.headers.get("Content-Type") or ""):
+                # kubectl apply sends objects as JSON; its typed commands (`kubectl create
+                # namespace`) send protobuf, which the real server reads and this fake does not.
+                return handler.reply(*status(415, "UnsupportedMediaType", "the fake API reads JSON bodies only"))
             obj = json.loads(raw)
             name = obj.get("metadata", {}).get("name", "")
             if (group, plural, namespace, name) in c.objects:
