@@ -36,7 +36,6 @@ import threading
 import time
 import urllib.parse
 import uuid
-from fake_cluster import Cluster, ClusterRoutes
 from fake_https import FakeHandler, serve, status
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -66,7 +65,10 @@ class State:
         self.pod_lists = 0
         self.resource_version = 1000
         self.raced = False
-        self.cluster = ClusterRoutes(Cluster(args)) if args.cluster else None
+        self.cluster = None
+        if args.cluster:  # imported only here: it loads the Trainer and JobSet models
+            from fake_cluster import Cluster, ClusterRoutes
+            self.cluster = ClusterRoutes(Cluster(args))
 
     def next_rv(self):
         self.resource_version += 1
