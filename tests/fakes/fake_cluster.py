@@ -14,9 +14,10 @@ It serves what the first-steps script (scripts/first_steps.sh) runs against, no 
   /openapi/v2 to validate on its side). The server's side of Strict: Trainer's and JobSet's
   kinds are checked against their CRDs (tests/examples/crd_schema.py, as the apiserver would).
 - Create (kubectl's client-side apply: a GET that finds nothing, then a POST), get, list
-  with label and field selectors (metadata.name, which `kubectl delete --wait` lists by,
-  cmd/wait IsDeleted; involvedObject.*, which describe lists Events by, describe.go
-  searchEvents), delete (a namespace takes its objects with it), a pod's log.
+  with label and field selectors (involvedObject.*, which describe lists Events by,
+  describe.go searchEvents), delete (at once; a namespace takes its objects with it: the GET
+  that `kubectl delete --wait` makes next finds nothing, kubectl cmd/wait/delete.go
+  IsDeleted), a pod's log.
 - Namespaces as the NamespaceLifecycle admission plugin has them: a namespaced object in a
   namespace that does not exist is refused, 404 `namespaces "X" not found`.
 The stand-in, on a TrainJob's create: its pods as tests/examples/render.py makes them from
