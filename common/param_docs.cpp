@@ -43,7 +43,9 @@ std::string help_text(std::string_view synopsis, unsigned scope) {
   std::string out = fmt::format("usage: {}\n\nOptions (each also a TMPI_ variable):\n", synopsis);
   for (const auto& spec : param_table()) {
     if ((spec.scopes & scope) == 0) continue;
-    std::string flag = fmt::format("--{} {}", spec.name, spec.metavar);
+    // A boolean flag is bare or --name=VALUE, never --name VALUE (params.cpp).
+    std::string flag = spec.type == ParamType::kBool ? fmt::format("--{}[={}]", spec.name, spec.metavar)
+                                                     : fmt::format("--{} {}", spec.name, spec.metavar);
     out += fmt::format("  {:<28} {}\n", flag, spec.help);
     std::string detail = env_name(spec.name);
     if (!spec.choices.empty()) detail += fmt::format(", one of {}", spec.choices);

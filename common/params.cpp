@@ -40,13 +40,71 @@ Expected<std::int64_t> parse_int(std::string_view text) {
   return value;
 }
 
-bool parse_bool(std::string_view text, bool& out) {
+std::string lowered(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return out = true, true;
-  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return out = false, true;
+  return lower;
+}
+
+// The spellings of a boolean, in a flag (--name=VALUE) and in a TMPI_ variable alike.
+bool parse_bool(std::string_view text, bool& out) {
+  const std::string lower = lowered(text);
+  if (lower == "1" || lower == "true" || lower == "yes") return out = true, true;
+  if (lower == "0" || lower == "false" || lower == "no") return out = false, true;
   return false;
+}
+
+// A word a person may have meant as a boolean flag's value, "off" included.
+bool looks_boolean(std::string_view text) {
+  bool ignored = false;
+  const std::string lower = lowered(text);
+  return parse_bool(lower, ignored) || lower == "on" || lower == "off";
+}
+
+const ParamSpec* bool_flag(std::string_view name, unsigned scope) {
+  for (const auto& spec : param_table()) {
+    if ((spec.scopes & scope) != 0 && spec.type == ParamType::kBool && spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+// Boolean flags are bare (`--dry-run`: true) or `--dry-run=VALUE`; the word after a bare one
+// is never its value, so `--dry-run false` cannot mean two things (before, a boolean word
+// was taken as the value and any other word was not). A boolean word there is refused with
+// the fix; `--name=VALUE` becomes the bare flag, its value kept in `values`.
+Expected<std::vector<std::string>> take_bool_values(const std::vector<std::string>& args, unsigned scope,
+                                                    std::map<std::string, std::string>& values) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    const std::size_t eq = word.find('=');
+    const ParamSpec* spec =
+        word.starts_with("--") ? bool_flag(std::string_view(word).substr(2, eq - 2), scope) : nullptr;
+    if (spec == nullptr) {
+      out.push_back(word);
+      continue;
+    }
+    const std::string flag = "--" + std::string(spec->name);
+    if (eq != std::string::npos) {
+      bool ignored = false;
+      const std::string value = word.substr(eq + 1);
+      if (!parse_bool(value, ignored)) {
+        return make_error(Exit::kUsage,
+                          "{}: '{}' is not a boolean: give true, false, 1, 0, yes or no ({} alone is "
+                          "true); {}",
+                          flag, value, flag, spec->help);
+      }
+      values[std::string(spec->name)] = value;
+    } else if (i + 1 < args.size() && looks_boolean(args[i + 1])) {
+      return make_error(Exit::kUsage,
+                        "{} takes no separate value, and '{}' follows it: write {}={} ({} alone is "
+                        "true)",
+                        flag, args[i + 1], flag, args[i + 1], flag);
+    }
+    out.push_back(flag);
+  }
+  return out;
 }
 
 }  // namespace
@@ -145,7 +203,9 @@ Status validate_param(const ParamSpec& spec, std::string_view value, std::string
     }
     case ParamType::kBool: {
       bool ignored = false;
-      if (!parse_bool(value, ignored)) return fail(fmt::format("'{}' is not true or false", value));
+      if (!parse_bool(value, ignored)) {
+        return fail(fmt::format("'{}' is not a boolean (true, false, 1, 0, yes or no)", value));
+      }
       break;
     }
     case ParamType::kChoice: {
@@ -169,7 +229,9 @@ Expected<Params> Params::parse(unsigned scope, const std::vector<std::string>& a
   Params params;
   std::vector<std::string> own_args;
   auto dashdash = std::find(args.begin(), args.end(), "--");
-  own_args.assign(args.begin(), dashdash);
+  std::map<std::string, std::string> bool_values;  // --name=VALUE of the boolean flags
+  TMPI_ASSIGN(own_args,
+              take_bool_values(std::vector<std::string>(args.begin(), dashdash), scope, bool_values));
   if (dashdash != args.end()) params.rest_.assign(dashdash + 1, args.end());
 
   po::options_description desc;
@@ -180,7 +242,7 @@ Expected<Params> Params::parse(unsigned scope, const std::vector<std::string>& a
     if (spec.type == ParamType::kList) {
       desc.add_options()(name.c_str(), po::value<std::vector<std::string>>()->composing(), "");
     } else if (spec.type == ParamType::kBool) {
-      desc.add_options()(name.c_str(), po::value<std::string>()->implicit_value("true"), "");
+      desc.add_options()(name.c_str(), po::value<std::string>()->zero_tokens()->implicit_value("true"), "");
     } else {
       desc.add_options()(name.c_str(), po::value<std::string>(), "");
     }
@@ -217,6 +279,8 @@ Expected<Params> Params::parse(unsigned scope, const std::vector<std::string>& a
         for (const auto& item : vm[name].as<std::vector<std::string>>()) {
           value += (value.empty() ? "" : ",") + item;
         }
+      } else if (auto explicit_value = bool_values.find(name); explicit_value != bool_values.end()) {
+        value = explicit_value->second;
       } else {
         value = vm[name].as<std::string>();
       }

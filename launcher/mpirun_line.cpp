@@ -310,7 +310,8 @@ RunArgs split_run_args(const std::vector<std::string>& args, unsigned scope) {
     }
     if (word == "-h" || word == "--help" || spec != nullptr) {
       out.launcher_args.push_back(word);
-      // A flag's value is its own word too ("--preflight false"), where that word is a boolean.
+      // A flag's value is its own word too, but a boolean's only after '=': a boolean word after a
+      // bare one ("--preflight false") stays with it, for Params::parse to refuse with the fix.
       bool takes_value = spec != nullptr && word.find('=') == std::string::npos &&
                          (spec->type != ParamType::kBool || (it + 1 != dashdash && is_boolean(*(it + 1))));
       if (takes_value && it + 1 != dashdash) out.launcher_args.push_back(*++it);

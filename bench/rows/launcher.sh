@@ -33,7 +33,7 @@ run_plain() {
     --mca oob_tcp_if_include eth0 --allow-run-as-root "$hello"
 }
 run_ours() {
-  timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight false \
+  timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight=false \
     --iface eth0 --report "$CIB_DIR/r.json" -- "$hello"
 }
 for round in $(seq 15); do

@@ -48,7 +48,7 @@ plain() {
     -np 16 --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --allow-run-as-root "$hello"
 }
 ours() {
-  timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight false \
+  timed "$TMPI_BUILD_DIR/bin/mpi-launcher" run --hosts "$ETC_MPI/hosts.json" --wait none --preflight=false \
     --iface eth0 --report "$CIB_DIR/r.json" -- "$hello"
 }
 for round in $(seq "${TMPI_NOFILE_ROUNDS:-7}"); do

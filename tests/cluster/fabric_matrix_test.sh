@@ -32,7 +32,7 @@ launcher=$(launcher_pod); nodes=($(node_pods))
 L="$TMPI_BUILD_DIR/bin/mpi-launcher"
 NC="$TMPI_BUILD_DIR/bin/nccl-check"
 if [[ $row_name == slow-launcher-ranks ]]; then
-  init_launcher --slots 2 --launcher-as-node true
+  init_launcher --slots 2 --launcher-as-node
   start_mpi_sshd "$launcher"
 else
   init_launcher --slots 2

@@ -89,11 +89,11 @@ case $case_name in
       fail "preflight steps: $(cat "$report")"
     for node in "${nodes[@]}"; do wait "$(cat "$CIB_DIR/pods/$node/sidecar.pid")" || fail "sidecar of $node did not exit 0"; done
     with_sidecars
-    out=$(launch --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
+    out=$(launch --preflight=false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
     check_probe "$out"
     # A rank that runs past its start report (2 s) reports its clean exit itself.
     with_sidecars
-    out=$(launch --preflight false -- sh -c 'if [ "$RANK" = 3 ]; then sleep 2.5; fi' 2>&1) || fail "the run failed: $out"
+    out=$(launch --preflight=false -- sh -c 'if [ "$RANK" = 3 ]; then sleep 2.5; fi' 2>&1) || fail "the run failed: $out"
     [[ $(jq -c '[.ranks[] | [.rank, .reported, .code, (.seconds // 0) >= 2.5]]' "$report") == \
        '[[0,true,0,false],[1,false,0,false],[2,true,0,false],[3,true,0,true]]' ]] || fail "report: $(cat "$report")"
     pass "Open MPI: allreduce, report, sidecars done, torch variables on every rank" ;;
@@ -106,7 +106,7 @@ case $case_name in
     expect_contains "$out" "allreduce sum 6 over 4 ranks: ok" "allreduce"
     expect_contains "$out" "mpiexec.hydra -f $ETC_MPI/hostfile.hydra -np 4 -launcher ssh -launcher-exec $scratch/tmpi-ssh-" "hydra command"
     [[ -z $(ls -A "$scratch") ]] || fail "the ssh wrapper was left behind: $(ls -lR "$scratch")"
-    out=$(launch --wait ssh --mpi mpich --preflight false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
+    out=$(launch --wait ssh --mpi mpich --preflight=false -- sh -c "$probe" 2>&1) || fail "the probe failed: $out"
     check_probe "$out"
     pass "MPICH hydra: allreduce and torch variables on every rank" ;;
   placement | placement-mpich)
@@ -285,14 +285,14 @@ case $case_name in
     # Trainer #3427: variables reach the ranks only when asked for.
     with_sidecars
     out=$(in_pod "$launcher" env MY_FLAG=on OTHER_FLAG=on "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
-            --report "$report" --beat-interval 1s --env-prefix MY_ --preflight false -- \
+            --report "$report" --beat-interval 1s --env-prefix MY_ --preflight=false -- \
             sh -c 'echo "flags my=$MY_FLAG other=$OTHER_FLAG"' 2>&1) || fail "run: $out"
     [[ $(grep -c "flags my=on other=$" <<<"$out") == 4 ]] || fail "--env-prefix: $out"
     out=$(in_pod "$launcher" "$L" check --hosts "$ETC_MPI/hosts.json" --iface eth0) || fail "check: $out"
     expect_contains "$out" "preflight passed: 2 hosts" "check"
     with_sidecars
     in_pod "$launcher" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 --report "$report" --beat-interval 1s \
-      --preflight false -- sleep 4 > "$CIB_DIR/launcher.log" 2>&1 &
+      --preflight=false -- sleep 4 > "$CIB_DIR/launcher.log" 2>&1 &
     wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
     out=$(in_pod "$launcher" "$L" hosts) || fail "hosts: $out"
     expect_contains "$out" "barrier open: 2/2 hosts ready" "hosts"

@@ -48,6 +48,14 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def send_text(self, text):
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def write_log(self, entry):
         """One JSON line per request in --log (never a Secret's data)."""
         with LOG_LOCK, open(self.state.args.log, "a") as log:  # not state.lock: replies come under it
@@ -74,6 +82,12 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.handle_any()
 
     def do_POST(self):
+        self.handle_any()
+
+    def do_PATCH(self):
+        self.handle_any()
+
+    def do_DELETE(self):
         self.handle_any()
 
 

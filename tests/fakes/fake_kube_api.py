@@ -21,6 +21,10 @@ is stored, and the answer is 409),
 portal in front of the API would).
 Every request is logged as a JSON line to --log.
 
+--cluster (with --registry FILE and --outcome FILE): the API that kubectl needs instead, with a
+stand-in for Trainer, JobSet and the kubelet behind it (fake_cluster.py): the first steps'
+test (tests/examples/first_steps_test.sh) runs scripts/first_steps.sh against it.
+
 usage: fake_kube_api.py --cert C --key K --token T --state STATE.json --port-file F --log L
 """
 import argparse
@@ -61,6 +65,10 @@ class State:
         self.pod_lists = 0
         self.resource_version = 1000
         self.raced = False
+        self.cluster = None
+        if args.cluster:  # imported only here: it loads the Trainer and JobSet models
+            from fake_cluster import Cluster, ClusterRoutes
+            self.cluster = ClusterRoutes(Cluster(args))
 
     def next_rv(self):
         self.resource_version += 1
@@ -95,6 +103,10 @@ class Handler(FakeHandler):
             entry["object"] = {k: v for k, v in request.items() if k != "data"}
         self.write_log(entry)
 
+    def reply_text(self, text):
+        self.send_text(text)
+        self.write_log({"method": self.command, "path": self.path, "code": 200, "auth": True})
+
     def handle_any(self):
         st = self.state
         raw = self.read_request()
@@ -109,6 +121,9 @@ class Handler(FakeHandler):
                               {"Retry-After": str(st.args.retry_after)})
         if n <= st.args.stall + st.args.throttle + st.args.fail_500:
             return self.reply(*status(500, "InternalError", "etcdserver: request timed out"))
+        if st.cluster is not None:
+            with st.lock:
+                return st.cluster.route(self, self.command, raw)
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         parts = url.path.strip("/").split("/")
@@ -291,6 +306,9 @@ def main():
     parser.add_argument("--forbid", action="append", default=[])
     parser.add_argument("--not-json", action="append", default=[], help="a resource whose GET answers 200 with HTML")
     parser.add_argument("--race-secret", default="", help="the fields (data, metadata, type) of a Secret made first")
+    parser.add_argument("--cluster", action="store_true", help="kubectl's API and a stand-in cluster (fake_cluster.py)")
+    parser.add_argument("--registry", default="", help="--cluster: the images pushed, one reference a line")
+    parser.add_argument("--outcome", default="", help="--cluster: how the launcher ends (JSON)")
     args = parser.parse_args()
     Handler.state = State(args)
     serve(Handler, args)

@@ -43,4 +43,13 @@ grep -q "^barrier not-started: 0/2 hosts ready$" <<<"$out" || fail "no table hea
 for name in $rows; do
   grep -Eq "^$name +waiting +.*not yet heard from$" <<<"$out" || fail "host $name is not on its row: $out"
 done
-echo "ok: --version on every program; hosts without a job: the table, 2 hosts not yet heard from"
+# A boolean flag is bare or --flag=VALUE: `--dry-run false` would read two ways, so it is refused
+# with the fix; `--dry-run=false` is a real run (here: no hosts file, 74, the dry run's 0 never).
+rc=0; out=$("$TMPI_BUILD_DIR/bin/mpi-launcher" run --dry-run false -- true 2>&1) || rc=$?
+[[ $rc == 64 && $out == *"write --dry-run=false (--dry-run alone is true)"* ]] || fail "--dry-run false: exit $rc: $out"
+rc=0; out=$("$TMPI_BUILD_DIR/bin/mpi-launcher" run --dry-run=maybe -- true 2>&1) || rc=$?
+[[ $rc == 64 && $out == *"--dry-run: 'maybe' is not a boolean"* ]] || fail "--dry-run=maybe: exit $rc: $out"
+rc=0; out=$("$TMPI_BUILD_DIR/bin/mpi-launcher" run --dry-run --hosts "$work/etc/hosts.json" --ssh-dir "$work/ssh" -- true 2>&1) || rc=$?
+[[ $rc == 0 && $out == *"true"* ]] || fail "a bare --dry-run: exit $rc: $out"
+[[ $run_help == *"--dry-run[=BOOL]"* ]] || fail "run --help does not show --dry-run[=BOOL]"
+echo "ok: --version on every program; hosts without a job: the table, 2 hosts not yet heard from; boolean flags"

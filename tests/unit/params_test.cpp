@@ -133,6 +133,63 @@ TEST(Params, BoolsListsAndRest) {
   EXPECT_EQ(params->rest(), (std::vector<std::string>{"echo", "--out"}));
 }
 
+// A boolean flag is bare or --name=VALUE: the word after it is never its value, so
+// `--dry-run false` cannot be read two ways (it was a real run, while `--dry-run maybe` was a
+// dry run that handed "maybe" on).
+TEST(Params, BooleanFlagsAreBareOrGivenWithEquals) {
+  for (const auto& [args, expected] :
+       std::vector<std::pair<std::vector<std::string>, bool>>{{{"--dry-run"}, true},
+                                                              {{"--dry-run=true"}, true},
+                                                              {{"--dry-run=YES"}, true},
+                                                              {{"--dry-run=1"}, true},
+                                                              {{"--dry-run=false"}, false},
+                                                              {{"--dry-run=no"}, false},
+                                                              {{"--dry-run=0"}, false},
+                                                              {{}, false}}) {
+    auto params = Params::parse(kScopeLauncher, args, {});
+    ASSERT_TRUE(params) << params.error().message;
+    EXPECT_EQ(params->flag(param::kDryRun), expected) << (args.empty() ? "(none)" : args[0]);
+    EXPECT_EQ(params->is_set(param::kDryRun), !args.empty());
+  }
+  // A word after a bare one that is no boolean is the command's own (a positional), not its value.
+  auto word = Params::parse(kScopeInit, {"--launcher-as-node", "somefile"}, {});
+  ASSERT_TRUE(word) << word.error().message;
+  EXPECT_TRUE(word->flag(param::kLauncherAsNode));
+  EXPECT_EQ(word->positional(), (std::vector<std::string>{"somefile"}));
+}
+
+TEST(Params, BooleanFlagRefusesASeparateValueWithTheFix) {
+  for (const std::string value : {"false", "true", "0", "off", "Yes"}) {
+    auto params = Params::parse(kScopeLauncher, {"--dry-run", value, "--hosts=/h.json"}, {});
+    ASSERT_FALSE(params) << value;
+    EXPECT_EQ(params.error().exit, Exit::kUsage);
+    EXPECT_NE(params.error().message.find("--dry-run takes no separate value, and '" + value +
+                                          "' follows it: "
+                                          "write --dry-run=" +
+                                          value),
+              std::string::npos)
+        << params.error().message;
+  }
+}
+
+TEST(Params, BooleanFlagRefusesAValueThatIsNotABoolean) {
+  for (const std::string value : {"maybe", "on", "off", "", "truely"}) {
+    auto params = Params::parse(kScopeLauncher, {"--preflight=" + value}, {});
+    ASSERT_FALSE(params) << value;
+    EXPECT_EQ(params.error().exit, Exit::kUsage);
+    EXPECT_NE(params.error().message.find("--preflight: '" + value +
+                                          "' is not a boolean: give true, false, 1, 0, "
+                                          "yes or no (--preflight alone is true)"),
+              std::string::npos)
+        << params.error().message;
+  }
+  auto env = Params::parse(kScopeLauncher, {}, Env{{"TMPI_PREFLIGHT", "on"}});
+  ASSERT_FALSE(env);
+  EXPECT_NE(env.error().message.find("TMPI_PREFLIGHT: 'on' is not a boolean (true, false, 1, 0, yes or no)"),
+            std::string::npos)
+      << env.error().message;
+}
+
 TEST(Params, Durations) {
   EXPECT_EQ(*parse_duration("300"), std::chrono::seconds(300));
   EXPECT_EQ(*parse_duration("250ms"), std::chrono::milliseconds(250));
