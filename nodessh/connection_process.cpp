@@ -27,6 +27,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nodessh/sandbox.h"
 #include "nodessh/server_state.h"
 
 namespace tmpi::nodessh {
@@ -225,6 +226,13 @@ bool split_off_monitor(Server::State& state, int client_fd) {
   state.monitor.monitored = true;
   state.monitor_watch = std::make_unique<Watch>(state.event, link[1]);
   state.monitor_watch->want(POLLIN);
+  // Before the client's first byte: from here this process cannot run a program, open a file
+  // or a socket, or reach another process (sandbox.h). Without the sandbox, no session.
+  if (auto sandboxed = enter_session_sandbox(); !sandboxed) {
+    spdlog::error("the session process's sandbox: {}", sandboxed.error().message);
+    return false;
+  }
+  probe_session_sandbox();
   return true;
 }
 
