@@ -5,6 +5,7 @@ find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(libssh REQUIRED)            # target: ssh
+find_package(OpenSSL 3 REQUIRED)         # libcrypto: mpi-sshd's monitor verifies a login itself (nodessh/login_proof.h)
 find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)        # kubeconfig files
 find_package(simdjson 3.0 REQUIRED)   # pod lists (common/json_filter.cpp); target: simdjson::simdjson

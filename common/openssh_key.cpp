@@ -76,11 +76,12 @@ std::string openssh_ed25519_public_blob(const std::array<unsigned char, 32>& pub
   return out;
 }
 
-std::string openssh_ed25519_public_line(const std::array<unsigned char, 32>& public_key, std::string_view comment) {
+std::string openssh_ed25519_public_line(const std::array<unsigned char, 32>& public_key,
+                                        std::string_view comment) {
   std::string blob = openssh_ed25519_public_blob(public_key);
   std::string base64(sodium_base64_ENCODED_LEN(blob.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
-  sodium_bin2base64(base64.data(), base64.size(), reinterpret_cast<const unsigned char*>(blob.data()), blob.size(),
-                    sodium_base64_VARIANT_ORIGINAL);
+  sodium_bin2base64(base64.data(), base64.size(), reinterpret_cast<const unsigned char*>(blob.data()),
+                    blob.size(), sodium_base64_VARIANT_ORIGINAL);
   base64.pop_back();  // the terminating NUL
   return fmt::format("{} {} {}", kKeyType, base64, comment);
 }

@@ -43,7 +43,8 @@ inline constexpr std::size_t kOpenSshBlockSize = 8;
 // The public key as the SSH wire carries it (string "ssh-ed25519", string the key), and as a
 // line of authorized_keys or known_hosts ("ssh-ed25519 BASE64 comment"). Pure.
 std::string openssh_ed25519_public_blob(const std::array<unsigned char, 32>& public_key);
-std::string openssh_ed25519_public_line(const std::array<unsigned char, 32>& public_key, std::string_view comment);
+std::string openssh_ed25519_public_line(const std::array<unsigned char, 32>& public_key,
+                                        std::string_view comment);
 
 // The armoured private key file for `key`, unencrypted, as ssh-keygen would write it. Pure.
 std::string openssh_ed25519_private_key(const Ed25519Material& key, std::string_view comment);

@@ -15,9 +15,9 @@
 #include "common/files.h"
 #include "common/host_key.h"
 #include "common/job_key.h"
+#include "common/openssh_key.h"
 #include "common/utf8.h"
 #include "initcontainer/account.h"
-#include "common/openssh_key.h"
 
 namespace tmpi::init {
 

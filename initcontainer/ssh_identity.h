@@ -52,9 +52,10 @@ std::string render_ssh_config(const KeyPair& key, const SshLayout& layout);
 std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
 
 // Writes the key pair, the host key's public half, the client's config, (for OpenSSH's sshd)
-// the host key, authorized_keys and sshd_config, and (with a topology) known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets
-// 0600. A non-root uid cannot chmod a folder it does not own (an emptyDir mounted as ssh_dir): exit 74, which
-// says to mount it one level up, as HOME. StrictModes is judged once the folder exists.
+// the host key, authorized_keys and sshd_config, and (with a topology) known_hosts into ssh_dir: owned by the
+// running uid, folder 0700, secrets 0600. A non-root uid cannot chmod a folder it does not own (an emptyDir
+// mounted as ssh_dir): exit 74, which says to mount it one level up, as HOME. StrictModes is judged once the
+// folder exists.
 Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology);
 
 // Whether the running uid can make layout.ssh_dir the 0700 folder ssh needs (a folder that

@@ -311,7 +311,8 @@ void pump_channel(Channel& channel, Clock::time_point now) {
     }
   }
   if (channel.client_closed) carry_out(channel, channel.rules.on_client_gone(now));
-  if (command.pid > 0) carry_out(channel, channel.rules.on_tick(now, command_group_alive(*channel.server, command.pid)));
+  if (command.pid > 0)
+    carry_out(channel, channel.rules.on_tick(now, command_group_alive(*channel.server, command.pid)));
 }
 
 void command_exited(Channel& channel, int status) {

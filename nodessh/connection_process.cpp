@@ -1,5 +1,8 @@
 // A connection process: one connection of mpi-sshd, from its key exchange to the end of its
-// last command, alone in a process forked by the listener (listener.cpp) for it.
+// last command, alone in a process forked by the listener (listener.cpp) for it. Before it
+// reads a byte of its client it forks again: the parent stays the connection's monitor
+// (monitor.cpp), the child is the session process this file serves, which arms the catch of
+// the login's signature, then locks itself in its sandbox (sandbox.h).
 //
 // Why a process per connection: libssh polls every session that shares an ssh_event when it
 // polls for one, and a failure or a disconnect seen there marks the session it was polling for
@@ -226,13 +229,22 @@ bool split_off_monitor(Server::State& state, int client_fd) {
   state.monitor.monitored = true;
   state.monitor_watch = std::make_unique<Watch>(state.event, link[1]);
   state.monitor_watch->want(POLLIN);
+  arm_login_capture();
   // Before the client's first byte: from here this process cannot run a program, open a file
   // or a socket, or reach another process (sandbox.h). Without the sandbox, no session.
   if (auto sandboxed = enter_session_sandbox(); !sandboxed) {
     spdlog::error("the session process's sandbox: {}", sandboxed.error().message);
     return false;
   }
-  probe_session_sandbox();
+  if (probe_session_sandbox()) {  // and, as a session process taken over would, a command
+    Command command;
+    command.argv = {"/bin/true"};
+    auto started = start_through_monitor(state, command, TerminalSize{});
+    if (started)
+      spdlog::error("sandbox probe: a command before login went through");
+    else
+      spdlog::warn("sandbox probe: a command before login refused: {}", started.error().message);
+  }
   return true;
 }
 

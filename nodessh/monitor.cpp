@@ -14,7 +14,9 @@
 // session process, and takes that process's exit status as its own (the listener's penalty
 // reads it). A session process that ends while commands still run (a crash) has them hung up
 // (SIGHUP and SIGCONT, SIGKILL after --sshd-hangup-grace), as a client that went would.
+#include <dlfcn.h>
 #include <poll.h>
+#include <sodium.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -25,8 +27,10 @@
 #include <cstring>
 #include <set>
 
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include "nodessh/login_proof.h"
 #include "nodessh/server_state.h"
 
 namespace tmpi::nodessh {
@@ -64,6 +68,46 @@ bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds = 
 }  // namespace
 
 // --- The session process's side ---
+
+// The one signature libssh verified last, as it went to libcrypto (login_proof.h says why).
+// Armed only in a session process, before its sandbox; one thread, so no lock.
+struct CaughtSignature {
+  bool armed = false;
+  bool caught = false;
+  std::string signed_blob;
+  std::string signature;
+};
+CaughtSignature caught_signature;
+
+using DigestVerify = int (*)(EVP_MD_CTX*, const unsigned char*, size_t, const unsigned char*, size_t);
+DigestVerify real_digest_verify = nullptr;
+
+void arm_login_capture() {
+  real_digest_verify = reinterpret_cast<DigestVerify>(dlsym(RTLD_NEXT, "EVP_DigestVerify"));
+  caught_signature.armed = real_digest_verify != nullptr;
+}
+
+}  // namespace tmpi::nodessh
+
+// libcrypto's one-shot verification, which libssh calls for a client's userauth signature
+// (pki_crypto.c, pki_verify_data_signature): the bytes and the signature are kept on the way.
+// Every other caller (the monitor's own check, the listener) passes through untouched.
+extern "C" int EVP_DigestVerify(EVP_MD_CTX* context, const unsigned char* signature, size_t signature_size,
+                                const unsigned char* data, size_t data_size) {
+  using tmpi::nodessh::caught_signature;
+  if (tmpi::nodessh::real_digest_verify == nullptr)
+    tmpi::nodessh::real_digest_verify =
+        reinterpret_cast<tmpi::nodessh::DigestVerify>(dlsym(RTLD_NEXT, "EVP_DigestVerify"));
+  if (tmpi::nodessh::real_digest_verify == nullptr) return -1;  // no libcrypto: nothing verifies
+  if (caught_signature.armed && signature_size <= 4096 && data_size <= 65536) {
+    caught_signature.caught = true;
+    caught_signature.signed_blob.assign(reinterpret_cast<const char*>(data), data_size);
+    caught_signature.signature.assign(reinterpret_cast<const char*>(signature), signature_size);
+  }
+  return tmpi::nodessh::real_digest_verify(context, signature, signature_size, data, data_size);
+}
+
+namespace tmpi::nodessh {
 
 bool MonitorLink::receive(bool wait) {
   if (fd < 0) return false;
@@ -115,7 +159,8 @@ Expected<StartedCommand> start_through_monitor(Server::State& state, const Comma
     return make_error(Exit::kOsErr, "the connection's monitor is gone");
   while (true) {
     for (auto it = link.backlog.begin(); it != link.backlog.end(); ++it) {
-      if (const auto* started = std::get_if<Started>(&*it); started != nullptr && started->channel == channel) {
+      if (const auto* started = std::get_if<Started>(&*it);
+          started != nullptr && started->channel == channel) {
         StartedCommand out;
         out.pid = started->pid;
         out.stdin_fd = link.take_fd();
@@ -125,7 +170,8 @@ Expected<StartedCommand> start_through_monitor(Server::State& state, const Comma
         link.backlog.erase(it);
         return out;
       }
-      if (const auto* failed = std::get_if<StartFailed>(&*it); failed != nullptr && failed->channel == channel) {
+      if (const auto* failed = std::get_if<StartFailed>(&*it);
+          failed != nullptr && failed->channel == channel) {
         std::string why = failed->message;
         link.backlog.erase(it);
         return make_error(Exit::kOsErr, "{}", why);
@@ -135,13 +181,42 @@ Expected<StartedCommand> start_through_monitor(Server::State& state, const Comma
   }
 }
 
+bool login_confirmed(Server::State& state, std::string& why) {
+  MonitorLink& link = state.monitor;
+  if (!link.monitored) return true;  // a fuzzer's own process: libssh's check stands alone
+  if (!std::exchange(caught_signature.caught, false)) {
+    why = "no signature was caught on its way to libcrypto";
+    return false;
+  }
+  LoginRequest request{std::move(caught_signature.signed_blob), std::move(caught_signature.signature)};
+  if (link.fd < 0 || !send_frame(link.fd, encode_monitor_message(request))) {
+    why = "the connection's monitor is gone";
+    return false;
+  }
+  while (true) {
+    for (auto it = link.backlog.begin(); it != link.backlog.end(); ++it) {
+      if (const auto* verdict = std::get_if<LoginVerdict>(&*it)) {
+        const bool accepted = verdict->accepted;
+        why = verdict->reason;
+        link.backlog.erase(it);
+        return accepted;
+      }
+    }
+    if (!link.receive(true)) {
+      why = "the connection's monitor did not answer";
+      return false;
+    }
+  }
+}
+
 void signal_group(Server::State& state, pid_t group, int signal) {
   if (group <= 0) return;
   if (!state.monitor.monitored) {
     kill(-group, signal);
     return;
   }
-  if (state.monitor.fd >= 0) send_frame(state.monitor.fd, encode_monitor_message(SignalRequest{group, signal}));
+  if (state.monitor.fd >= 0)
+    send_frame(state.monitor.fd, encode_monitor_message(SignalRequest{group, signal}));
 }
 
 bool command_group_alive(const Server::State& state, pid_t group) {
@@ -154,8 +229,11 @@ bool command_group_alive(const Server::State& state, pid_t group) {
 namespace {
 
 struct Monitor {
-  Monitor(Server::State& owner, int link_fd, pid_t session_pid) : state(owner), link(link_fd), session(session_pid) {}
+  Monitor(Server::State& owner, int link_fd, pid_t session_pid)
+      : state(owner), link(link_fd), session(session_pid) {}
   Server::State& state;
+  std::optional<LoginVerifier> verifier;  // none: the job key's type is one it cannot check
+  std::optional<std::string> logged_in;   // the user, once the monitor has verified the login
   int link;
   pid_t session;
   MonitorDecoder decoder{MonitorDecoder::Side::kMonitor};
@@ -173,6 +251,11 @@ struct Monitor {
   }
 
   void start(const StartRequest& request) {
+    if (!logged_in) {  // a session process taken over before login asks for a command
+      spdlog::warn("a command asked for before the monitor verified a login: refused");
+      answer(StartFailed{request.channel, "not logged in"});
+      return;
+    }
     auto started = start_command(request.command, state.base_env, request.size);
     if (!started) {
       answer(StartFailed{request.channel, started.error().message});
@@ -186,9 +269,21 @@ struct Monitor {
     for (int fd : fds) close(fd);
   }
 
+  void login(const LoginRequest& request) {
+    Expected<std::string> user = make_error(Exit::kData, "the job key's type cannot be verified here");
+    if (logged_in)
+      user = make_error(Exit::kData, "a second login on one connection");
+    else if (verifier)
+      user = verifier->check(request.signed_blob, request.signature);
+    if (user) logged_in = *user;
+    answer(LoginVerdict{static_cast<bool>(user), user ? "" : user.error().message});
+  }
+
   void take(MonitorMessage message) {
     if (auto* request = std::get_if<StartRequest>(&message)) start(*request);
-    if (auto* signal = std::get_if<SignalRequest>(&message); signal != nullptr && groups.count(signal->pid) != 0)
+    if (auto* request = std::get_if<LoginRequest>(&message)) login(*request);
+    if (auto* signal = std::get_if<SignalRequest>(&message);
+        signal != nullptr && groups.count(signal->pid) != 0)
       kill(-signal->pid, signal->signal);
   }
 
@@ -248,6 +343,24 @@ struct Monitor {
 
 void run_monitor(Server::State& state, int link, pid_t session) {
   Monitor monitor(state, link, session);
+  // The job key's wire blob: libssh 0.10 exports it only as base64 (ssh_pki_export_pubkey_blob
+  // is not public there).
+  char* base64 = nullptr;
+  std::string key_blob(8192, '\0');
+  std::size_t blob_size = 0;
+  if (ssh_pki_export_pubkey_base64(state.job_public, &base64) == SSH_OK &&
+      sodium_base642bin(reinterpret_cast<unsigned char*>(key_blob.data()), key_blob.size(), base64,
+                        std::strlen(base64), nullptr, &blob_size, nullptr,
+                        sodium_base64_VARIANT_ORIGINAL) == 0) {
+    key_blob.resize(blob_size);
+    auto verifier = LoginVerifier::for_job_key(key_blob);
+    if (verifier) {
+      monitor.verifier = std::move(*verifier);
+    } else {
+      spdlog::error("{}: no login can be verified, so none is taken", verifier.error().message);
+    }
+  }
+  ssh_string_free_char(base64);
   while (true) {
     pollfd fds[2] = {{state.signal_fd, POLLIN, 0}, {monitor.link, POLLIN, 0}};
     poll(fds, monitor.link >= 0 ? 2 : 1, 100);

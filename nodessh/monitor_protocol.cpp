@@ -6,7 +6,16 @@ namespace tmpi::nodessh {
 
 namespace {
 
-enum Kind : std::uint8_t { kStart = 1, kSignal, kStarted, kStartFailed, kExited, kGroupGone };
+enum Kind : std::uint8_t {
+  kStart = 1,
+  kSignal,
+  kStarted,
+  kStartFailed,
+  kExited,
+  kGroupGone,
+  kLogin,
+  kLoginVerdict
+};
 
 struct Writer {
   std::string out;
@@ -33,7 +42,8 @@ struct Reader {
   std::uint32_t u32() {
     if (in.size() < 4) return fail(), 0;
     std::uint32_t value = 0;
-    for (int i = 0; i < 4; ++i) value = value << 8 | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < 4; ++i)
+      value = value << 8 | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
     in.remove_prefix(4);
     return value;
   }
@@ -61,10 +71,16 @@ struct Encode {
     for (int v : {m.size.columns, m.size.rows, m.size.width_px, m.size.height_px}) w.i32(v);
   }
   void operator()(const SignalRequest& m) const { w.u8(kSignal), w.i32(m.pid), w.i32(m.signal); }
-  void operator()(const Started& m) const { w.u8(kStarted), w.u32(m.channel), w.i32(m.pid), w.u8(m.pty ? 1 : 0); }
+  void operator()(const Started& m) const {
+    w.u8(kStarted), w.u32(m.channel), w.i32(m.pid), w.u8(m.pty ? 1 : 0);
+  }
   void operator()(const StartFailed& m) const { w.u8(kStartFailed), w.u32(m.channel), w.str(m.message); }
   void operator()(const Exited& m) const { w.u8(kExited), w.i32(m.pid), w.i32(m.status); }
   void operator()(const GroupGone& m) const { w.u8(kGroupGone), w.i32(m.pid); }
+  void operator()(const LoginRequest& m) const { w.u8(kLogin), w.str(m.signed_blob), w.str(m.signature); }
+  void operator()(const LoginVerdict& m) const {
+    w.u8(kLoginVerdict), w.u8(m.accepted ? 1 : 0), w.str(m.reason);
+  }
 };
 
 std::optional<MonitorMessage> decode_request(std::uint8_t kind, Reader& r) {
@@ -72,6 +88,12 @@ std::optional<MonitorMessage> decode_request(std::uint8_t kind, Reader& r) {
     SignalRequest m;
     m.pid = r.i32();
     m.signal = r.i32();
+    return m;
+  }
+  if (kind == kLogin) {
+    LoginRequest m;
+    m.signed_blob = r.str();
+    m.signature = r.str();
     return m;
   }
   if (kind != kStart) return std::nullopt;
@@ -114,6 +136,12 @@ std::optional<MonitorMessage> decode_answer(std::uint8_t kind, Reader& r) {
     }
     case kGroupGone:
       return GroupGone{r.i32()};
+    case kLoginVerdict: {
+      LoginVerdict m;
+      m.accepted = r.u8() == 1;
+      m.reason = r.str();
+      return m;
+    }
     default:
       return std::nullopt;
   }

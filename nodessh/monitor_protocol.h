@@ -2,7 +2,9 @@
 // pure engine: messages, their encoding, and a bounded decoder. The session process runs the
 // client's SSH connection and cannot start a process (it has no right to: it parses a
 // stranger's bytes); the monitor starts each command it asks for, passes back its
-// descriptors (SCM_RIGHTS, beside the Started message), reaps it, and sends its signals.
+// descriptors (SCM_RIGHTS, beside the Started message), reaps it, and sends its signals;
+// and it starts none before it has verified the client's login itself (LoginRequest,
+// login_proof.h).
 //
 // The framing: each message is a uint32 length (big-endian) of what follows, a kind byte, and
 // its fields, each a uint32, a byte, or a string (uint32 length, bytes). A stream socket
@@ -27,7 +29,7 @@
 namespace tmpi::nodessh {
 
 // Session process -> monitor.
-struct StartRequest {      // start a channel's command; answered by Started or StartFailed
+struct StartRequest {         // start a channel's command; answered by Started or StartFailed
   std::uint32_t channel = 0;  // the session process's own number for the channel
   Command command;            // argv, env (the client's accepted ones, SSH_CLIENT...), pty
   TerminalSize size;
@@ -35,6 +37,11 @@ struct StartRequest {      // start a channel's command; answered by Started or 
 struct SignalRequest {  // a signal to the process group of a command this monitor started
   std::int32_t pid = 0;
   std::int32_t signal = 0;
+};
+
+struct LoginRequest {  // the signed login libssh verified, for the monitor to verify itself
+  std::string signed_blob;
+  std::string signature;
 };
 
 // Monitor -> session process.
@@ -55,11 +62,17 @@ struct GroupGone {  // no process of the command's group is left
   std::int32_t pid = 0;
 };
 
-using MonitorMessage = std::variant<StartRequest, SignalRequest, Started, StartFailed, Exited, GroupGone>;
+struct LoginVerdict {  // the monitor's own check of a LoginRequest (login_proof.h)
+  bool accepted = false;
+  std::string reason;  // why not, for the log
+};
+
+using MonitorMessage = std::variant<StartRequest, SignalRequest, LoginRequest, Started, StartFailed, Exited,
+                                    GroupGone, LoginVerdict>;
 
 // The bounds: a command's argv and env as channel_rules.h bounds them, and room for framing.
 inline constexpr std::size_t kMaxMonitorArgs = 8;
-inline constexpr std::size_t kMaxMonitorEnv = 80;        // 64 accepted, TERM, SSH_CLIENT, SSH_CONNECTION
+inline constexpr std::size_t kMaxMonitorEnv = 80;             // 64 accepted, TERM, SSH_CLIENT, SSH_CONNECTION
 inline constexpr std::size_t kMaxMonitorString = 300 * 1024;  // a command of 256 KiB, with "-c"
 inline constexpr std::size_t kMaxMonitorFrame = 4 * 1024 * 1024;
 

@@ -27,13 +27,29 @@ struct FilterFree {
 };
 
 constexpr int kRefusedCalls[] = {
-    SCMP_SYS(execve),          SCMP_SYS(execveat),         SCMP_SYS(open),          SCMP_SYS(openat),
-    SCMP_SYS(openat2),         SCMP_SYS(creat),            SCMP_SYS(open_by_handle_at),
-    SCMP_SYS(io_uring_setup),  SCMP_SYS(io_uring_enter),   SCMP_SYS(io_uring_register),
-    SCMP_SYS(socket),          SCMP_SYS(socketpair),       SCMP_SYS(ptrace),        SCMP_SYS(process_vm_readv),
-    SCMP_SYS(process_vm_writev), SCMP_SYS(fork),           SCMP_SYS(vfork),
-    SCMP_SYS(bpf),             SCMP_SYS(perf_event_open),  SCMP_SYS(userfaultfd),   SCMP_SYS(keyctl),
-    SCMP_SYS(add_key),         SCMP_SYS(request_key),
+    SCMP_SYS(execve),
+    SCMP_SYS(execveat),
+    SCMP_SYS(open),
+    SCMP_SYS(openat),
+    SCMP_SYS(openat2),
+    SCMP_SYS(creat),
+    SCMP_SYS(open_by_handle_at),
+    SCMP_SYS(io_uring_setup),
+    SCMP_SYS(io_uring_enter),
+    SCMP_SYS(io_uring_register),
+    SCMP_SYS(socket),
+    SCMP_SYS(socketpair),
+    SCMP_SYS(ptrace),
+    SCMP_SYS(process_vm_readv),
+    SCMP_SYS(process_vm_writev),
+    SCMP_SYS(fork),
+    SCMP_SYS(vfork),
+    SCMP_SYS(bpf),
+    SCMP_SYS(perf_event_open),
+    SCMP_SYS(userfaultfd),
+    SCMP_SYS(keyctl),
+    SCMP_SYS(add_key),
+    SCMP_SYS(request_key),
 };
 
 }  // namespace
@@ -55,20 +71,22 @@ Status enter_session_sandbox() {
   // (CLONE_THREAD); without that flag, a process.
   if (rc == 0) rc = seccomp_rule_add(filter.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   if (rc == 0)
-    rc = seccomp_rule_add(filter.get(), refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+    rc = seccomp_rule_add(filter.get(), refuse, SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
   if (rc != 0) return make_error(Exit::kSoftware, "libseccomp refused a rule: {}", std::strerror(-rc));
   // The kernel takes an unprivileged filter only under no_new_privs; Pod Security
   // "restricted" sets it already (allowPrivilegeEscalation: false), elsewhere it is set here.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return make_error(Exit::kOsErr, "cannot set no_new_privs: {}", std::strerror(errno));
   rc = seccomp_load(filter.get());
-  if (rc != 0) return make_error(Exit::kOsErr, "the kernel refused the seccomp filter: {}", std::strerror(-rc));
+  if (rc != 0)
+    return make_error(Exit::kOsErr, "the kernel refused the seccomp filter: {}", std::strerror(-rc));
   return ok_status();
 }
 
-void probe_session_sandbox() {
-  const char* target = std::getenv("TMPI_SSHD_SANDBOX_PROBE");
-  if (target == nullptr || *target == '\0') return;
+bool probe_session_sandbox() {
+  const char* target = std::getenv("MPI_SSHD_SANDBOX_PROBE");
+  if (target == nullptr || *target == '\0') return false;
   auto tell = [](const char* what, bool went_through) {
     const int error = errno;
     if (went_through) {
@@ -86,6 +104,7 @@ void probe_session_sandbox() {
   int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   tell("a new socket", sock >= 0);
   if (sock >= 0) close(sock);
+  return true;
 }
 
 }  // namespace tmpi::nodessh

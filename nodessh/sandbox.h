@@ -32,11 +32,12 @@ namespace tmpi::nodessh {
 // an unprivileged filter). An error names what the kernel or libseccomp refused.
 Status enter_session_sandbox();
 
-// For the cluster tests only: when TMPI_SSHD_SANDBOX_PROBE names a file (the job key), the
+// For the cluster tests only: when MPI_SSHD_SANDBOX_PROBE names a file (the job key), the
 // session process tries, once inside the sandbox and before the key exchange, to open it, to
 // run /bin/true, and to open a socket, and logs each refusal (or, were the sandbox broken,
 // that the call went through). Read from the environment, not a flag: no person has a use
-// for it, and --help does not show it.
-void probe_session_sandbox();
+// for it, and --help does not show it. True when it probed (the caller then asks the monitor
+// for a command before login, which must be refused too).
+bool probe_session_sandbox();
 
 }  // namespace tmpi::nodessh

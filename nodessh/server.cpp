@@ -1,8 +1,10 @@
 // See server.h. Opening the server: the host key derived from the job key into libssh's bind
-// (every connection process inherits it, and the job key's public half, never its private half), the listening socket, the signals, and the descriptor limit. The listener's
-// loop is in listener.cpp, each connection's in connection_process.cpp.
+// (every connection process inherits it, and the job key's public half, never its private half), the
+// listening socket, the signals, and the descriptor limit. The listener's loop is in listener.cpp, each
+// connection's in connection_process.cpp.
 #include "nodessh/server.h"
 
+#include <sodium.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <csignal>
 #include <cstdlib>
 
-#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include "common/host_key.h"
@@ -44,7 +45,8 @@ Status load_job_key(Server::State& state) {
   TMPI_ASSIGN(job.file, find_job_key(state.options.ssh_dir));
   const std::string& path = job.file.path;
   ssh_key job_private = nullptr;
-  if (ssh_pki_import_privkey_base64(job.file.text.c_str(), nullptr, nullptr, nullptr, &job_private) != SSH_OK) {
+  if (ssh_pki_import_privkey_base64(job.file.text.c_str(), nullptr, nullptr, nullptr, &job_private) !=
+      SSH_OK) {
     return make_error(Exit::kData,
                       "{}: not a private key libssh can read (OpenSSH or PEM, without a passphrase)", path);
   }
@@ -53,7 +55,8 @@ Status load_job_key(Server::State& state) {
   if (derived != SSH_OK) return make_error(Exit::kSoftware, "{}: cannot derive the public key", path);
   HostKey host = derive_host_key(job.file.text);
   ssh_key host_key = nullptr;
-  if (ssh_pki_import_privkey_base64(host.private_key.c_str(), nullptr, nullptr, nullptr, &host_key) != SSH_OK) {
+  if (ssh_pki_import_privkey_base64(host.private_key.c_str(), nullptr, nullptr, nullptr, &host_key) !=
+      SSH_OK) {
     return make_error(Exit::kSoftware, "libssh cannot read the host key derived from {}", path);
   }
   // The bind owns the key from here.

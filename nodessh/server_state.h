@@ -55,10 +55,10 @@ struct Connection;
 struct Channel {
   Channel(Connection& owner, std::string owner_peer, ssh_channel handle, ChannelLimits limits)
       : connection(&owner), peer(std::move(owner_peer)), channel(handle), rules(std::move(limits)) {}
-  Connection* connection;  // nullptr once the connection has gone
+  Connection* connection;           // nullptr once the connection has gone
   Server::State* server = nullptr;  // the process's, which outlives every channel
-  std::string peer;        // the connection's, for the log
-  ssh_channel channel;     // freed with the channel, or with its session
+  std::string peer;                 // the connection's, for the log
+  ssh_channel channel;              // freed with the channel, or with its session
   ssh_channel_callbacks_struct callbacks{};
   ChannelRules rules;
   TerminalSize size;
@@ -181,10 +181,15 @@ bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time
 Expected<StartedCommand> start_through_monitor(Server::State& state, const Command& command,
                                                const TerminalSize& size);
 void signal_group(Server::State& state, pid_t group, int signal);
+// Before the sandbox: the session process will keep the signature libssh verifies next.
+void arm_login_capture();
+// After libssh accepted the job key's signature: whether the monitor, checking it itself,
+// agrees (login_proof.h); `why` says why not.
+bool login_confirmed(Server::State& state, std::string& why);
 bool command_group_alive(const Server::State& state, pid_t group);
 
-// server.cpp: libssh's bind, with the job key from state.options.ssh_dir as the host key and the
-// algorithms mpi-sshd offers.
+// server.cpp: libssh's bind, with the host key derived from the job key in
+// state.options.ssh_dir and the algorithms mpi-sshd offers.
 Status configure_bind(Server::State& state);
 
 // connections.cpp: the connection's libssh session and its login.

@@ -2,10 +2,10 @@
 // the same job key, never the job key itself, one libssh serves and OpenSSH's format holds.
 #include "common/host_key.h"
 
+#include <memory>
+
 #include <gtest/gtest.h>
 #include <libssh/libssh.h>
-
-#include <memory>
 
 #include "common/openssh_key.h"
 
@@ -63,13 +63,15 @@ TEST(HostKey, LibsshReadsThePrivateHalfAndItsPublicHalfIsTheLine) {
   HostKeyTestKey key = host_key_test_import(host.private_key);
   ASSERT_TRUE(key);
   EXPECT_EQ(ssh_key_type(key.get()), SSH_KEYTYPE_ED25519);
-  EXPECT_EQ(host.public_line, "ssh-ed25519 " + host_key_test_public_base64(key.get()) + " trainer-mpi host key");
+  EXPECT_EQ(host.public_line,
+            "ssh-ed25519 " + host_key_test_public_base64(key.get()) + " trainer-mpi host key");
   EXPECT_EQ(host_key_known_part(host), "ssh-ed25519 " + host_key_test_public_base64(key.get()));
 }
 
 TEST(HostKey, AnyJobKeyTypeGivesAnEd25519HostKey) {
   // The derivation reads the job key's text, not its type: Trainer's ECDSA P-521 PEM key too.
-  HostKey host = derive_host_key("-----BEGIN EC PRIVATE KEY-----\nMIHcAgEBBEIB\n-----END EC PRIVATE KEY-----\n");
+  HostKey host =
+      derive_host_key("-----BEGIN EC PRIVATE KEY-----\nMIHcAgEBBEIB\n-----END EC PRIVATE KEY-----\n");
   HostKeyTestKey key = host_key_test_import(host.private_key);
   ASSERT_TRUE(key);
   EXPECT_EQ(ssh_key_type(key.get()), SSH_KEYTYPE_ED25519);

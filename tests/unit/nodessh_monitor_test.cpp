@@ -1,9 +1,9 @@
 // The protocol between a connection's monitor and its session process
 // (nodessh/monitor_protocol.h): every message survives its encoding in any cuts of the stream,
 // each side takes only what the other may send, and every bound holds.
-#include "nodessh/monitor_protocol.h"
-
 #include <gtest/gtest.h>
+
+#include "nodessh/monitor_protocol.h"
 
 namespace tmpi::nodessh {
 namespace {
@@ -26,10 +26,13 @@ TEST(NodeSshMonitor, RequestsSurviveAnyCut) {
   start.command.env = {{"LANG", "C.UTF-8"}, {"SSH_CLIENT", "10.0.0.5 5000 2222"}};
   start.command.pty = true;
   start.size = TerminalSize{132, 43, 1, 2};
-  std::string stream = encode_monitor_message(start) + encode_monitor_message(SignalRequest{4242, 15});
+  std::string stream = encode_monitor_message(start) + encode_monitor_message(SignalRequest{4242, 15}) +
+                       encode_monitor_message(LoginRequest{std::string("\0blob", 5), "sig"});
   for (std::size_t cut : {std::size_t{1}, std::size_t{3}, std::size_t{4096}}) {
     auto messages = monitor_test_decode(MonitorDecoder::Side::kMonitor, stream, cut);
-    ASSERT_EQ(messages.size(), 2U);
+    ASSERT_EQ(messages.size(), 3U);
+    EXPECT_EQ(std::get<LoginRequest>(messages[2]).signed_blob, std::string("\0blob", 5));
+    EXPECT_EQ(std::get<LoginRequest>(messages[2]).signature, "sig");
     const auto& got = std::get<StartRequest>(messages[0]);
     EXPECT_EQ(got.channel, 7U);
     EXPECT_EQ(got.command.argv, start.command.argv);
@@ -45,9 +48,12 @@ TEST(NodeSshMonitor, RequestsSurviveAnyCut) {
 TEST(NodeSshMonitor, AnswersSurviveAnyCut) {
   std::string stream = encode_monitor_message(Started{3, 100, false}) +
                        encode_monitor_message(StartFailed{4, "cannot fork the command: no memory"}) +
-                       encode_monitor_message(Exited{100, 9}) + encode_monitor_message(GroupGone{100});
+                       encode_monitor_message(Exited{100, 9}) + encode_monitor_message(GroupGone{100}) +
+                       encode_monitor_message(LoginVerdict{false, "the signature is not the job key's"});
   auto messages = monitor_test_decode(MonitorDecoder::Side::kSession, stream, 5);
-  ASSERT_EQ(messages.size(), 4U);
+  ASSERT_EQ(messages.size(), 5U);
+  EXPECT_FALSE(std::get<LoginVerdict>(messages[4]).accepted);
+  EXPECT_EQ(std::get<LoginVerdict>(messages[4]).reason, "the signature is not the job key's");
   EXPECT_EQ(std::get<Started>(messages[0]).pid, 100);
   EXPECT_EQ(std::get<StartFailed>(messages[1]).message, "cannot fork the command: no memory");
   EXPECT_EQ(std::get<Exited>(messages[2]).status, 9);
@@ -61,6 +67,10 @@ TEST(NodeSshMonitor, EachSideRefusesWhatOnlyItMaySend) {
   EXPECT_FALSE(monitor.feed(encode_monitor_message(SignalRequest{1, 9})));  // failed for good
   MonitorDecoder session(MonitorDecoder::Side::kSession);
   EXPECT_FALSE(session.feed(encode_monitor_message(SignalRequest{1, 9})));
+  EXPECT_FALSE(
+      MonitorDecoder(MonitorDecoder::Side::kSession).feed(encode_monitor_message(LoginRequest{"b", "s"})));
+  EXPECT_FALSE(
+      MonitorDecoder(MonitorDecoder::Side::kMonitor).feed(encode_monitor_message(LoginVerdict{true, ""})));
 }
 
 TEST(NodeSshMonitor, BoundsHold) {
