@@ -155,7 +155,7 @@ Expected<std::string> LoginVerifier::check(std::string_view blob, std::string_vi
   if (!digest_of(key_type_, login.algorithm, md))
     return make_error(Exit::kData, "the algorithm {} does not go with the job key",
                       login.algorithm.substr(0, 40));
-  if (seen_session_ids_.count(login.session_id) != 0)
+  if (seen_session_ids_.contains(login.session_id))
     return make_error(Exit::kData, "a session id already logged in");
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!context || EVP_DigestVerifyInit(context.get(), nullptr, md, nullptr, key_.get()) != 1 ||

@@ -92,19 +92,19 @@ void arm_login_capture() {
 // libcrypto's one-shot verification, which libssh calls for a client's userauth signature
 // (pki_crypto.c, pki_verify_data_signature): the bytes and the signature are kept on the way.
 // Every other caller (the monitor's own check, the listener) passes through untouched.
-extern "C" int EVP_DigestVerify(EVP_MD_CTX* context, const unsigned char* signature, size_t signature_size,
-                                const unsigned char* data, size_t data_size) {
+extern "C" int EVP_DigestVerify(EVP_MD_CTX* ctx, const unsigned char* sigret, size_t siglen,
+                                const unsigned char* tbs, size_t tbslen) {
   using tmpi::nodessh::caught_signature;
   if (tmpi::nodessh::real_digest_verify == nullptr)
     tmpi::nodessh::real_digest_verify =
         reinterpret_cast<tmpi::nodessh::DigestVerify>(dlsym(RTLD_NEXT, "EVP_DigestVerify"));
   if (tmpi::nodessh::real_digest_verify == nullptr) return -1;  // no libcrypto: nothing verifies
-  if (caught_signature.armed && signature_size <= 4096 && data_size <= 65536) {
+  if (caught_signature.armed && siglen <= 4096 && tbslen <= 65536) {
     caught_signature.caught = true;
-    caught_signature.signed_blob.assign(reinterpret_cast<const char*>(data), data_size);
-    caught_signature.signature.assign(reinterpret_cast<const char*>(signature), signature_size);
+    caught_signature.signed_blob.assign(reinterpret_cast<const char*>(tbs), tbslen);
+    caught_signature.signature.assign(reinterpret_cast<const char*>(sigret), siglen);
   }
-  return tmpi::nodessh::real_digest_verify(context, signature, signature_size, data, data_size);
+  return tmpi::nodessh::real_digest_verify(ctx, sigret, siglen, tbs, tbslen);
 }
 
 namespace tmpi::nodessh {
@@ -221,7 +221,7 @@ void signal_group(Server::State& state, pid_t group, int signal) {
 
 bool command_group_alive(const Server::State& state, pid_t group) {
   if (!state.monitor.monitored) return group_alive(group);
-  return state.monitor.live_groups.count(group) != 0;
+  return state.monitor.live_groups.contains(group);
 }
 
 // --- The monitor ---
@@ -283,7 +283,7 @@ struct Monitor {
     if (auto* request = std::get_if<StartRequest>(&message)) start(*request);
     if (auto* request = std::get_if<LoginRequest>(&message)) login(*request);
     if (auto* signal = std::get_if<SignalRequest>(&message);
-        signal != nullptr && groups.count(signal->pid) != 0)
+        signal != nullptr && groups.contains(signal->pid))
       kill(-signal->pid, signal->signal);
   }
 
@@ -313,7 +313,7 @@ struct Monitor {
 
   void check_groups() {
     for (auto it = groups.begin(); it != groups.end();) {
-      if (running.count(*it) != 0 || group_alive(*it)) {
+      if (running.contains(*it) || group_alive(*it)) {
         ++it;
         continue;
       }

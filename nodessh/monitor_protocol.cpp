@@ -48,6 +48,11 @@ struct Reader {
     return value;
   }
   std::int32_t i32() { return static_cast<std::int32_t>(u32()); }
+  bool flag() {  // a byte of 0 or 1, nothing else: one encoding for each message
+    std::uint8_t value = u8();
+    if (value > 1) fail();
+    return value == 1;
+  }
   std::string str() {
     std::uint32_t size = u32();
     if (!ok || size > in.size() || size > kMaxMonitorString) return fail(), "";
@@ -108,7 +113,7 @@ std::optional<MonitorMessage> decode_request(std::uint8_t kind, Reader& r) {
     std::string name = r.str();
     m.command.env.emplace_back(std::move(name), r.str());
   }
-  m.command.pty = r.u8() != 0;
+  m.command.pty = r.flag();
   for (int* v : {&m.size.columns, &m.size.rows, &m.size.width_px, &m.size.height_px}) *v = r.i32();
   return m;
 }
@@ -119,7 +124,7 @@ std::optional<MonitorMessage> decode_answer(std::uint8_t kind, Reader& r) {
       Started m;
       m.channel = r.u32();
       m.pid = r.i32();
-      m.pty = r.u8() != 0;
+      m.pty = r.flag();
       return m;
     }
     case kStartFailed: {
@@ -138,7 +143,7 @@ std::optional<MonitorMessage> decode_answer(std::uint8_t kind, Reader& r) {
       return GroupGone{r.i32()};
     case kLoginVerdict: {
       LoginVerdict m;
-      m.accepted = r.u8() == 1;
+      m.accepted = r.flag();
       m.reason = r.str();
       return m;
     }

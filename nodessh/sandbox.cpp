@@ -64,7 +64,7 @@ Status enter_session_sandbox() {
   // pid is not its own, tkill whose thread is not its own (one thread: its pid).
   const auto self = static_cast<scmp_datum_t>(getpid());
   for (int call : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(tkill)}) {
-    if (rc == 0) rc = seccomp_rule_add(filter.get(), refuse, call, 1, SCMP_A0(SCMP_CMP_NE, self));
+    if (rc == 0) rc = seccomp_rule_add(filter.get(), refuse, call, 1, scmp_arg_cmp{0, SCMP_CMP_NE, self, 0});
   }
   // clone3 answers "not here" (ENOSYS), so that glibc's pthread_create falls back to clone,
   // whose flags the filter can read (clone3 passes them in memory): clone makes threads too
@@ -72,7 +72,7 @@ Status enter_session_sandbox() {
   if (rc == 0) rc = seccomp_rule_add(filter.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   if (rc == 0)
     rc = seccomp_rule_add(filter.get(), refuse, SCMP_SYS(clone), 1,
-                          SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+                          scmp_arg_cmp{0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0});
   if (rc != 0) return make_error(Exit::kSoftware, "libseccomp refused a rule: {}", std::strerror(-rc));
   // The kernel takes an unprivileged filter only under no_new_privs; Pod Security
   // "restricted" sets it already (allowPrivilegeEscalation: false), elsewhere it is set here.

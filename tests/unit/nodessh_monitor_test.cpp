@@ -91,6 +91,10 @@ TEST(NodeSshMonitor, BoundsHold) {
   std::string long_frame = frame + "z";
   long_frame[3] = static_cast<char>(long_frame[3] + 1);
   EXPECT_FALSE(MonitorDecoder(MonitorDecoder::Side::kSession).feed(long_frame));
+  // A flag is 0 or 1: any other byte would decode to a message that encodes differently.
+  std::string two_flag = encode_monitor_message(Started{1, 2, true});
+  two_flag.back() = 2;
+  EXPECT_FALSE(MonitorDecoder(MonitorDecoder::Side::kSession).feed(two_flag));
   // The largest command a client may send fits.
   StartRequest largest;
   largest.command.argv = {"/bin/sh", "-c", std::string(256 * 1024, 'c')};
