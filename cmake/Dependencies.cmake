@@ -5,11 +5,13 @@ find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(libssh REQUIRED)            # target: ssh
+find_package(OpenSSL 3 REQUIRED)         # libcrypto: mpi-sshd's monitor verifies a login itself (nodessh/login_proof.h)
 find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)        # kubeconfig files
 find_package(simdjson 3.0 REQUIRED)   # pod lists (common/json_filter.cpp); target: simdjson::simdjson
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)  # HMAC-SHA256 proofs, nonces
+pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)  # mpi-sshd's session sandbox (nodessh/sandbox.h)
 find_package(GTest REQUIRED)
 # Static archives for the rank agent (common/CMakeLists.txt: tmpi_common_lean).
 find_library(TMPI_SODIUM_STATIC libsodium.a REQUIRED)

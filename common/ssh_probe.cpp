@@ -13,6 +13,7 @@
 
 #include <libssh/libssh.h>
 
+#include "common/host_key.h"
 #include "common/utf8.h"
 
 namespace tmpi {
@@ -105,10 +106,14 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, Ss
     return {false, "the job key cannot be read"};
   }
   KeyPtr key(raw);
-  ssh_key raw_public = nullptr;
-  if (ssh_pki_export_privkey_to_pubkey(key.get(), &raw_public) != SSH_OK)
-    return {false, "the job key has no public half"};
-  KeyPtr job_public(raw_public);
+  // Every server of the job presents the host key derived from the job key (host_key.h).
+  HostKey host = derive_host_key(private_key);
+  std::string host_base64 = host.public_line.substr(host.public_line.find(' ') + 1);
+  host_base64.resize(host_base64.find(' '));
+  ssh_key raw_host = nullptr;
+  if (ssh_pki_import_pubkey_base64(host_base64.c_str(), SSH_KEYTYPE_ED25519, &raw_host) != SSH_OK)
+    return {false, "libssh cannot read the host key derived from the job key"};
+  KeyPtr host_public(raw_host);
 
   SshSessionPtr session(ssh_new());
   if (session == nullptr) return {false, "libssh could not make a session (out of memory?)"};
@@ -135,8 +140,8 @@ SshVerdict probe_ssh(const SshTarget& target, const std::string& private_key, Ss
   ssh_key raw_server = nullptr;
   if (ssh_get_server_publickey(session.get(), &raw_server) != SSH_OK) return {false, "sshd sent no host key"};
   KeyPtr server_key(raw_server);
-  if (ssh_key_cmp(server_key.get(), job_public.get(), SSH_KEY_CMP_PUBLIC) != 0) {
-    return {false, "sshd presents another host key, not the job key"};
+  if (ssh_key_cmp(server_key.get(), host_public.get(), SSH_KEY_CMP_PUBLIC) != 0) {
+    return {false, "sshd presents another host key, not the one derived from the job key"};
   }
   if (ssh_userauth_publickey(session.get(), user.c_str(), key.get()) != SSH_AUTH_SUCCESS) {
     return {false, fmt::format("sshd refused the job key for user {}", user)};

@@ -13,10 +13,11 @@
 #include <libssh/libssh.h>
 
 #include "common/files.h"
+#include "common/host_key.h"
 #include "common/job_key.h"
+#include "common/openssh_key.h"
 #include "common/utf8.h"
 #include "initcontainer/account.h"
-#include "initcontainer/openssh_key.h"
 
 namespace tmpi::init {
 
@@ -105,8 +106,9 @@ Expected<KeyPair> key_pair_from_ssh_dir(const std::string& ssh_dir) {
 }
 
 std::string render_known_hosts(const KeyPair& key, const Topology& topology, int port) {
-  // The job key is every pod's host key; pin it for each name ssh may be given.
-  std::string key_part = key.public_line.substr(0, key.public_line.rfind(' '));
+  // Every pod presents the host key derived from the job key (common/host_key.h), whichever
+  // server it runs; pin it for each name ssh may be given.
+  std::string key_part = host_key_known_part(derive_host_key(key.private_key));
   std::string out;
   for (const auto& host : topology.all_pods()) {
     std::string names = fmt::format("[{}]:{},[{}]:{}", host.name, port, host.short_name(), port);
@@ -118,7 +120,7 @@ std::string render_known_hosts(const KeyPair& key, const Topology& topology, int
 
 std::string render_ssh_config(const KeyPair& key, const SshLayout& layout) {
   return fmt::format(
-      "# Written by mpi-init: the job's hosts, with the job key pinned as their host key.\n"
+      "# Written by mpi-init: the job's hosts, with the host key derived from the job key pinned.\n"
       "Host *\n"
       "  Port {0}\n"
       "  IdentityFile {1}/{2}\n"
@@ -137,7 +139,7 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
       "# Written by mpi-init: run as `sshd -D -f {0}/sshd_config`, as root or any uid. As non-root,\n"
       "# sshd logs in only the uid it runs as, on a port above 1023, with its files in {0}.\n"
       "Port {1}\n"
-      "HostKey {0}/{2}\n"
+      "HostKey {0}/{3}\n"
       "AuthorizedKeysFile {0}/authorized_keys\n"
       "PidFile {0}/sshd.pid\n"
       "PubkeyAuthentication yes\n"
@@ -153,7 +155,7 @@ std::string render_sshd_config(const KeyPair& key, const SshLayout& layout) {
       // A person's scp (SFTP by default since OpenSSH 9.0), sftp and rsync: sshd's own
       // in-process server, which needs no sftp-server binary and no path in the image.
       "Subsystem sftp internal-sftp\n",
-      layout.ssh_dir, layout.port, key.file_name);
+      layout.ssh_dir, layout.port, key.file_name, kHostKeyFile);
   if (layout.strict_modes_problem) {
     out += fmt::format(
         "# StrictModes would refuse authorized_keys: {}, and only root may chmod it (a Kubernetes\n"
@@ -223,7 +225,13 @@ Status install_identity(const KeyPair& key, SshLayout layout, const Topology* to
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name, key.private_key, {0600}));
   TMPI_CHECK(write_atomic(dir + "/" + key.file_name + ".pub", key.public_line + "\n", {0644}));
   TMPI_CHECK(write_atomic(dir + "/config", render_ssh_config(key, layout), {0644}));
+  // The host key's public half for a person who pins it by hand; its private half only where
+  // OpenSSH's sshd reads it from a file (mpi-sshd derives it in memory).
+  HostKey host = derive_host_key(key.private_key);
+  const std::string host_path = dir + "/" + std::string(kHostKeyFile);
+  TMPI_CHECK(write_atomic(host_path + ".pub", host.public_line + "\n", {0644}));
   if (layout.for_openssh) {
+    TMPI_CHECK(write_atomic(host_path, host.private_key, {0600}));
     TMPI_CHECK(write_atomic(dir + "/authorized_keys", key.public_line + "\n", {0600}));
     TMPI_CHECK(write_atomic(dir + "/sshd_config", render_sshd_config(key, layout), {0644}));
   }

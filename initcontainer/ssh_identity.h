@@ -1,6 +1,7 @@
 // The job's SSH identity. One key pair per job: its private key is every pod's client
-// identity and every pod's sshd host key, and its public key is every authorized key and
-// every pinned known_hosts entry, so strict host key checking works with no extra secret.
+// identity, and its public key every authorized key. Every pod's host key is derived from it
+// (common/host_key.h) and pinned in every known_hosts entry, so strict host key checking
+// works with no extra secret.
 // Keys are read and converted with libssh, and made with libsodium in OpenSSH's own format
 // (openssh_key.h); key material never reaches a message.
 #pragma once
@@ -50,10 +51,11 @@ std::string render_known_hosts(const KeyPair& key, const Topology& topology, int
 std::string render_ssh_config(const KeyPair& key, const SshLayout& layout);
 std::string render_sshd_config(const KeyPair& key, const SshLayout& layout);
 
-// Writes the key pair, the client's config, (for OpenSSH's sshd) authorized_keys and
-// sshd_config, and (with a topology) known_hosts into ssh_dir: owned by the running uid, folder 0700, secrets
-// 0600. A non-root uid cannot chmod a folder it does not own (an emptyDir mounted as ssh_dir): exit 74, which
-// says to mount it one level up, as HOME. StrictModes is judged once the folder exists.
+// Writes the key pair, the host key's public half, the client's config, (for OpenSSH's sshd)
+// the host key, authorized_keys and sshd_config, and (with a topology) known_hosts into ssh_dir: owned by the
+// running uid, folder 0700, secrets 0600. A non-root uid cannot chmod a folder it does not own (an emptyDir
+// mounted as ssh_dir): exit 74, which says to mount it one level up, as HOME. StrictModes is judged once the
+// folder exists.
 Status install_identity(const KeyPair& key, SshLayout layout, const Topology* topology);
 
 // Whether the running uid can make layout.ssh_dir the 0700 folder ssh needs (a folder that

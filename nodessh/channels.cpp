@@ -60,7 +60,7 @@ int start(Channel& channel, const std::string& what) {
   Server::State& server = channel.connection->server;
   Command command = *channel.rules.command();
   command.env.insert(command.env.end(), channel.connection->env.begin(), channel.connection->env.end());
-  auto started = start_command(command, server.base_env, channel.size);
+  auto started = start_through_monitor(server, command, channel.size);
   if (!started) {
     spdlog::error("{}: {}", channel.connection->peer, started.error().message);
     channel.rules.command_failed();
@@ -109,7 +109,8 @@ void on_signal(ssh_session /*session*/, ssh_channel /*handle*/, const char* name
   Channel& channel = self(userdata);
   Request request{RequestKind::kSignal, name, ""};
   if (decide(channel, request) != 0) return;
-  if (auto action = channel.rules.signal_action(request)) kill(-channel.command.pid, action->number);
+  if (auto action = channel.rules.signal_action(request))
+    signal_group(*channel.server, channel.command.pid, action->number);
 }
 
 int on_subsystem(ssh_session /*session*/, ssh_channel /*handle*/, const char* name, void* userdata) {
@@ -145,7 +146,7 @@ void carry_out(Channel& channel, const std::vector<Action>& actions) {
   for (const Action& action : actions) {
     switch (action.kind) {
       case ActionKind::kSignalGroup:
-        if (group > 0) kill(-group, action.number);
+        signal_group(*channel.server, group, action.number);
         break;
       case ActionKind::kSendExitStatus:
         ssh_channel_request_send_exit_status(channel.channel, action.number);
@@ -161,11 +162,11 @@ void carry_out(Channel& channel, const std::vector<Action>& actions) {
         spdlog::info("{}: the client has gone; SIGHUP to process group {}", peer, group);
         // SIGCONT too, as the kernel sends to an orphaned group: a stopped process would
         // not see the hangup.
-        if (group > 0) kill(-group, SIGHUP), kill(-group, SIGCONT);
+        signal_group(*channel.server, group, SIGHUP), signal_group(*channel.server, group, SIGCONT);
         break;
       case ActionKind::kKillGroup:
         spdlog::warn("{}: process group {} outlived the hangup's grace; SIGKILL", peer, group);
-        if (group > 0) kill(-group, SIGKILL);
+        signal_group(*channel.server, group, SIGKILL);
         break;
     }
   }
@@ -272,6 +273,7 @@ ssh_channel open_session_channel(ssh_session session, void* userdata) {
   const SshdOptions& options = connection.server.options;
   auto channel = std::make_unique<Channel>(connection, connection.peer, handle,
                                            ChannelLimits{options.accept_env, options.hangup_grace});
+  channel->server = &connection.server;
   ssh_channel_callbacks_struct& callbacks = channel->callbacks;
   callbacks.userdata = channel.get();
   callbacks.channel_pty_request_function = on_pty;
@@ -309,7 +311,8 @@ void pump_channel(Channel& channel, Clock::time_point now) {
     }
   }
   if (channel.client_closed) carry_out(channel, channel.rules.on_client_gone(now));
-  if (command.pid > 0) carry_out(channel, channel.rules.on_tick(now, group_alive(command.pid)));
+  if (command.pid > 0)
+    carry_out(channel, channel.rules.on_tick(now, command_group_alive(*channel.server, command.pid)));
 }
 
 void command_exited(Channel& channel, int status) {

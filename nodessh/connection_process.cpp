@@ -1,5 +1,8 @@
 // A connection process: one connection of mpi-sshd, from its key exchange to the end of its
-// last command, alone in a process forked by the listener (listener.cpp) for it.
+// last command, alone in a process forked by the listener (listener.cpp) for it. Before it
+// reads a byte of its client it forks again: the parent stays the connection's monitor
+// (monitor.cpp), the child is the session process this file serves, which arms the catch of
+// the login's signature, then locks itself in its sandbox (sandbox.h).
 //
 // Why a process per connection: libssh polls every session that shares an ssh_event when it
 // polls for one, and a failure or a disconnect seen there marks the session it was polling for
@@ -18,6 +21,7 @@
 // says how it ended (server_state.h, exit_status_of), which the listener turns into a penalty.
 #include <poll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +30,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nodessh/sandbox.h"
 #include "nodessh/server_state.h"
 
 namespace tmpi::nodessh {
@@ -66,6 +71,31 @@ void read_signals(Server::State& state) {
     Channel* channel = found->second;
     state.by_pid.erase(found);
     command_exited(*channel, status);
+  }
+}
+
+// What the monitor told: a command's exit, a group gone. A monitor that has gone leaves no
+// command to wait for, and no way to start one: the connection ends.
+void take_monitor_news(Server::State& state) {
+  MonitorLink& link = state.monitor;
+  if (!link.monitored) return;
+  if (state.monitor_watch) state.monitor_watch->take_ready();
+  link.receive(false);  // up to 64 KiB, thousands of answers; more keeps the socket ready
+  for (MonitorMessage& message : std::exchange(link.backlog, {})) {
+    if (const auto* exited = std::get_if<Exited>(&message)) {
+      auto found = state.by_pid.find(exited->pid);
+      if (found == state.by_pid.end()) continue;
+      Channel* channel = found->second;
+      state.by_pid.erase(found);
+      command_exited(*channel, exited->status);
+    } else if (const auto* gone = std::get_if<GroupGone>(&message)) {
+      link.live_groups.erase(gone->pid);
+    }
+  }
+  if (link.fd < 0) {
+    state.monitor_watch.reset();
+    link.live_groups.clear();
+    if (state.connection) state.connection->close_for("monitor", "the connection's monitor has gone");
   }
 }
 
@@ -180,10 +210,49 @@ bool watch_own_signals(Server::State& state) {
   return true;
 }
 
+// The fork into the monitor (the parent, which never returns from here) and the session
+// process (the child, which goes on to the client's connection), before a byte is read.
+bool split_off_monitor(Server::State& state, int client_fd) {
+  int link[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) != 0) return false;
+  const pid_t session = fork();
+  if (session < 0) return false;
+  if (session > 0) {
+    close(link[1]);
+    close(client_fd);
+    if (state.report_fd >= 0) close(state.report_fd);  // the session process tells the listener
+    state.report_fd = -1;
+    run_monitor(state, link[0], session);
+  }
+  close(link[0]);
+  state.monitor.fd = link[1];
+  state.monitor.monitored = true;
+  state.monitor_watch = std::make_unique<Watch>(state.event, link[1]);
+  state.monitor_watch->want(POLLIN);
+  arm_login_capture();
+  // Before the client's first byte: from here this process cannot run a program, open a file
+  // or a socket, or reach another process (sandbox.h). Without the sandbox, no session.
+  if (auto sandboxed = enter_session_sandbox(); !sandboxed) {
+    spdlog::error("the session process's sandbox: {}", sandboxed.error().message);
+    return false;
+  }
+  if (probe_session_sandbox()) {  // and, as a session process taken over would, a command
+    Command command;
+    command.argv = {"/bin/true"};
+    auto started = start_through_monitor(state, command, TerminalSize{});
+    if (started)
+      spdlog::error("sandbox probe: a command before login went through");
+    else
+      spdlog::warn("sandbox probe: a command before login refused: {}", started.error().message);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time_point now, Ending& ending) {
   if (state.signal_watch && state.signal_watch->take_ready() != 0) read_signals(state);
+  take_monitor_news(state);
   if (state.connection && !serve_connection(state, *state.connection, accepted_at, now, ending)) {
     state.connection.reset();
   }
@@ -195,7 +264,8 @@ void serve_connection_process(Server::State& state, int fd, const sockaddr_stora
                               const std::string& peer) {
   const auto accepted_at = Clock::now();
   setrlimit(RLIMIT_NOFILE, &state.descriptors_at_start);  // a command gets what the server got
-  if (!watch_own_signals(state) || !start_session(state, fd, client, peer, accepted_at)) {
+  if (!watch_own_signals(state) || !split_off_monitor(state, fd) ||
+      !start_session(state, fd, client, peer, accepted_at)) {
     _exit(kDidNotStart);
   }
   Ending ending = Ending::kNoAuth;

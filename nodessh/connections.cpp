@@ -59,6 +59,14 @@ int on_publickey(ssh_session /*session*/, const char* user, ssh_key key, char st
   auto& connection = *static_cast<Connection*>(userdata);
   bool is_job_key = ssh_key_cmp(connection.server.job_public, key, SSH_KEY_CMP_PUBLIC) == 0;
   if (state == SSH_PUBLICKEY_STATE_WRONG || state == SSH_PUBLICKEY_STATE_ERROR) is_job_key = false;
+  // A signed login with the job key counts only once the monitor has verified it itself.
+  std::string why;
+  if (is_job_key && state == SSH_PUBLICKEY_STATE_VALID && !login_confirmed(connection.server, why)) {
+    log_refusal(connection.server, "monitor",
+                fmt::format("{}: the monitor refused the login of {}: {}", connection.peer,
+                            rdv::excerpt(user), rdv::excerpt(why)));
+    is_job_key = false;
+  }
   switch (connection.gate.on_publickey(is_job_key, state == SSH_PUBLICKEY_STATE_VALID)) {
     case AuthVerdict::kAccepted:
       spdlog::info("{}: logged in as {} with the job key", connection.peer, rdv::excerpt(user));

@@ -1,8 +1,10 @@
-// See server.h. Opening the server: the job key into libssh's bind (every connection process
-// inherits it), the listening socket, the signals, and the descriptor limit. The listener's
-// loop is in listener.cpp, each connection's in connection_process.cpp.
+// See server.h. Opening the server: the host key derived from the job key into libssh's bind
+// (every connection process inherits it, and the job key's public half, never its private half), the
+// listening socket, the signals, and the descriptor limit. The listener's loop is in listener.cpp, each
+// connection's in connection_process.cpp.
 #include "nodessh/server.h"
 
+#include <sodium.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/host_key.h"
 #include "common/job_key.h"
 #include "nodessh/server_state.h"
 
@@ -28,23 +31,38 @@ constexpr const char* kCiphers =
     "aes128-ctr";
 constexpr const char* kMacs = "hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com";
 
+// The job key's text, wiped when the listener has derived what it needs from it.
+struct WipedKeyFile {
+  KeyFile file;
+  ~WipedKeyFile() { sodium_memzero(file.text.data(), file.text.size()); }
+};
+
+// From the job key, the listener keeps its public half (the one key a client logs in with)
+// and the host key derived from it (common/host_key.h), and nothing of its private half: the
+// connection processes, which parse strangers' bytes, inherit only those two.
 Status load_job_key(Server::State& state) {
-  TMPI_ASSIGN(KeyFile file, find_job_key(state.options.ssh_dir));
-  ssh_key host_key = nullptr;
-  if (ssh_pki_import_privkey_base64(file.text.c_str(), nullptr, nullptr, nullptr, &host_key) != SSH_OK) {
+  WipedKeyFile job;
+  TMPI_ASSIGN(job.file, find_job_key(state.options.ssh_dir));
+  const std::string& path = job.file.path;
+  ssh_key job_private = nullptr;
+  if (ssh_pki_import_privkey_base64(job.file.text.c_str(), nullptr, nullptr, nullptr, &job_private) !=
+      SSH_OK) {
     return make_error(Exit::kData,
-                      "{}: not a private key libssh can read (OpenSSH or PEM, without a passphrase)",
-                      file.path);
+                      "{}: not a private key libssh can read (OpenSSH or PEM, without a passphrase)", path);
   }
-  if (ssh_pki_export_privkey_to_pubkey(host_key, &state.job_public) != SSH_OK) {
-    ssh_key_free(host_key);
-    return make_error(Exit::kSoftware, "{}: cannot derive the public key", file.path);
+  int derived = ssh_pki_export_privkey_to_pubkey(job_private, &state.job_public);
+  ssh_key_free(job_private);
+  if (derived != SSH_OK) return make_error(Exit::kSoftware, "{}: cannot derive the public key", path);
+  HostKey host = derive_host_key(job.file.text);
+  ssh_key host_key = nullptr;
+  if (ssh_pki_import_privkey_base64(host.private_key.c_str(), nullptr, nullptr, nullptr, &host_key) !=
+      SSH_OK) {
+    return make_error(Exit::kSoftware, "libssh cannot read the host key derived from {}", path);
   }
-  // The job key is the host key, as in the sshd_config mpi-init writes: the known_hosts
-  // it writes pins the same key for every host. The bind owns the key from here.
+  // The bind owns the key from here.
   if (ssh_bind_options_set(state.bind, SSH_BIND_OPTIONS_IMPORT_KEY, host_key) != SSH_OK) {
     ssh_key_free(host_key);
-    return make_error(Exit::kData, "{}: libssh cannot serve it as a host key", file.path);
+    return make_error(Exit::kSoftware, "libssh cannot serve the host key derived from {}", path);
   }
   return ok_status();
 }

@@ -1,7 +1,9 @@
-// mpi-sshd's server: one process, one event loop (libssh's ssh_event), every connection.
-// Its own listening socket feeds accepted sockets to libssh (ssh_bind_accept_fd), so that the
-// connection bound is kept before libssh reads a byte; each connection runs its key exchange
-// in non-blocking steps inside the same loop. The commands' pipes are in that loop too, each
+// mpi-sshd's server: a listener that forks a process per connection. Its own listening
+// socket feeds accepted sockets to libssh (ssh_bind_accept_fd), so that the admission's
+// bounds are kept before libssh reads a byte. Each connection is a monitor (it starts, reaps
+// and signals the commands, and verifies the login itself: monitor.cpp) and a session process
+// under a seccomp filter (sandbox.h) that runs the key exchange, the login and the channels in
+// its own loop (connection_process.cpp). The commands' pipes are in that loop too, each
 // watched only while there is room to act on it (a channel window open, bytes to write), so
 // that a slow client slows its own command and nothing else.
 //
@@ -19,7 +21,8 @@ namespace tmpi::nodessh {
 
 class Server {
  public:
-  // Reads the job key from options.ssh_dir and listens; errors name the file or the port.
+  // Reads the job key from options.ssh_dir (keeping its public half and the host key derived
+  // from it) and listens; errors name the file or the port.
   static Expected<std::unique_ptr<Server>> open(const SshdOptions& options);
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -9,9 +9,11 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "nodessh/admission.h"
 #include "nodessh/channel_rules.h"
 #include "nodessh/command.h"
+#include "nodessh/monitor_protocol.h"
 #include "nodessh/server.h"
 #include "nodessh/session_rules.h"
 #include "rendezvous/refusal_log.h"
@@ -52,9 +55,10 @@ struct Connection;
 struct Channel {
   Channel(Connection& owner, std::string owner_peer, ssh_channel handle, ChannelLimits limits)
       : connection(&owner), peer(std::move(owner_peer)), channel(handle), rules(std::move(limits)) {}
-  Connection* connection;  // nullptr once the connection has gone
-  std::string peer;        // the connection's, for the log
-  ssh_channel channel;     // freed with the channel, or with its session
+  Connection* connection;           // nullptr once the connection has gone
+  Server::State* server = nullptr;  // the process's, which outlives every channel
+  std::string peer;                 // the connection's, for the log
+  ssh_channel channel;              // freed with the channel, or with its session
   ssh_channel_callbacks_struct callbacks{};
   ChannelRules rules;
   TerminalSize size;
@@ -88,6 +92,22 @@ struct Connection {
     drop = std::move(why);
   }
   std::vector<std::unique_ptr<Channel>> channels;
+};
+
+// The session process's link to its monitor (monitor.cpp): what it has read of the monitor's
+// answers, the descriptors passed with them, and the groups of its commands not yet gone.
+struct MonitorLink {
+  int fd = -1;             // -1 once the monitor has gone
+  bool monitored = false;  // false in a process with no monitor (a fuzzer's): commands start here
+  std::uint32_t last_channel = 0;
+  MonitorDecoder decoder{MonitorDecoder::Side::kSession};
+  std::deque<int> passed_fds;
+  std::vector<MonitorMessage> backlog;
+  std::set<pid_t> live_groups;
+  // Reads what the monitor sent (waiting up to 10 s for something when `wait`); false once
+  // the monitor has gone or broke the protocol.
+  bool receive(bool wait);
+  int take_fd();
 };
 
 // A connection process, as the listener sees it: its peer, and the pipe on which it tells
@@ -137,6 +157,8 @@ struct Server::State {
   // Channels whose connection has gone, kept until their command's group has ended.
   std::vector<std::unique_ptr<Channel>> orphans;
   std::map<pid_t, Channel*> by_pid;
+  MonitorLink monitor;  // the session process's
+  std::unique_ptr<Watch> monitor_watch;
 
   ~State();
 };
@@ -153,8 +175,21 @@ Expected<int> listen_on(SshdOptions options);
 // `ending` then says how it ended. Apart from the process so that a fuzzer drives it in its own.
 bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time_point now, Ending& ending);
 
-// server.cpp: libssh's bind, with the job key from state.options.ssh_dir as the host key and the
-// algorithms mpi-sshd offers.
+// monitor.cpp: the connection's monitor, and the session process's requests to it. Each falls
+// back to doing it here in a process with no monitor.
+[[noreturn]] void run_monitor(Server::State& state, int link, pid_t session);
+Expected<StartedCommand> start_through_monitor(Server::State& state, const Command& command,
+                                               const TerminalSize& size);
+void signal_group(Server::State& state, pid_t group, int signal);
+// Before the sandbox: the session process will keep the signature libssh verifies next.
+void arm_login_capture();
+// After libssh accepted the job key's signature: whether the monitor, checking it itself,
+// agrees (login_proof.h); `why` says why not.
+bool login_confirmed(Server::State& state, std::string& why);
+bool command_group_alive(const Server::State& state, pid_t group);
+
+// server.cpp: libssh's bind, with the host key derived from the job key in
+// state.options.ssh_dir and the algorithms mpi-sshd offers.
 Status configure_bind(Server::State& state);
 
 // connections.cpp: the connection's libssh session and its login.

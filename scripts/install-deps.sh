@@ -7,7 +7,7 @@ set -euo pipefail
 build=(
   build-essential cmake ninja-build pkg-config ccache
   libboost-dev libboost-program-options-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-  libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev libsimdjson-dev libgtest-dev libgmock-dev
+  libssh-dev libcurl4-openssl-dev libyaml-cpp-dev libsodium-dev libseccomp-dev libsimdjson-dev libgtest-dev libgmock-dev
   libopenmpi-dev libmpich-dev
 )
 packages=(

@@ -9,8 +9,8 @@
 #   ours over mpi-sshd    mpi-launcher run at its defaults (the preflight, the relay).
 # Figures a size: each wall time's median, and the medians of the rounds' ratios against
 # plain mpirun over sshd (the goal at 64 pods: plain over mpi-sshd at most 0.85 of it: a
-# fork per connection, but no privilege separation, re-exec or login shell); then the nodes' resident memory
-# under each server. Where perf is installed (TMPI_SSH_SERVER_PROFILE=0 to skip), each round
+# fork per connection and one for its sandboxed session process, but no re-exec or login
+# shell); then the nodes' resident memory under each server. Where perf is installed (TMPI_SSH_SERVER_PROFILE=0 to skip), each round
 # also runs one more plain launch per server under `perf record -a`, and a size ends with
 # where that launch's CPU went, by program (samples at 1 kHz on every core: milliseconds):
 # the server's side (sshd with the login shell it runs each command in, bash here; mpi-sshd

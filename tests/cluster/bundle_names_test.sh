@@ -122,7 +122,8 @@ cp "$work/job-key" "$SECRET/ssh-privatekey"; cut -d' ' -f1,2 "$work/job-key.pub"
 chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
 for pod in "$self" "$peer"; do init_node "$pod"; done
 known=$work/known_hosts
-for name in "$peer.$sub" "$self" "$alias_name" "$missing"; do echo "[$name]:2222 $(cat "$SECRET/ssh-publickey")"; done > "$known"
+host_key=$(cut -d' ' -f1,2 "$CIB_DIR/pods/$self/home/.ssh/ssh_host_ed25519_key.pub")  # derived from the job key
+for name in "$peer.$sub" "$self" "$alias_name" "$missing"; do echo "[$name]:2222 $host_key"; done > "$known"
 chown "$uid:0" "$work/job-key" "$known"
 
 # --- The lookups: each prints the address, or "fails: WHY" ---

@@ -124,7 +124,8 @@ if [[ $image == busybox ]]; then
   cp "$CIB_DIR/job-key" "$SECRET/ssh-privatekey"; cut -d' ' -f1,2 "$CIB_DIR/job-key.pub" > "$SECRET/ssh-publickey"
   chmod 444 "$SECRET"/*; chmod 555 "$SECRET"
   init_node "$node"
-  echo "[$node.$(subdomain)]:2222 $(cat "$SECRET/ssh-publickey")" > "$CIB_DIR/known_hosts"
+  # Pinned: the host key mpi-sshd derives from the job key, as mpi-init wrote it beside the key.
+  echo "[$node.$(subdomain)]:2222 $(cut -d' ' -f1,2 "$CIB_DIR/pods/$node/home/.ssh/ssh_host_ed25519_key.pub")" > "$CIB_DIR/known_hosts"
   client=(ip netns exec "$("$CIB" ns "$launcher")" ssh -F none -i "$CIB_DIR/job-key" -p 2222 -o BatchMode=yes
           -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$CIB_DIR/known_hosts" -l "u$uid" "$node.$(subdomain)")
   rc=0

@@ -244,8 +244,8 @@ case $case_name in
     if [[ $NODE_SERVER == openssh ]]; then
       expect_contains "$out" "sshd refused the job key" "the reason"
       fault="the job key rejected by a node's sshd"
-    else  # mpi-sshd's host key is its login key: another key is a host that is not the job's
-      expect_contains "$out" "presents another host key, not the job key" "the reason"
+    else  # mpi-sshd's host key is derived from its login key: another key is a host that is not the job's
+      expect_contains "$out" "presents another host key, not the one derived from the job key" "the reason"
       fault="a node's mpi-sshd on another key than the job's"
     fi
     [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"

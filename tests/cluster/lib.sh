@@ -109,7 +109,7 @@ server_pid() {
   fail "no SSH server found in $1"
 }
 # refuse_job_key POD: POD's server no longer takes the job key. sshd: its authorized_keys
-# emptied. mpi-sshd takes only the job key, as its host key too: restarted on another key,
+# emptied. mpi-sshd takes only the job key, and derives its host key from it: restarted on another key,
 # which the launcher's pinned known_hosts refuses before any login.
 refuse_job_key() {
   if [[ $NODE_SERVER == openssh ]]; then : > "$CIB_DIR/pods/$1/home/.ssh/authorized_keys"; return; fi

@@ -67,6 +67,30 @@ fi
 expect_contains "$(cat "$log")" "refused: not the job key" "the refused key in the log"
 pass "another key is refused"
 
+# The session process's sandbox (nodessh/sandbox.h): a server whose session processes try,
+# inside it and before the key exchange, to open the job key, to run a program and to open a
+# socket, and to have the monitor start a command before any login; each is refused and
+# named, and the server still serves the job key's login.
+probe_home="$CIB_DIR/pods/${nodes[0]}/home"
+("$CIB" exec "${nodes[0]}" -- "${as_uid[@]}" env MPI_SSHD_SANDBOX_PROBE="$probe_home/.ssh/id_ed25519" \
+  "$TMPI_BUILD_DIR/bin/mpi-sshd" --ssh-port 2223 >"$CIB_DIR/probe-sshd.log" 2>&1 </dev/null) &
+for _ in $(seq 100); do
+  ip netns exec "$("$CIB" ns "${nodes[0]}")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2223' 2>/dev/null && break
+  sleep 0.05
+done
+out=$(in_pod "$launcher" ssh -p 2223 -o HostKeyAlias="[$node]:2222" "$node" 'echo served' 2>&1) ||
+  fail "no login through the sandboxed session process: $out; its log: $(cat "$CIB_DIR/probe-sshd.log")"
+expect_eq "$out" "served" "the command through the sandboxed session process"
+probe_log=$(cat "$CIB_DIR/probe-sshd.log")
+for what in "open of the job key" "execve of /bin/true" "a new socket"; do
+  expect_contains "$probe_log" "sandbox probe: $what refused: Operation not permitted" "the sandbox's refusal"
+done
+expect_contains "$probe_log" "sandbox probe: a command before login refused: not logged in" "the monitor's refusal"
+! grep -q "went through" <<<"$probe_log" || fail "the sandbox let a call through: $probe_log"
+probe_listener=$(ip netns exec "$("$CIB" ns "${nodes[0]}")" ss -Hltnp 'sport = :2223' | grep -o 'pid=[0-9]*' | head -n 1)
+[[ -n $probe_listener ]] && kill "${probe_listener#pid=}"
+pass "the session process's sandbox: the job key's file, execve and a socket refused and named; a command asked of the monitor before login refused; the login served"
+
 # ssh -L: the forward's listener is the client's; every connection through it is refused.
 # (exec: $! is ssh itself, which cib exec and nsenter become, not a subshell around it)
 (exec "$CIB" exec "$launcher" -- ssh -o LogLevel=INFO -N -L 127.0.0.1:23456:127.0.0.1:2222 "$node") 2>"$CIB_DIR/forward.err" &

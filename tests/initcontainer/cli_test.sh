@@ -31,7 +31,8 @@ expected=$'train-node-0-0.train slots=4\ntrain-node-0-1.train slots=4\ntrain-nod
 [[ $(sh "$work/out/discover_hosts.sh" | head -n 1) == train-node-0-0.train:4 ]] || fail "discover_hosts.sh"
 [[ $(mode "$work/ssh") == 700 ]] || fail "ssh dir mode $(mode "$work/ssh")"
 [[ $(mode "$work/ssh/id_ed25519") == 600 ]] || fail "key mode"
-[[ ! -e $work/ssh/authorized_keys && ! -e $work/ssh/sshd_config ]] || fail "OpenSSH's sshd files, written for mpi-sshd"
+[[ ! -e $work/ssh/authorized_keys && ! -e $work/ssh/sshd_config && ! -e $work/ssh/ssh_host_ed25519_key ]] ||
+  fail "OpenSSH's sshd files, written for mpi-sshd"
 [[ $(ssh-keygen -y -f "$work/ssh/id_ed25519" | cut -d' ' -f2) == $(cut -d' ' -f2 "$work/ssh/id_ed25519.pub") ]] ||
   fail "ssh-keygen -y does not match the .pub"
 for host in train-launcher-0-0 train-node-0-0 train-node-0-2; do
@@ -39,6 +40,11 @@ for host in train-launcher-0-0 train-node-0-0 train-node-0-2; do
   ssh-keygen -F "[$host]:2222" -f "$work/ssh/known_hosts" >/dev/null || fail "known_hosts lacks $host"
 done
 grep -q "StrictHostKeyChecking yes" "$work/ssh/config" || fail "ssh config is not strict"
+# Every host is pinned to the host key derived from the job key, which is not the job key.
+host_key=$(cut -d' ' -f1,2 "$work/ssh/ssh_host_ed25519_key.pub")
+[[ $host_key == "ssh-ed25519 "* && $host_key != "$(cut -d' ' -f1,2 "$work/ssh/id_ed25519.pub")" ]] ||
+  fail "the host key is the job key, or not Ed25519: $host_key"
+[[ $(cut -d' ' -f2- "$work/ssh/known_hosts" | sort -u) == "$host_key" ]] || fail "known_hosts pins another key than $host_key"
 echo "ok: outputs, modes, known_hosts"
 
 # 1b. Fewer slots than the pods' GPUs (Trainer's count from a TrainJob without the GPU in
@@ -69,7 +75,8 @@ ssh-keygen -q -t ecdsa -b 521 -m PEM -N '' -f "$work/trainer-secret/id_rsa"
 [[ -f $work/ssh-t/id_ecdsa ]] || fail "Trainer's key should be installed as id_ecdsa"
 [[ $(ssh-keygen -y -f "$work/ssh-t/id_ecdsa" | cut -d' ' -f1-2) == $(cut -d' ' -f1-2 "$work/trainer-secret/id_rsa.pub") ]] ||
   fail "the installed ECDSA key is not Trainer's"
-grep -q "^\[train-node-0-0.train\]:2222.* ecdsa-sha2-nistp521 " "$work/ssh-t/known_hosts" || fail "known_hosts type"
+# Its host key is Ed25519 too, derived from it: ssh-audit fails ecdsa-sha2-nistp521 as a host key.
+grep -q "^\[train-node-0-0.train\]:2222.* ssh-ed25519 " "$work/ssh-t/known_hosts" || fail "known_hosts type"
 echo "ok: Trainer's ECDSA P-521 PEM key"
 
 # 4. The node role: identity from a kubernetes.io/ssh-auth Secret. At the defaults (mpi-sshd)
@@ -78,12 +85,19 @@ mkdir -p "$work/secret"
 cp "$work/ssh/id_ed25519" "$work/secret/ssh-privatekey"; cp "$work/ssh/id_ed25519.pub" "$work/secret/ssh-publickey"
 chmod 444 "$work/secret"/*
 "$init" --role node --ssh-secret "$work/secret" --ssh-dir "$work/node-builtin" 2>/dev/null
-[[ $(ls "$work/node-builtin" | xargs) == "config id_ed25519 id_ed25519.pub" ]] || fail "node files for mpi-sshd: $(ls "$work/node-builtin")"
+[[ $(ls "$work/node-builtin" | xargs) == "config id_ed25519 id_ed25519.pub ssh_host_ed25519_key.pub" ]] ||
+  fail "node files for mpi-sshd: $(ls "$work/node-builtin")"
+cmp -s "$work/node-builtin/ssh_host_ed25519_key.pub" "$work/ssh/ssh_host_ed25519_key.pub" ||
+  fail "the node and the launcher derive different host keys from one job key"
 cmp -s "$work/node-builtin/id_ed25519" "$work/secret/ssh-privatekey" || fail "the node's key is not the Secret's"
 "$init" --role node --ssh-server openssh --ssh-secret "$work/secret" --ssh-dir "$work/node-ssh" 2>/dev/null
 [[ $(mode "$work/node-ssh/id_ed25519") == 600 ]] || fail "node key mode"
 [[ $(mode "$work/node-ssh/authorized_keys") == 600 ]] || fail "authorized_keys mode"
 cmp -s "$work/node-ssh/authorized_keys" "$work/ssh/id_ed25519.pub" || fail "node authorized_keys"
+[[ $(mode "$work/node-ssh/ssh_host_ed25519_key") == 600 ]] || fail "host key mode"
+[[ $(ssh-keygen -y -f "$work/node-ssh/ssh_host_ed25519_key" | cut -d' ' -f1,2) == "$host_key" ]] ||
+  fail "sshd's host key is not the one known_hosts pins"
+grep -qx "HostKey $work/node-ssh/ssh_host_ed25519_key" "$work/node-ssh/sshd_config" || fail "sshd's HostKey line"
 # sshd -t needs its privilege separation folder, which only a started sshd service makes:
 # a fresh machine where sshd never ran has none.
 mkdir -p /run/sshd && chmod 755 /run/sshd

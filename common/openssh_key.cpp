@@ -1,10 +1,12 @@
 // See openssh_key.h. The blob is built in one std::string, each field appended in the order
 // PROTOCOL.key gives; every buffer that held private bytes is wiped before it is freed.
-#include "initcontainer/openssh_key.h"
+#include "common/openssh_key.h"
 
 #include <sodium.h>
 
-namespace tmpi::init {
+#include <fmt/format.h>
+
+namespace tmpi {
 
 namespace {
 
@@ -33,13 +35,6 @@ struct WipedString {
   WipedString& operator=(const WipedString&) = delete;
   ~WipedString() { sodium_memzero(text.data(), text.size()); }
 };
-
-std::string public_blob(const Ed25519Material& key) {
-  std::string out;
-  put_string(out, kKeyType);
-  put_string(out, as_bytes(key.public_key));
-  return out;
-}
 
 void put_private_section(std::string& out, const Ed25519Material& key, std::string_view comment) {
   WipedString section;
@@ -74,6 +69,23 @@ std::string armoured(std::string_view blob) {
 
 }  // namespace
 
+std::string openssh_ed25519_public_blob(const std::array<unsigned char, 32>& public_key) {
+  std::string out;
+  put_string(out, kKeyType);
+  put_string(out, as_bytes(public_key));
+  return out;
+}
+
+std::string openssh_ed25519_public_line(const std::array<unsigned char, 32>& public_key,
+                                        std::string_view comment) {
+  std::string blob = openssh_ed25519_public_blob(public_key);
+  std::string base64(sodium_base64_ENCODED_LEN(blob.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
+  sodium_bin2base64(base64.data(), base64.size(), reinterpret_cast<const unsigned char*>(blob.data()),
+                    blob.size(), sodium_base64_VARIANT_ORIGINAL);
+  base64.pop_back();  // the terminating NUL
+  return fmt::format("{} {} {}", kKeyType, base64, comment);
+}
+
 std::string openssh_ed25519_private_key(const Ed25519Material& key, std::string_view comment) {
   WipedString blob;
   blob.text.reserve(512);
@@ -82,7 +94,7 @@ std::string openssh_ed25519_private_key(const Ed25519Material& key, std::string_
   put_string(blob.text, "none");                                // kdfname
   put_string(blob.text, "");                                    // kdfoptions
   put_u32(blob.text, 1);                                        // number of keys
-  put_string(blob.text, public_blob(key));
+  put_string(blob.text, openssh_ed25519_public_blob(key.public_key));
   put_private_section(blob.text, key, comment);
   return armoured(blob.text);
 }
@@ -100,4 +112,4 @@ Expected<std::string> new_openssh_ed25519_private_key(std::string_view comment) 
   return text;
 }
 
-}  // namespace tmpi::init
+}  // namespace tmpi

@@ -27,7 +27,7 @@
 
 #include "common/error.h"
 
-namespace tmpi::init {
+namespace tmpi {
 
 // An Ed25519 key as OpenSSH stores it: the private key is the 32-byte seed followed by the
 // public key (libsodium's crypto_sign secret key is the same 64 bytes).
@@ -40,6 +40,12 @@ struct Ed25519Material {
 // OpenSSH's block size for an unencrypted key (cipher.c: "none" has block size 8).
 inline constexpr std::size_t kOpenSshBlockSize = 8;
 
+// The public key as the SSH wire carries it (string "ssh-ed25519", string the key), and as a
+// line of authorized_keys or known_hosts ("ssh-ed25519 BASE64 comment"). Pure.
+std::string openssh_ed25519_public_blob(const std::array<unsigned char, 32>& public_key);
+std::string openssh_ed25519_public_line(const std::array<unsigned char, 32>& public_key,
+                                        std::string_view comment);
+
 // The armoured private key file for `key`, unencrypted, as ssh-keygen would write it. Pure.
 std::string openssh_ed25519_private_key(const Ed25519Material& key, std::string_view comment);
 
@@ -47,4 +53,4 @@ std::string openssh_ed25519_private_key(const Ed25519Material& key, std::string_
 // material is wiped once encoded.
 Expected<std::string> new_openssh_ed25519_private_key(std::string_view comment);
 
-}  // namespace tmpi::init
+}  // namespace tmpi
