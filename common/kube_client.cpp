@@ -166,7 +166,7 @@ Expected<std::string> KubeClient::bearer_token() const {
 
 Expected<KubeResponse> KubeClient::call(const std::string& method, const std::string& path,
                                         const std::string& body, const KubeAction& action,
-                                        const Deadline& deadline) {
+                                        const Deadline& deadline, const std::string& content_type) {
   Backoff backoff(Millis(250), Millis(5000));
   std::string last_problem;
   int tries = 0;
@@ -177,7 +177,7 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
     request.url = config_.server + path;
     request.body = body;
     request.timeout = std::max(Millis(100), std::min(request_timeout_, deadline.remaining()));
-    request.headers = {"Accept: application/json", "Content-Type: application/json"};
+    request.headers = {"Accept: application/json", "Content-Type: " + content_type};
     TMPI_ASSIGN(std::string token, bearer_token());
     if (!token.empty()) request.headers.push_back("Authorization: Bearer " + token);
     auto response = http_->send(request);

@@ -59,9 +59,11 @@ class KubeClient {
   KubeClient(KubeConfig config, Millis request_timeout);
 
   // Returns 2xx, 404 and 409 answers to the caller; retries what is worth retrying until
-  // `deadline`; any other answer is an Error that quotes the API's Status message.
+  // `deadline`; any other answer is an Error that quotes the API's Status message. A PATCH
+  // names its type (application/apply-patch+yaml for a server-side apply).
   Expected<KubeResponse> call(const std::string& method, const std::string& path, const std::string& body,
-                              const KubeAction& action, const Deadline& deadline);
+                              const KubeAction& action, const Deadline& deadline,
+                              const std::string& content_type = "application/json");
 
   const KubeConfig& config() const { return config_; }
 

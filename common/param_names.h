@@ -51,6 +51,11 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kCoordinator, "coordinator", kString)                     \
   X(kDeadline, "deadline", kDuration)                         \
   X(kProbePort, "probe-port", kInt)                           \
+  X(kInPlaceJobset, "in-place-jobset", kString)               \
+  X(kInPlacePod, "in-place-pod", kString)                     \
+  X(kInPlaceTokenDir, "in-place-token-dir", kPath)            \
+  X(kInPlacePoll, "in-place-poll", kDuration)                 \
+  X(kBarrierPort, "barrier-port", kInt)                       \
   X(kWait, "wait", kChoice)                                   \
   X(kPreflight, "preflight", kBool)                           \
   X(kPlacement, "placement", kChoice)                         \

@@ -22,6 +22,7 @@
 #include "common/topology.h"
 #include "common/utf8.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/inplace_agent.h"
 #include "rendezvous/protocol.h"
 #include "rendezvous/sidecar.h"
 
@@ -32,7 +33,8 @@ namespace {
 constexpr const char* kSynopsis =
     "mpi-rendezvous [options]          the node sidecar\n"
     "       mpi-rendezvous serve [options]    the coordinator alone\n"
-    "       mpi-rendezvous end [options]      tell the coordinator that the job has ended";
+    "       mpi-rendezvous end [options]      tell the coordinator that the job has ended\n"
+    "       mpi-rendezvous in-place-agent [options]  JobSet's in-place restart barrier (inplace_agent.h)";
 
 Status serve(const Params& params) {
   RendezvousTimes times{params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
@@ -199,6 +201,39 @@ Status sidecar(const Params& params) {
   return sidecar.run();
 }
 
+// `mpi-rendezvous in-place-agent`: JobSet's barrier in its own native sidecar, with the only
+// token of the pod (rendezvous/inplace_agent.h); /barrier-is-down for its startup probe.
+Status in_place_agent(const Params& params) {
+  inplace::AgentOptions options{params.str(param::kInPlaceJobset), params.str(param::kInPlacePod),
+                                params.duration(param::kInPlacePoll)};
+  if (options.jobset.empty() || options.pod.empty()) {
+    return make_error(Exit::kUsage, "in-place-agent needs --in-place-jobset and --in-place-pod (the downward "
+                                    "API's metadata.labels['jobset.sigs.k8s.io/jobset-name'] and metadata.name)");
+  }
+  TMPI_ASSIGN(KubeConfig config, load_kube_config(current_environment(), params.str(param::kInPlaceTokenDir), ""));
+  KubeClient kube(std::move(config), params.duration(param::kApiRequestTimeout));
+  inplace::Agent agent(options, kube);
+  boost::asio::io_context io;
+  HttpServer probe(io, [&agent](const Call& call, const Respond& respond) {
+    if (call.target != "/barrier-is-down") return respond(Reply{404, "{}", "application/json"});
+    respond(agent.barrier_down() ? Reply{200, "the barrier is down\n", "text/plain"}
+                                 : Reply{503, "the barrier is up\n", "text/plain"});
+  });
+  TMPI_ASSIGN(unsigned short port, probe.listen(params.str(param::kListenAddress),
+                                                static_cast<unsigned short>(params.integer(param::kBarrierPort))));
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&agent](const boost::system::error_code& ec, int) {
+    if (!ec) agent.stop();
+  });
+  std::jthread probe_thread([&io] { io.run(); });
+  struct StopOnExit {
+    boost::asio::io_context& io;
+    ~StopOnExit() { io.stop(); }
+  } stop_probe{io};
+  spdlog::info("in-place agent: /barrier-is-down on port {}", port);
+  return agent.run();
+}
+
 Status run(const std::vector<std::string>& args) {
   TMPI_ASSIGN(Params params, Params::parse(kScopeRendezvous, args, current_environment()));
   if (params.help_requested()) {
@@ -210,6 +245,7 @@ Status run(const std::vector<std::string>& args) {
   if (words.empty()) return sidecar(params);
   if (words.size() == 1 && words[0] == "serve") return serve(params);
   if (words.size() == 1 && words[0] == "end") return end_job(params);
+  if (words.size() == 1 && words[0] == "in-place-agent") return in_place_agent(params);
   return make_error(Exit::kUsage, "unknown command '{}'; see --help", words[0]);
 }
 

@@ -1,7 +1,8 @@
 // libFuzzer target: the Kubernetes API's answers as mpi-init and the launcher read them
 // (outside input: the API server, or whatever stands in between). The first line is the
 // answer's Retry-After header, the rest its body, which every parser reads in turn: a pod
-// list page (again as the next page while it names a `continue`), a JobSet, a Secret (whose
+// list page (again as the next page while it names a `continue`), a JobSet (as mpi-init and as
+// the in-place agent read it), a Secret (whose
 // it is, then its key) and a metav1.Status error. Each gives a value or an Error, never a
 // crash, hang or leak; what they accept must hold the bounds the programs rely on.
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "common/topology.h"
 #include "initcontainer/api_source.h"
 #include "initcontainer/sources.h"
+#include "rendezvous/inplace_barrier.h"
 
 namespace {
 
@@ -56,6 +58,17 @@ void read_secret(const std::string& body) {
   if (key->private_key.empty() || key->private_key.back() != '\n' || key->public_line.empty()) std::abort();
 }
 
+// The in-place agent's reading of its JobSet, and its decision on it: any attempt it would
+// write is one past what it read, in int32.
+void read_inplace(const std::string& body) {
+  auto view = tmpi::rdv::inplace::parse_jobset(body, "job");
+  if (!view) return;
+  auto next = tmpi::rdv::inplace::decide({}, *view);
+  if (next.step == tmpi::rdv::inplace::Step::kWrite && view->current && next.attempt != *view->current + 1)
+    std::abort();
+  (void)tmpi::rdv::inplace::parse_attempt(body.substr(0, 16));
+}
+
 void read_error(const std::string& retry_after, const std::string& body) {
   std::string message = tmpi::api_status_message(body);
   (void)message;
@@ -74,6 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   read_pod_pages(body, size % 2 == 0);
   read_jobset(body);
   read_secret(body);
+  read_inplace(body);
   read_error(retry_after, body);
   return 0;
 }
