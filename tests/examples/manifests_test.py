@@ -151,7 +151,13 @@ def check_container(where, container, role, pod, has_mpi_policy):
         for item in container.get("env", []):
             if item["name"] in ("TMPI_HOSTS", "TMPI_REPORT") and not mounted(container, item["value"]):
                 fail(where, f"{item['name']}={item['value']} is on no volume of the container")
-        if program == "mpi-rendezvous":
+        if program == "mpi-rendezvous" and args[:1] == ["in-place-agent"]:  # manifests/inplace-restart
+            probe = container.get("startupProbe", {}).get("httpGet", {})
+            if (probe.get("path"), str(probe.get("port"))) != ("/barrier-is-down", default("--barrier-port")):
+                fail(where, f"startupProbe {probe} is not GET /barrier-is-down on {default('--barrier-port')}")
+            if container.get("restartPolicy") != "Always":
+                fail(where, "the in-place agent is not a native sidecar: its exit would not restart it alone")
+        elif program == "mpi-rendezvous":
             port = values.get("--coordinator", "").rpartition(":")[2]
             if port != default("--rendezvous-port"):
                 fail(where, f"--coordinator port {port} is not the coordinator's {default('--rendezvous-port')}")
@@ -246,7 +252,9 @@ def check_runtime(path, runtime):
                 where = f"{path}: {role}/{container['name']}"
                 check_container(where, container, role, pod, has_mpi_policy)
                 homes |= {m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] == "home"}
-                if os.path.basename((container.get("command") or [""])[0]) != "mpi-bundle":  # a copy: no HOME
+                # mpi-bundle copies, the in-place agent reads only its token: no HOME, no key.
+                if (container.get("command") or [""])[:2] not in (["/opt/trainer-mpi/bin/mpi-bundle", "copy"],
+                                                                  ["mpi-rendezvous", "in-place-agent"]):
                     check_home(where, container, server)
         if not any(c["name"] == "node" for c in pod.get("containers", [])):
             fail(path, f"{role} has no container named node (Trainer applies the TrainJob's settings to it)")

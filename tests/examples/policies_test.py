@@ -95,6 +95,11 @@ def rendered_pods():
     return out
 
 
+def in_place_agent(container):
+    """manifests/inplace-restart's agent: our program, no user code, its own projected token."""
+    return container["name"] == "in-place-agent" and container.get("command", [])[:2] == ["mpi-rendezvous", "in-place-agent"]
+
+
 def token_exposures(pod_spec):
     """Where a container of the pod could read an API token ([] if nowhere)."""
     out = []
@@ -108,7 +113,7 @@ def token_exposures(pod_spec):
     for kind in ("initContainers", "containers"):
         for c in pod_spec.get(kind, []):
             for m in c.get("volumeMounts", []):
-                if m["name"] in token_volumes or m["mountPath"].startswith(TOKEN_DIR):
+                if (m["name"] in token_volumes or m["mountPath"].startswith(TOKEN_DIR)) and not in_place_agent(c):
                     out.append(f"{c['name']} mounts {m['name']} at {m['mountPath']}")
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             if c["name"] == "node" and c.get("command", [""])[0] == "mpi-launcher" and env.get("TMPI_EVENTS") != "off":

@@ -19,6 +19,9 @@ another made it first: the create's body with the fields of FILE over it, its da
 is stored, and the answer is 409),
 --not-json RESOURCE (a GET of it answers 200 with an HTML page, as a proxy or a captive
 portal in front of the API would).
+JobSet's in-place restart (fake_jobset_controller.py): a PATCH of a pod by server-side apply
+(its annotations), and the controller's previous/currentInPlaceRestartAttempt moved after
+each; --agent-token T is a second token with the agent's Role only (patch pods, get jobsets).
 Every request is logged as a JSON line to --log.
 
 --cluster (with --registry FILE and --outcome FILE): the API that kubectl needs instead, with a
@@ -37,6 +40,7 @@ import time
 import urllib.parse
 import uuid
 from fake_https import FakeHandler, serve, status
+import fake_jobset_controller as jobset_controller
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -114,7 +118,8 @@ class Handler(FakeHandler):
             return
         with st.lock:
             n = st.requests
-        if self.headers.get("Authorization") != f"Bearer {st.args.token}":
+        agent = st.args.agent_token and self.headers.get("Authorization") == f"Bearer {st.args.agent_token}"
+        if self.headers.get("Authorization") != f"Bearer {st.args.token}" and not agent:
             return self.reply(*status(401, "Unauthorized", "Unauthorized"))
         if n <= st.args.stall + st.args.throttle:
             return self.reply(*status(429, "TooManyRequests", "the server has received too many requests"),
@@ -137,6 +142,10 @@ class Handler(FakeHandler):
                 ns, resource, name = parts[4], parts[5], (parts[6] if len(parts) > 6 else None)
             else:
                 return self.reply(*status(404, "NotFound", "the server could not find the requested resource"))
+            if agent and (resource, self.command, bool(name)) not in (("pods", "PATCH", True), ("jobsets", "GET", True)):
+                return self.reply(*status(403, "Forbidden", f'{resource} is forbidden: User '
+                                          f'"system:serviceaccount:{ns}:in-place-agent" cannot {self.command.lower()} '
+                                          f'resource "{resource}" in the namespace "{ns}"', kind=resource))
             if resource in st.args.forbid:
                 verb = "list" if name is None and self.command == "GET" else ("get" if self.command == "GET" else "create")
                 group = {"jobsets": "jobset.x-k8s.io", "trainjobs": "trainer.kubeflow.org"}.get(resource, "")
@@ -151,6 +160,8 @@ class Handler(FakeHandler):
                 self.end_headers()
                 self.wfile.write(page)
                 return self.write_log({"method": self.command, "path": self.path, "code": 200, "auth": True})
+            if resource == "pods" and name and self.command == "PATCH":
+                return self.patch_pod(ns, name, query, raw)
             if resource == "pods" and name is None and self.command == "GET":
                 return self.list_pods(ns, query)
             if resource in STORED and self.command == "GET" and name:
@@ -162,6 +173,19 @@ class Handler(FakeHandler):
             return self.reply(*status(405, "MethodNotAllowed", "the server does not allow this method"))
         except (KeyError, ValueError, TypeError) as e:
             return self.reply(*status(400, "BadRequest", f"bad request: {e}"))
+
+    def patch_pod(self, ns, name, query, raw):
+        with self.state.lock:
+            code, body = jobset_controller.apply_pod(self.state.pods, ns, name, query,
+                                                     self.headers.get("Content-Type", ""), raw)
+            if code == 200:
+                for js in jobset_controller.reconcile_all(self.state.jobsets, self.state.pods):
+                    js["metadata"]["resourceVersion"] = self.state.next_rv()
+                    self.write_log({"controller": js["metadata"]["name"], "status": js["status"]})
+        if code != 200:
+            reason = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 415: "UnsupportedMediaType"}[code]
+            return self.reply(*status(code, reason, body, name=name, kind="pods"))
+        return self.reply(200, body, request={"metadata": json.loads(raw).get("metadata")})
 
     def get_stored(self, resource, ns, name):
         with self.state.lock:
@@ -305,6 +329,7 @@ def main():
     parser.add_argument("--stall-seconds", type=float, default=30)
     parser.add_argument("--forbid", action="append", default=[])
     parser.add_argument("--not-json", action="append", default=[], help="a resource whose GET answers 200 with HTML")
+    parser.add_argument("--agent-token", default="", help="a token with the in-place agent's Role only")
     parser.add_argument("--race-secret", default="", help="the fields (data, metadata, type) of a Secret made first")
     parser.add_argument("--cluster", action="store_true", help="kubectl's API and a stand-in cluster (fake_cluster.py)")
     parser.add_argument("--registry", default="", help="--cluster: the images pushed, one reference a line")
