@@ -162,6 +162,8 @@ class Handler(FakeHandler):
                 return self.write_log({"method": self.command, "path": self.path, "code": 200, "auth": True})
             if resource == "pods" and name and self.command == "PATCH":
                 return self.patch_pod(ns, name, query, raw)
+            if resource == "pods" and self.command in ("POST", "DELETE"):  # the Job controller's part, for tests
+                return self.replace_pod(ns, name, raw)
             if resource == "pods" and name is None and self.command == "GET":
                 return self.list_pods(ns, query)
             if resource in STORED and self.command == "GET" and name:
@@ -186,6 +188,26 @@ class Handler(FakeHandler):
             reason = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 415: "UnsupportedMediaType"}[code]
             return self.reply(*status(code, reason, body, name=name, kind="pods"))
         return self.reply(200, body, request={"metadata": json.loads(raw).get("metadata")})
+
+    def replace_pod(self, ns, name, raw):
+        """DELETE pods/NAME (the pod is gone at once: no finalizer), or POST pods (a new pod,
+        a name not taken); then the in-place controller, as its pod watch would."""
+        st = self.state
+        with st.lock:
+            if self.command == "DELETE":
+                gone = [p for p in st.pods if p["metadata"]["name"] == name and p["metadata"].get("namespace") == ns]
+                st.pods = [p for p in st.pods if p not in gone]
+                code, body = (200, gone[0]) if gone else status(404, "NotFound", f'pods "{name}" not found')
+            else:
+                pod = self.stored(json.loads(raw), ns)
+                taken = any(p["metadata"]["name"] == pod["metadata"]["name"] and p["metadata"].get("namespace") == ns
+                            for p in st.pods)
+                code, body = status(409, "AlreadyExists", "pod exists") if taken else (201, pod)
+                if not taken:
+                    st.pods.append(pod)
+            for js in jobset_controller.reconcile_all(st.jobsets, st.pods):
+                self.write_log({"controller": js["metadata"]["name"], "status": js["status"]})
+        return self.reply(code, body)
 
     def get_stored(self, resource, ns, name):
         with self.state.lock:
@@ -329,6 +351,7 @@ def main():
     parser.add_argument("--stall-seconds", type=float, default=30)
     parser.add_argument("--forbid", action="append", default=[])
     parser.add_argument("--not-json", action="append", default=[], help="a resource whose GET answers 200 with HTML")
+    parser.add_argument("--address", default="127.0.0.1", help="where to listen (a pod's address for other pods)")
     parser.add_argument("--agent-token", default="", help="a token with the in-place agent's Role only")
     parser.add_argument("--race-secret", default="", help="the fields (data, metadata, type) of a Secret made first")
     parser.add_argument("--cluster", action="store_true", help="kubectl's API and a stand-in cluster (fake_cluster.py)")
@@ -336,7 +359,7 @@ def main():
     parser.add_argument("--outcome", default="", help="--cluster: how the launcher ends (JSON)")
     args = parser.parse_args()
     Handler.state = State(args)
-    serve(Handler, args)
+    serve(Handler, args, args.address)
 
 if __name__ == "__main__":
     main()
