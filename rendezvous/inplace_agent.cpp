@@ -76,7 +76,8 @@ Status Agent::run() {
     if (reading && !*reading) spdlog::warn("in-place agent: JobSet {} is gone", options_.jobset);
     if (reading && *reading && uid.empty()) uid = (*reading)->uid;
     if (reading && *reading && (*reading)->uid != uid) {
-      spdlog::warn("in-place agent: JobSet {} was made again (another uid); this pod is not its", options_.jobset);
+      spdlog::warn("in-place agent: JobSet {} was made again (another uid); this pod is not its",
+                   options_.jobset);
       reading = std::optional<JobSetView>{};
     }
     for (int steps = 0; reading && *reading && steps < 3; ++steps) {  // write, then decide once more

@@ -75,7 +75,8 @@ Expected<JobSetView> parse_jobset(const std::string& body, const std::string& na
 
 Expected<std::int32_t> parse_attempt(const std::string& text) {
   // J:pkg/controllers/in_place_restart.go getPodInPlaceRestartAttempts: Atoi, then >= 0.
-  bool digits = !text.empty() && text.size() <= 10 && text.find_first_not_of("0123456789") == std::string::npos;
+  bool digits =
+      !text.empty() && text.size() <= 10 && text.find_first_not_of("0123456789") == std::string::npos;
   if (!digits || std::stoll(text) > kMaxAttempt) {
     return make_error(Exit::kData, "annotation {} is not a non-negative integer", kAttemptAnnotation);
   }

@@ -207,10 +207,12 @@ Status in_place_agent(const Params& params) {
   inplace::AgentOptions options{params.str(param::kInPlaceJobset), params.str(param::kInPlacePod),
                                 params.duration(param::kInPlacePoll)};
   if (options.jobset.empty() || options.pod.empty()) {
-    return make_error(Exit::kUsage, "in-place-agent needs --in-place-jobset and --in-place-pod (the downward "
-                                    "API's metadata.labels['jobset.sigs.k8s.io/jobset-name'] and metadata.name)");
+    return make_error(Exit::kUsage,
+                      "in-place-agent needs --in-place-jobset and --in-place-pod (the downward "
+                      "API's metadata.labels['jobset.sigs.k8s.io/jobset-name'] and metadata.name)");
   }
-  TMPI_ASSIGN(KubeConfig config, load_kube_config(current_environment(), params.str(param::kInPlaceTokenDir), ""));
+  TMPI_ASSIGN(KubeConfig config,
+              load_kube_config(current_environment(), params.str(param::kInPlaceTokenDir), ""));
   KubeClient kube(std::move(config), params.duration(param::kApiRequestTimeout));
   inplace::Agent agent(options, kube);
   boost::asio::io_context io;
@@ -219,8 +221,9 @@ Status in_place_agent(const Params& params) {
     respond(agent.barrier_down() ? Reply{200, "the barrier is down\n", "text/plain"}
                                  : Reply{503, "the barrier is up\n", "text/plain"});
   });
-  TMPI_ASSIGN(unsigned short port, probe.listen(params.str(param::kListenAddress),
-                                                static_cast<unsigned short>(params.integer(param::kBarrierPort))));
+  TMPI_ASSIGN(unsigned short port,
+              probe.listen(params.str(param::kListenAddress),
+                           static_cast<unsigned short>(params.integer(param::kBarrierPort))));
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&agent](const boost::system::error_code& ec, int) {
     if (!ec) agent.stop();

@@ -3,11 +3,10 @@
 // answers' shapes it refuses, and the protocol played through one pod made again: the
 // replacement joins one past the JobSet's attempt, the others are told to restart, rejoin,
 // and the barrier lifts for all at the new attempt.
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-
 #include "rendezvous/inplace_barrier.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace tmpi::rdv::inplace {
 namespace {
@@ -37,7 +36,8 @@ JobSetView ipr_at(std::optional<int> current, std::optional<int> previous = std:
 }
 
 TEST(InPlaceParse, ReadsTheStrategyTheStatusAndTheUid) {
-  JobSetView v = ipr_view(ipr_jobset({{"currentInPlaceRestartAttempt", 2}, {"previousInPlaceRestartAttempt", 1}}));
+  JobSetView v =
+      ipr_view(ipr_jobset({{"currentInPlaceRestartAttempt", 2}, {"previousInPlaceRestartAttempt", 1}}));
   EXPECT_FALSE(v.bypass);
   EXPECT_EQ(v.current, 2);
   EXPECT_EQ(v.previous, 1);
@@ -131,8 +131,10 @@ TEST(InPlaceDecide, OnePodMadeAgainTheOthersRestartTheirAgentsAndAllLiftTogether
       low = std::min(low, a);
       high = std::max(high, a);
     }
-    if (low == high && low >= 0) js.current = high;
-    else if (high > 0 && (!js.previous || high - 1 > *js.previous)) js.previous = high - 1;
+    if (low == high && low >= 0)
+      js.current = high;
+    else if (high > 0 && (!js.previous || high - 1 > *js.previous))
+      js.previous = high - 1;
   };
   auto round = [&] {
     for (std::size_t i = 0; i < agents.size(); ++i) {
