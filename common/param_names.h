@@ -51,6 +51,7 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kCoordinator, "coordinator", kString)                     \
   X(kDeadline, "deadline", kDuration)                         \
   X(kProbePort, "probe-port", kInt)                           \
+  X(kApiRelayPort, "api-relay-port", kInt)                    \
   X(kWait, "wait", kChoice)                                   \
   X(kPreflight, "preflight", kBool)                           \
   X(kPlacement, "placement", kChoice)                         \

@@ -61,12 +61,13 @@ constexpr std::array kTable = {
                "how long to wait for every pod to exist and have an IP", kScopeInit),
            1s, 24h),
     ranged(row(param::kApiRequestTimeout, "DURATION", "10s",
-               "one Kubernetes API request; a stalled one is retried", kScopeInit | kScopeLauncher),
+               "one Kubernetes API request; a stalled one is retried",
+               kScopeInit | kScopeLauncher | kScopeRendezvous),
            100ms, 10min),
     ranged(row(param::kApiPageSize, "N", "500", "pods per page when listing (limit/continue)", kScopeInit), 1,
            100000),
     row(param::kServiceAccountDir, "DIR", "/var/run/secrets/kubernetes.io/serviceaccount",
-        "the mounted service account (token, ca.crt, namespace)", kScopeInit | kScopeLauncher),
+        "the mounted service account (token, ca.crt, namespace)", kScopeInit | kScopeLauncher | kScopeRendezvous),
     row(param::kSshSecret, "DIR", "", "a mounted Trainer or mpi-operator SSH Secret to take the job key from",
         kScopeInit),
 
@@ -102,6 +103,11 @@ constexpr std::array kTable = {
     ranged(row(param::kProbePort, "PORT", "29411",
                "the sidecar's /readyz port, for the pod's readiness probe", kScopeRendezvous),
            1, 65535),
+    ranged(row(param::kApiRelayPort, "PORT", "29412",
+               "the API relay on the launcher pod's loopback: its sidecar sends the launcher's Events with the "
+               "token that it alone holds; 0: none",
+               kScopeRendezvous | kScopeLauncher),
+           0, 65535),
 
     // mpi-launcher.
     row(param::kWait, "MODE", "sidecar",
@@ -178,7 +184,7 @@ constexpr std::array kTable = {
         "Kubernetes Events on the TrainJob for failures, where RBAC allows (get trainjobs, create events)",
         kScopeLauncher, "auto|off"),
     row(param::kTrainjob, "NAME", "", "the TrainJob that Events are about; default: the JobSet's name",
-        kScopeLauncher),
+        kScopeLauncher | kScopeRendezvous),
     ranged(row(param::kStatusInterval, "DURATION", "5s", "at most one TrainJob status update this often",
                kScopeLauncher),
            100ms, 1h),
