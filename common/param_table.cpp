@@ -67,7 +67,8 @@ constexpr std::array kTable = {
     ranged(row(param::kApiPageSize, "N", "500", "pods per page when listing (limit/continue)", kScopeInit), 1,
            100000),
     row(param::kServiceAccountDir, "DIR", "/var/run/secrets/kubernetes.io/serviceaccount",
-        "the mounted service account (token, ca.crt, namespace)", kScopeInit | kScopeLauncher | kScopeRendezvous),
+        "the mounted service account (token, ca.crt, namespace)",
+        kScopeInit | kScopeLauncher | kScopeRendezvous),
     row(param::kSshSecret, "DIR", "", "a mounted Trainer or mpi-operator SSH Secret to take the job key from",
         kScopeInit),
 
@@ -103,11 +104,12 @@ constexpr std::array kTable = {
     ranged(row(param::kProbePort, "PORT", "29411",
                "the sidecar's /readyz port, for the pod's readiness probe", kScopeRendezvous),
            1, 65535),
-    ranged(row(param::kApiRelayPort, "PORT", "29412",
-               "the API relay on the launcher pod's loopback: its sidecar sends the launcher's Events with the "
-               "token that it alone holds; 0: none",
-               kScopeRendezvous | kScopeLauncher),
-           0, 65535),
+    ranged(
+        row(param::kApiRelayPort, "PORT", "29412",
+            "the API relay on the launcher pod's loopback: its sidecar sends the launcher's Events with the "
+            "token that it alone holds; 0: none",
+            kScopeRendezvous | kScopeLauncher),
+        0, 65535),
 
     // mpi-launcher.
     row(param::kWait, "MODE", "sidecar",

@@ -20,15 +20,16 @@ std::string proof_over(std::string_view key, const nlohmann::json& unsigned_body
 }
 
 bool is_hex(const std::string& text, std::size_t length) {
-  return text.size() == length &&
-         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return text.size() == length && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 // An Event reason as the API's own: a letter, then letters and digits, at most 128.
 bool is_reason(const std::string& text) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
-  return !text.empty() && text.size() <= 128 && std::isalpha(static_cast<unsigned char>(text[0])) &&
-         std::all_of(text.begin(), text.end(), alnum);
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  auto alnum = [&](char c) { return letter(c) || (c >= '0' && c <= '9'); };
+  return !text.empty() && text.size() <= 128 && letter(text[0]) && std::all_of(text.begin(), text.end(), alnum);
 }
 
 RelayRefusal bad_shape(const std::string& why) {
@@ -37,10 +38,13 @@ RelayRefusal bad_shape(const std::string& why) {
 
 }  // namespace
 
-std::string relay_event_body(std::string_view rendezvous_key, const RelayedEvent& event, const std::string& nonce,
-                             long long sent_at_ms) {
-  nlohmann::json body = {{"type", event.type},   {"reason", event.reason}, {"message", event.message},
-                         {"nonce", nonce},       {"sentAt", sent_at_ms}};
+std::string relay_event_body(std::string_view rendezvous_key, const RelayedEvent& event,
+                             const std::string& nonce, long long sent_at_ms) {
+  nlohmann::json body = {{"type", event.type},
+                         {"reason", event.reason},
+                         {"message", event.message},
+                         {"nonce", nonce},
+                         {"sentAt", sent_at_ms}};
   body["proof"] = proof_over(rendezvous_key, body);
   return dump_json(body);
 }
@@ -57,14 +61,16 @@ bool NonceWindow::take(const std::string& nonce, long long now_ms) {
   return true;
 }
 
-std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rendezvous_key, const std::string& body,
-                                                          long long now_ms, NonceWindow& nonces) {
+std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rendezvous_key,
+                                                          const std::string& body, long long now_ms,
+                                                          NonceWindow& nonces) {
   if (body.size() > kRelayBodyBytes) return bad_shape(fmt::format("a body of {} bytes", body.size()));
   nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
   if (!request.is_object()) return bad_shape("not a JSON object");
   for (const auto& [field, value] : request.items()) {
     static const std::set<std::string> kFields{"type", "reason", "message", "nonce", "sentAt", "proof"};
-    if (!kFields.contains(field)) return bad_shape(fmt::format("an unknown field \"{}\"", truncate_utf8(field, 40, "...")));
+    if (!kFields.contains(field))
+      return bad_shape(fmt::format("an unknown field \"{}\"", truncate_utf8(field, 40, "...")));
     const bool number = field == "sentAt";
     if (number ? !value.is_number_integer() : !value.is_string())
       return bad_shape(fmt::format("\"{}\" is not {}", field, number ? "an integer" : "a string"));
@@ -73,12 +79,14 @@ std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rende
   RelayedEvent event{request["type"], request["reason"], request["message"]};
   const std::string nonce = request["nonce"], proof = request["proof"];
   const long long sent_at = request["sentAt"];
-  if (!is_hex(proof, 64) || !is_hex(nonce, 32)) return bad_shape("\"proof\" or \"nonce\" is not lower-case hex");
+  if (!is_hex(proof, 64) || !is_hex(nonce, 32))
+    return bad_shape("\"proof\" or \"nonce\" is not lower-case hex");
   nlohmann::json unsigned_body = request;
   unsigned_body.erase("proof");
   if (!proof_matches(proof_over(rendezvous_key, unsigned_body), proof))
     return RelayRefusal{403, "the proof does not hold under this job's key"};
-  if (event.type != "Warning" && event.type != "Normal") return bad_shape("\"type\" is neither Warning nor Normal");
+  if (event.type != "Warning" && event.type != "Normal")
+    return bad_shape("\"type\" is neither Warning nor Normal");
   if (!is_reason(event.reason)) return bad_shape("\"reason\" is not a word of letters and digits (1 to 128)");
   if (event.message.size() > kRelayMessageBytes || valid_utf8(event.message) != event.message)
     return bad_shape(fmt::format("\"message\" is not UTF-8 of at most {} bytes", kRelayMessageBytes));
@@ -95,7 +103,8 @@ std::string RelayLimiter::admit(const RelayedEvent& event, long long now_ms) {
   const std::string text = event.type + "\n" + event.reason + "\n" + event.message;
   if (auto same = sent_.find(text); same != sent_.end())
     return fmt::format("the same Event was sent {} s ago", (now_ms - same->second) / 1000);
-  if (tokens_ < 1) return fmt::format("more than {} Events, and one per {} s since", kBurst, kRefillMs / 1000);
+  if (tokens_ < 1)
+    return fmt::format("more than {} Events, and one per {} s since", kBurst, kRefillMs / 1000);
   tokens_ -= 1;
   sent_[text] = now_ms;
   return "";

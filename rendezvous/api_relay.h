@@ -41,8 +41,8 @@ struct RelayedEvent {
 };
 
 // The signed body: {type, reason, message, nonce, sentAt (Unix ms), proof}.
-std::string relay_event_body(std::string_view rendezvous_key, const RelayedEvent& event, const std::string& nonce,
-                             long long sent_at_ms);
+std::string relay_event_body(std::string_view rendezvous_key, const RelayedEvent& event,
+                             const std::string& nonce, long long sent_at_ms);
 
 struct RelayRefusal {
   int status;       // 400 shape, 403 proof, 409 stale or replayed
@@ -64,8 +64,9 @@ class NonceWindow {
 };
 
 // A request, read and checked: the Event, or why not. `now_ms`: the sidecar's Unix ms.
-std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rendezvous_key, const std::string& body,
-                                                          long long now_ms, NonceWindow& nonces);
+std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rendezvous_key,
+                                                          const std::string& body, long long now_ms,
+                                                          NonceWindow& nonces);
 
 // How many Events reach the API: a bucket of kBurst, one more every kRefillMs, and the same
 // Event (type, reason, message) at most once per kDedupeMs, as client-go's event correlator

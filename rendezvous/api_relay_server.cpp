@@ -15,7 +15,8 @@ namespace tmpi::rdv {
 namespace {
 
 long long unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -66,8 +67,8 @@ Expected<unsigned short> ApiRelay::start(const std::string& address, unsigned sh
   return bound;
 }
 
-Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvous_key, const RelayedEvent& event,
-                                  Millis timeout) {
+Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvous_key,
+                                  const RelayedEvent& event, Millis timeout) {
   HttpClient client{TlsConfig{}};
   HttpRequest request{"POST",
                       fmt::format("http://127.0.0.1:{}{}", port, kRelayEventPath),
@@ -79,11 +80,13 @@ Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvo
   TMPI_ASSIGN(HttpResponse response, client.send(request));
   nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
   RelayAnswer answer;
-  answer.recorded = response.status == 201 && body.is_object() && body.contains("recorded") && body["recorded"] == true;
+  answer.recorded =
+      response.status == 201 && body.is_object() && body.contains("recorded") && body["recorded"] == true;
   if (!answer.recorded) {
     std::string why = body.is_object() ? string_at(body, "/why") : "";
-    answer.why = fmt::format("HTTP {}: {}", response.status,
-                             why.empty() ? truncate_utf8(response.body, 200, "...") : truncate_utf8(why, 1024, "..."));
+    answer.why =
+        fmt::format("HTTP {}: {}", response.status,
+                    why.empty() ? truncate_utf8(response.body, 200, "...") : truncate_utf8(why, 1024, "..."));
   }
   return answer;
 }

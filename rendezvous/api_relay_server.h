@@ -50,7 +50,7 @@ struct RelayAnswer {
 
 // The launcher's side: one signed request to the relay on 127.0.0.1:port, within `timeout`.
 // An error is a relay that cannot be reached (none in this pod).
-Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvous_key, const RelayedEvent& event,
-                                  Millis timeout);
+Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvous_key,
+                                  const RelayedEvent& event, Millis timeout);
 
 }  // namespace tmpi::rdv

@@ -207,8 +207,9 @@ Status sidecar(const Params& params) {
 Status relay_alone(const Params& params) {
   TMPI_ASSIGN(KeyFile key, find_job_key(params.str(param::kSshDir)));
   TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, key.text));
-  if (!relay) return make_error(Exit::kUsage, "no token in {}: the relay has nothing to send Events with",
-                                params.str(param::kServiceAccountDir));
+  if (!relay)
+    return make_error(Exit::kUsage, "no token in {}: the relay has nothing to send Events with",
+                      params.str(param::kServiceAccountDir));
   boost::asio::io_context io;
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&io](const boost::system::error_code&, int) { io.stop(); });

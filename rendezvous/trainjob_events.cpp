@@ -35,7 +35,9 @@ std::string rfc3339(std::chrono::system_clock::time_point when) {
 }
 
 // 401 and 403 are the Role's absence; KubeClient makes them Exit::kNoPerm errors.
-bool refused(const Error& error) { return error.exit == Exit::kNoPerm; }
+bool refused(const Error& error) {
+  return error.exit == Exit::kNoPerm;
+}
 
 }  // namespace
 
@@ -97,7 +99,8 @@ EventSent TrainJobEvents::resolve() {
   return EventSent::kRefused;
 }
 
-EventSent TrainJobEvents::send(const std::string& type, const std::string& reason, const std::string& message) {
+EventSent TrainJobEvents::send(const std::string& type, const std::string& reason,
+                               const std::string& message) {
   if (EventSent known = resolve(); known != EventSent::kRecorded) return known;
   Deadline deadline(kEventBudget);
   auto body = event_body(trainjob_, type, reason, message, hostname(), std::chrono::system_clock::now());

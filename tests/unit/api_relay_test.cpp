@@ -14,7 +14,8 @@
 namespace tmpi::rdv {
 namespace {
 
-const std::string kRelayJobKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nrelay-test-key\n-----END OPENSSH PRIVATE KEY-----";
+const std::string kRelayJobKey =
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nrelay-test-key\n-----END OPENSSH PRIVATE KEY-----";
 const std::string kRelayKey = derive_rendezvous_key(kRelayJobKey);
 constexpr long long kNow = 1795744503000;
 const RelayedEvent kFailed{"Warning", "RankFailed", "rank 1 on job-node-0-0 exited with code 3 after 4 s"};
@@ -63,7 +64,9 @@ TEST(ApiRelay, TheShapeIsChecked) {
   auto good = nlohmann::json::parse(relay_event_body(kRelayKey, kFailed, random_nonce(), kNow));
   EXPECT_EQ(refusal_status(read_at(signed_with(good))), 0);
   for (auto change : std::vector<std::function<void(nlohmann::json&)>>{
-           [](auto& b) { b["involvedObject"] = {{"name", "another-trainjob"}}; },  // the sidecar's alone
+           [](auto& b) {
+             b["involvedObject"] = {{"name", "another-trainjob"}};
+           },  // the sidecar's alone
            [](auto& b) { b.erase("reason"); },
            [](auto& b) { b["type"] = "Error"; },
            [](auto& b) { b["reason"] = "Rank Failed"; },
@@ -87,7 +90,8 @@ TEST(ApiRelay, TheLimiterDropsRepeatsAndFloods) {
   EXPECT_EQ(limiter.admit(kFailed, kNow), "");
   EXPECT_NE(limiter.admit(kFailed, kNow + 1000), "");  // the same Event again
   int taken = 1;
-  for (int i = 0; i < 100; ++i) taken += limiter.admit({"Warning", "HostLost", std::to_string(i)}, kNow) == "";
+  for (int i = 0; i < 100; ++i)
+    taken += limiter.admit({"Warning", "HostLost", std::to_string(i)}, kNow) == "";
   EXPECT_EQ(taken, RelayLimiter::kBurst);
   EXPECT_EQ(limiter.admit({"Warning", "HostLost", "later"}, kNow + RelayLimiter::kRefillMs), "");
   EXPECT_EQ(limiter.admit(kFailed, kNow + RelayLimiter::kDedupeMs + 1), "");  // forgotten after the window
