@@ -29,7 +29,8 @@ bool is_hex(const std::string& text, std::size_t length) {
 bool is_reason(const std::string& text) {
   auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
   auto alnum = [&](char c) { return letter(c) || (c >= '0' && c <= '9'); };
-  return !text.empty() && text.size() <= 128 && letter(text[0]) && std::all_of(text.begin(), text.end(), alnum);
+  return !text.empty() && text.size() <= 128 && letter(text[0]) &&
+         std::all_of(text.begin(), text.end(), alnum);
 }
 
 RelayRefusal bad_shape(const std::string& why) {

@@ -5,10 +5,14 @@
 // alone, is tests/cluster/api_token_test.sh.
 #include "rendezvous/api_relay.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/proof.h"
+#include "launcher/job_events.h"
 #include "rendezvous/api_relay_server.h"
 
 namespace tmpi::rdv {
@@ -130,6 +134,43 @@ TEST(ApiRelay, TheServerForwardsOnlyWhatHoldsFromLoopback) {
   outside.peer = "10.0.0.7";
   EXPECT_EQ(relay.handle(outside).status, 403);
   EXPECT_EQ(forwarded.size(), 2U);
+}
+
+// The launcher's side: with no Kubernetes config of its own (the runtimes' `node` container),
+// its Events go to the relay, signed under the job key in --ssh-dir; with no relay in the
+// pod, one try, then none.
+TEST(ApiRelay, TheLauncherRelaysWhereItHasNoConfig) {
+  // No config of its own: KUBECONFIG, if the test's environment has one, is set aside (in a
+  // pod, KUBERNETES_SERVICE_HOST leads to --service-account-dir, which holds no token here).
+  const char* kubeconfig = std::getenv("KUBECONFIG");
+  const std::string saved = kubeconfig != nullptr ? kubeconfig : "";
+  ::unsetenv("KUBECONFIG");
+  const auto dir = std::filesystem::temp_directory_path() / ("relay-test-" + random_nonce());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "id_ed25519") << kRelayJobKey;
+  std::vector<RelayedEvent> forwarded;
+  ApiRelay relay(kRelayJobKey, [&](const RelayedEvent& event) {
+    forwarded.push_back(event);
+    return std::string();
+  });
+  auto port = relay.start("127.0.0.1", 0);
+  ASSERT_TRUE(port) << port.error().message;
+  launch::EventsOptions options;
+  options.trainjob = "train";
+  options.service_account_dir = (dir / "no-token-here").string();
+  options.api_request_timeout = Millis(1000);
+  options.relay_port = *port;
+  options.ssh_dir = dir.string();
+  launch::JobEvents events(options, "train");
+  EXPECT_TRUE(events.warn("RankFailed", kFailed.message));
+  ASSERT_EQ(forwarded.size(), 1U);
+  EXPECT_EQ(forwarded[0].reason, "RankFailed");
+  options.relay_port = 1;  // nothing listens there
+  launch::JobEvents unrelayed(options, "train");
+  EXPECT_FALSE(unrelayed.warn("HostLost", "host x lost"));
+  EXPECT_FALSE(unrelayed.warn("HostLost", "host y lost"));  // off after the first try
+  std::filesystem::remove_all(dir);
+  if (kubeconfig != nullptr) ::setenv("KUBECONFIG", saved.c_str(), 1);
 }
 
 }  // namespace
