@@ -56,6 +56,7 @@ enum class ParamType { kString, kPath, kInt, kNumber, kBytes, kDuration, kBool, 
   X(kInPlaceTokenDir, "in-place-token-dir", kPath)            \
   X(kInPlacePoll, "in-place-poll", kDuration)                 \
   X(kBarrierPort, "barrier-port", kInt)                       \
+  X(kApiRelayPort, "api-relay-port", kInt)                    \
   X(kWait, "wait", kChoice)                                   \
   X(kPreflight, "preflight", kBool)                           \
   X(kPlacement, "placement", kChoice)                         \

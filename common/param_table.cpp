@@ -67,7 +67,8 @@ constexpr std::array kTable = {
     ranged(row(param::kApiPageSize, "N", "500", "pods per page when listing (limit/continue)", kScopeInit), 1,
            100000),
     row(param::kServiceAccountDir, "DIR", "/var/run/secrets/kubernetes.io/serviceaccount",
-        "the mounted service account (token, ca.crt, namespace)", kScopeInit | kScopeLauncher),
+        "the mounted service account (token, ca.crt, namespace)",
+        kScopeInit | kScopeLauncher | kScopeRendezvous),
     row(param::kSshSecret, "DIR", "", "a mounted Trainer or mpi-operator SSH Secret to take the job key from",
         kScopeInit),
 
@@ -113,9 +114,15 @@ constexpr std::array kTable = {
     ranged(row(param::kInPlacePoll, "DURATION", "2s", "in-place-agent: how often it reads its JobSet",
                kScopeRendezvous),
            100ms, 10min),
-    ranged(row(param::kBarrierPort, "PORT", "29412",
+    ranged(row(param::kBarrierPort, "PORT", "29413",
                "in-place-agent: the port of /barrier-is-down, for its startup probe", kScopeRendezvous),
            1, 65535),
+    ranged(
+        row(param::kApiRelayPort, "PORT", "29412",
+            "the API relay on the launcher pod's loopback: its sidecar sends the launcher's Events with the "
+            "token that it alone holds; 0: none",
+            kScopeRendezvous | kScopeLauncher),
+        0, 65535),
 
     // mpi-launcher.
     row(param::kWait, "MODE", "sidecar",
@@ -192,7 +199,7 @@ constexpr std::array kTable = {
         "Kubernetes Events on the TrainJob for failures, where RBAC allows (get trainjobs, create events)",
         kScopeLauncher, "auto|off"),
     row(param::kTrainjob, "NAME", "", "the TrainJob that Events are about; default: the JobSet's name",
-        kScopeLauncher),
+        kScopeLauncher | kScopeRendezvous),
     ranged(row(param::kStatusInterval, "DURATION", "5s", "at most one TrainJob status update this often",
                kScopeLauncher),
            100ms, 1h),

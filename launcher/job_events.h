@@ -1,53 +1,56 @@
 // Kubernetes Events on the TrainJob for the job's discrete failures (a rendezvous that
-// timed out, a failed preflight, a failed rank, a lost host, a stop), so that
-// `kubectl describe trainjob` says what `kubectl logs` on the launcher would. Where RBAC
-// allows (get trainjobs, create events: examples/rbac.yaml): the first event asks for the
-// TrainJob's uid, which `kubectl describe` matches on; a refusal turns events off with one
-// line that names the missing rule. Never fails, and never holds the job more than a few
-// seconds: an event is a courtesy, the exit code and report.json are the record.
+// timed out, a failed preflight, a failed rank, a lost host, a stop, each restart in place),
+// so that `kubectl describe trainjob` says what `kubectl logs` on the launcher would.
+//
+// Two ways, the first that applies:
+//   - a Kubernetes config in this container (KUBECONFIG, or a mounted service account):
+//     the launcher sends them itself (rendezvous/trainjob_events.h). Not in the runtimes:
+//     this container runs ranks, and no token may lie where they run;
+//   - the API relay (rendezvous/api_relay.h): the launcher pod's `mpi-rendezvous` sidecar,
+//     which alone holds a token, on 127.0.0.1:--api-relay-port, each request signed under
+//     the job key. The runtimes' way.
+// Never fails, and never holds the job more than a few seconds: an Event is a courtesy, the
+// exit code and report.json are the record. A refusal turns Events off with one line.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "common/kube_client.h"
 #include "launcher/choices.h"
+#include "rendezvous/trainjob_events.h"
 
 namespace tmpi::launch {
 
-struct TrainJobRef {
-  std::string namespace_, name, uid;
-};
+using tmpi::event_body;
+using tmpi::TrainJobRef;
 
-// A core/v1 Event about the TrainJob (pure; unit-tested). The message is cut to 1 KiB.
-nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, const std::string& reason,
-                          const std::string& message, const std::string& instance,
-                          std::chrono::system_clock::time_point now);
-
-// --events, --trainjob, --service-account-dir, --namespace, --api-request-timeout.
+// --events, --trainjob, --service-account-dir, --namespace, --api-request-timeout,
+// --api-relay-port, and the job key's folder (--ssh-dir) for the relay's proofs.
 struct EventsOptions {
   EventsMode mode = EventsMode::kAuto;
   std::string trainjob, service_account_dir, kube_namespace;
   std::chrono::milliseconds api_request_timeout{0};
+  int relay_port = 0;  // 0: no relay
+  std::string ssh_dir;
 };
 
 class JobEvents {
  public:
-  // Off with --events off, or when no API config loads (neither a service account nor
-  // KUBECONFIG), or when no TrainJob name is known (--trainjob, else the JobSet's).
+  // Off with --events off, or when no TrainJob name is known (--trainjob, else the
+  // JobSet's), or when neither a config nor the job key (for the relay) is found.
   JobEvents(const EventsOptions& options, const std::string& jobset);
-  // A Warning event; returns whether the API took it.
+  // A Warning event; returns whether it was recorded.
   bool warn(const std::string& reason, const std::string& message);
 
  private:
-  bool resolve();  // the TrainJob's uid, once
+  bool relay(const std::string& reason, const std::string& message);
 
-  std::unique_ptr<KubeClient> client_;
-  TrainJobRef trainjob_;
-  bool resolved_ = false, refused_ = false;
+  std::unique_ptr<TrainJobEvents> direct_;
+  std::string relay_key_;  // the rendezvous key; "" when not relaying
+  int relay_port_ = 0;
+  bool off_ = false;
 };
 
 }  // namespace tmpi::launch

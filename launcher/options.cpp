@@ -59,9 +59,13 @@ LauncherOptions launcher_options(const Params& params) {
                         options.wait == WaitFor::kSidecar};
   options.status = {params.choice(param::kStatus, kStatusModeSpellings),
                     params.duration(param::kStatusInterval)};
-  options.events = {params.choice(param::kEvents, kEventsModeSpellings), params.str(param::kTrainjob),
-                    params.str(param::kServiceAccountDir), params.str(param::kNamespace),
-                    params.duration(param::kApiRequestTimeout)};
+  options.events = {params.choice(param::kEvents, kEventsModeSpellings),
+                    params.str(param::kTrainjob),
+                    params.str(param::kServiceAccountDir),
+                    params.str(param::kNamespace),
+                    params.duration(param::kApiRequestTimeout),
+                    static_cast<int>(params.integer(param::kApiRelayPort)),
+                    params.str(param::kSshDir)};
   options.fabric = {params.choice(param::kCheck, kFabricBackendSpellings), params.str(param::kNcclCheck),
                     nccl_check_flags(params), params.duration(param::kStepTimeout)};
   options.coordinator = params.str(param::kCoordinator);

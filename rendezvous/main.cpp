@@ -21,6 +21,7 @@
 #include "common/proof.h"
 #include "common/topology.h"
 #include "common/utf8.h"
+#include "rendezvous/api_relay_start.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/inplace_agent.h"
 #include "rendezvous/protocol.h"
@@ -34,7 +35,8 @@ constexpr const char* kSynopsis =
     "mpi-rendezvous [options]          the node sidecar\n"
     "       mpi-rendezvous serve [options]    the coordinator alone\n"
     "       mpi-rendezvous end [options]      tell the coordinator that the job has ended\n"
-    "       mpi-rendezvous in-place-agent [options]  JobSet's in-place restart barrier (inplace_agent.h)";
+    "       mpi-rendezvous in-place-agent [options]  JobSet's in-place restart barrier (inplace_agent.h)\n"
+    "       mpi-rendezvous relay [options]    the launcher's API relay alone (Events), for tests";
 
 Status serve(const Params& params) {
   RendezvousTimes times{params.duration(param::kRendezvousTimeout), params.duration(param::kBeatInterval),
@@ -167,6 +169,8 @@ Status sidecar(const Params& params) {
   options.deadline = params.duration(param::kDeadline);
   TMPI_ASSIGN(KeyFile key, find_job_key(params.str(param::kSshDir)));
   options.private_key = std::move(key.text);
+  // The launcher pod's sidecar alone holds a token: it relays the launcher's Events.
+  TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, options.private_key));
   Sidecar sidecar(options);
   // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
   boost::asio::io_context io;
@@ -237,6 +241,20 @@ Status in_place_agent(const Params& params) {
   return agent.run();
 }
 
+// `mpi-rendezvous relay`: the API relay without a host to register, until SIGTERM or SIGINT.
+Status relay_alone(const Params& params) {
+  TMPI_ASSIGN(KeyFile key, find_job_key(params.str(param::kSshDir)));
+  TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, key.text));
+  if (!relay)
+    return make_error(Exit::kUsage, "no token in {}: the relay has nothing to send Events with",
+                      params.str(param::kServiceAccountDir));
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&io](const boost::system::error_code&, int) { io.stop(); });
+  io.run();
+  return ok_status();
+}
+
 Status run(const std::vector<std::string>& args) {
   TMPI_ASSIGN(Params params, Params::parse(kScopeRendezvous, args, current_environment()));
   if (params.help_requested()) {
@@ -249,6 +267,7 @@ Status run(const std::vector<std::string>& args) {
   if (words.size() == 1 && words[0] == "serve") return serve(params);
   if (words.size() == 1 && words[0] == "end") return end_job(params);
   if (words.size() == 1 && words[0] == "in-place-agent") return in_place_agent(params);
+  if (words.size() == 1 && words[0] == "relay") return relay_alone(params);
   return make_error(Exit::kUsage, "unknown command '{}'; see --help", words[0]);
 }
 

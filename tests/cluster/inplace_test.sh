@@ -51,7 +51,7 @@ start_agent() {
     --in-place-token-dir $api/agent --in-place-poll 200ms --log-level info >> $api/$1.agent.log 2>&1;
     echo \$? >> $api/$1.exits; done" &
 }
-barrier_down() { in_pod "$1" curl -sf "http://127.0.0.1:29412/barrier-is-down" > /dev/null; }
+barrier_down() { in_pod "$1" curl -sf "http://127.0.0.1:29413/barrier-is-down" > /dev/null; }
 wait_barriers() {  # wait_barriers POD...: until each pod's barrier is down (30 s at most)
   local pod
   for pod in "$@"; do

@@ -9,7 +9,8 @@ JSON for the pod whose hostname is POD:
            place under --home, which is root's home in that pod; any other to --volumes/NAME)
            and, for a Secret or ConfigMap, the files the kubelet shows, with their modes
            (jobset_model.volume_files); a PersistentVolumeClaim is one folder that every pod
-           shares, CLAIMS/<claimName> (default: the box's folder above the pods', claims/)
+           shares, CLAIMS/<claimName> (default: the box's folder above the pods', claims/); a
+           projected service-account token, kind projected, no files (no API server here)
   argv, env  with CONTAINER: its command and args, its env with downward-API fields taken
            from the pod's own metadata, `$(VAR)` expanded as the kubelet does, and every path
            under one of its volumeMounts moved to that volume's folder. Nothing else is
@@ -59,9 +60,14 @@ def volumes(pod, home, folder, claims=None):
                                             "claims")
             entry.update(kind="persistentVolumeClaim", dir=os.path.join(claims, volume["persistentVolumeClaim"]["claimName"]),
                          files=[])
+        elif any("serviceAccountToken" in source for source in volume.get("projected", {}).get("sources", [])):
+            # The API token (the launcher's sidecar's): no API server issues one in the box, so the
+            # folder is not made and the sidecar finds no token there, as where the kubelet could
+            # not get one; tests/cluster/api_token_test.sh plays the token and the API.
+            entry.update(kind="projected", files=[])
         else:
-            sys.exit(f"pod_command.py: volume {volume['name']}: only emptyDir, secret, configMap and "
-                     "persistentVolumeClaim are modelled")
+            sys.exit(f"pod_command.py: volume {volume['name']}: only emptyDir, secret, configMap, "
+                     "persistentVolumeClaim and a projected service-account token are modelled")
         out.append(entry)
     return out
 

@@ -12,10 +12,15 @@ that it must refuse.
   usage a pod is charged is the pod's effective request (k8s.io/component-helpers/resource
   PodRequests): regular containers and restartable init containers summed, or an init
   container with the sidecars started before it, whichever is larger.
-- The trust boundary (docs/design.md, "Trust"): no rendered pod mounts a service account
-  token (automountServiceAccountToken false, no projected serviceAccountToken, no token
-  Secret, no path under /var/run/secrets/kubernetes.io), since the job calls no API and every
-  container where ranks run is the user's code; mpi-launcher's Events are off, which need one.
+- The trust boundary (docs/design.md, "Trust"): no container where ranks run mounts a
+  service account token (automountServiceAccountToken false, no projected serviceAccountToken,
+  no token Secret, no path under /var/run/secrets/kubernetes.io), since it is the user's code;
+  the one token of the job is the launcher pod's mpi-rendezvous sidecar's (our image, no user
+  code), short-lived, for the API server's audience; no pod shares its process namespace (the
+  kubelet then gives each container its own, so a rank reaches no /proc/PID/root of the
+  sidecar's); and mpi-launcher's Events are on, through that sidecar. examples/rbac-events.yaml
+  grants exactly the requests rendezvous/trainjob_events.cpp makes, bound to the service account
+  the pods run as (none named: the namespace's default).
   examples/rbac.yaml (mpi-init --jobset without Trainer) grants get on Secrets by name only,
   the job's own, and neither list nor watch on them (K: plugin/pkg/auth/authorizer/rbac
   RuleAllows: resourceNames match on the request's name, and a list has none). Its Role
@@ -100,24 +105,49 @@ def in_place_agent(container):
     return container["name"] == "in-place-agent" and container.get("command", [])[:2] == ["mpi-rendezvous", "in-place-agent"]
 
 
-def token_exposures(pod_spec):
-    """Where a container of the pod could read an API token ([] if nowhere)."""
-    out = []
-    if pod_spec.get("automountServiceAccountToken") is not False:
+TOKEN_HOLDER = "mpi-rendezvous"  # the launcher pod's sidecar: our image, no user code
+
+
+def token_exposures(pod):
+    """Where a container of the pod could read an API token that it should not, or where the
+    launcher pod's Events lack theirs ([] if the pod is as the trust boundary wants it)."""
+    spec, out = pod["spec"], []
+    launcher = pod["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") == "launcher"
+    if spec.get("automountServiceAccountToken") is not False:
         out.append("automountServiceAccountToken is not false: the kubelet mounts the token in every container")
-    token_volumes = set()
-    for v in pod_spec.get("volumes", []):
+    if spec.get("shareProcessNamespace"):
+        out.append("shareProcessNamespace: a rank would reach the token through the sidecar's /proc/PID/root")
+    token_volumes = {}
+    for v in spec.get("volumes", []):
         sources = (v.get("projected") or {}).get("sources", [])
-        if any("serviceAccountToken" in s for s in sources) or "token" in (v.get("secret") or {}).get("secretName", ""):
-            token_volumes.add(v["name"])
+        tokens = [s["serviceAccountToken"] for s in sources if "serviceAccountToken" in s]
+        if tokens or "token" in (v.get("secret") or {}).get("secretName", ""):
+            token_volumes[v["name"]] = tokens
+    holders = []
     for kind in ("initContainers", "containers"):
-        for c in pod_spec.get(kind, []):
+        for c in spec.get(kind, []):
             for m in c.get("volumeMounts", []):
-                if (m["name"] in token_volumes or m["mountPath"].startswith(TOKEN_DIR)) and not in_place_agent(c):
+                if m["name"] not in token_volumes and not m["mountPath"].startswith(TOKEN_DIR):
+                    continue
+                sidecar = kind == "initContainers" and c.get("restartPolicy") == "Always"
+                if launcher and sidecar and c["name"] == TOKEN_HOLDER and c["command"][0] == "mpi-rendezvous":
+                    holders.append((c, m))
+                elif not in_place_agent(c):
                     out.append(f"{c['name']} mounts {m['name']} at {m['mountPath']}")
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
-            if c["name"] == "node" and c.get("command", [""])[0] == "mpi-launcher" and env.get("TMPI_EVENTS") != "off":
-                out.append("mpi-launcher's Events are on, with no token to send them")
+            if c["name"] == "node" and c.get("command", [""])[0] == "mpi-launcher" and env.get("TMPI_EVENTS") == "off":
+                out.append("mpi-launcher's Events are off")
+    if launcher:
+        if len(holders) != 1:
+            return out + [f"the launcher pod's {TOKEN_HOLDER} mounts {len(holders)} tokens, not one: no Events"]
+        c, m = holders[0]
+        tokens = token_volumes.get(m["name"], [])
+        if m["mountPath"] != TOKEN_DIR + "/serviceaccount" or not m.get("readOnly") or len(tokens) != 1:
+            out.append(f"{c['name']}'s token is not one projected token, read-only, where the programs read it")
+        elif tokens[0].get("audience") or tokens[0].get("expirationSeconds", 3600) > 3600:
+            out.append(f"{c['name']}'s token is not for the API server alone, or lives past an hour")
+        if "--trainjob" not in c["command"]:
+            out.append(f"{c['name']} is not told its TrainJob (--trainjob): it would relay no Event")
     return out
 
 
@@ -134,15 +164,25 @@ def secret_rule_breaches(role, secret_name):
     return out
 
 
-def mpi_init_requests():
-    """What mpi-init --jobset asks the API: initcontainer/api_source.cpp's KubeActions, as
-    (apiGroup, resource, verb)."""
-    with open(os.path.join(ROOT, "initcontainer", "api_source.cpp")) as f:
-        found = re.findall(r'const KubeAction k\w+\{"(\w+)", "([^"]*)", "(\w+)"\};', f.read())
+def code_requests(*sources):
+    """What a program asks the API: the KubeActions of its source files, as (apiGroup,
+    resource, verb)."""
+    found = []
+    for source in sources:
+        with open(os.path.join(ROOT, source)) as f:
+            found += re.findall(r'const KubeAction k\w+\{"(\w+)", "([^"]*)", "(\w+)"\};', f.read())
     return {(group, resource, verb) for verb, group, resource in found}
 
 
-def rbac_breaches(role, requests):
+def mpi_init_requests():
+    """What mpi-init --jobset asks the API (initcontainer/api_source.cpp)."""
+    return code_requests("initcontainer/api_source.cpp")
+
+
+EVENTS_SOURCES = ("rendezvous/trainjob_events.cpp",)  # the launcher pod's sidecar, with its token
+
+
+def rbac_breaches(role, requests, who="mpi-init"):
     """What the Role grants beyond `requests`, or lacks of them (K: RuleAllows; a create's
     request has no name yet, so a create rule with resourceNames allows none)."""
     out, granted = [], set()
@@ -152,34 +192,84 @@ def rbac_breaches(role, requests):
                 for verb in rule.get("verbs", []):
                     granted.add((group, resource, verb))
                     if (group, resource, verb) not in requests:
-                        out.append(f"{verb} on {resource} ({group or 'core'}), which mpi-init never asks")
+                        out.append(f"{verb} on {resource} ({group or 'core'}), which {who} never asks")
                     if verb == "create" and rule.get("resourceNames"):
                         out.append(f"create on {resource} by name, which refuses every create")
-    out += [f"no {verb} on {resource} ({group or 'core'}), which mpi-init asks" for group, resource, verb
+    out += [f"no {verb} on {resource} ({group or 'core'}), which {who} asks" for group, resource, verb
             in sorted(requests - granted)]
     return out
 
 
 class Trust(unittest.TestCase):
-    def test_no_pod_mounts_a_token(self):
+    def test_only_the_launchers_sidecar_holds_a_token(self):
         pods = rendered_pods()
         self.assertTrue(pods)
+        launchers = 0
         for where, pod in pods:
-            self.assertEqual(token_exposures(pod["spec"]), [], where)
+            self.assertEqual(token_exposures(pod), [], where)
+            launchers += pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "launcher"
+        self.assertGreater(launchers, 3)
 
     def test_the_token_check_sees_each_way_in(self):
-        _, pod = rendered_pods()[0]
-        spec = pod["spec"]
-        self.assertEqual(token_exposures(spec), [])
-        for change in (lambda s: s.pop("automountServiceAccountToken"),
-                       lambda s: (s["volumes"].append({"name": "t", "projected": {"sources": [
-                           {"serviceAccountToken": {"path": "token"}}]}}),
-                                  s["containers"][0]["volumeMounts"].append({"name": "t", "mountPath": "/t"})),
-                       lambda s: s["containers"][0]["volumeMounts"].append({"name": "home", "mountPath": TOKEN_DIR}),
-                       lambda s: s["containers"][0]["env"].remove({"name": "TMPI_EVENTS", "value": "off"})):
-            broken = copy.deepcopy(spec)
+        [(_, node), (_, launcher)] = [next((w, p) for w, p in rendered_pods()
+                                           if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == r)
+                                      for r in ("node", "launcher")]
+        self.assertEqual(token_exposures(node), [])
+        self.assertEqual(token_exposures(launcher), [])
+        main = lambda s: next(c for c in s["containers"] if c["name"] == "node")  # noqa: E731
+        sidecar = lambda s: next(c for c in s["initContainers"] if c["name"] == TOKEN_HOLDER)  # noqa: E731
+        token = next(v for v in launcher["spec"]["volumes"] if "projected" in v)
+        for pod, change in (
+                (node, lambda s: s.pop("automountServiceAccountToken")),
+                (node, lambda s: (s["volumes"].append({"name": "t", "projected": {"sources": [
+                    {"serviceAccountToken": {"path": "token"}}]}}),
+                                  main(s)["volumeMounts"].append({"name": "t", "mountPath": "/t"}))),
+                (node, lambda s: main(s)["volumeMounts"].append({"name": "home", "mountPath": TOKEN_DIR})),
+                (node, lambda s: (s["volumes"].append(token), sidecar(s)["volumeMounts"].append(
+                    {"name": token["name"], "mountPath": TOKEN_DIR + "/serviceaccount", "readOnly": True}))),
+                (launcher, lambda s: main(s)["volumeMounts"].append(sidecar(s)["volumeMounts"][-1])),
+                (launcher, lambda s: next(c for c in s["initContainers"] if c["name"] == "sshd")["volumeMounts"].append(
+                    sidecar(s)["volumeMounts"][-1])),
+                (launcher, lambda s: s.update(shareProcessNamespace=True)),
+                (launcher, lambda s: sidecar(s)["volumeMounts"].pop()),
+                (launcher, lambda s: token["projected"]["sources"][0]["serviceAccountToken"].update(audience="vault")),
+                (launcher, lambda s: token["projected"]["sources"][0]["serviceAccountToken"].update(
+                    expirationSeconds=86400)),
+                (launcher, lambda s: sidecar(s)["command"].remove("--trainjob")),
+                (launcher, lambda s: main(s)["env"].append({"name": "TMPI_EVENTS", "value": "off"}))):
+            broken = copy.deepcopy(pod)
+            token = next((v for v in broken["spec"]["volumes"] if "projected" in v), copy.deepcopy(token))
+            change(broken["spec"])
+            self.assertNotEqual(token_exposures(broken), [], change)
+
+    def test_the_events_role_grants_what_the_sidecar_asks_and_nothing_else(self):
+        with open(os.path.join(EXAMPLES, "rbac-events.yaml")) as stream:
+            docs = [d for d in yaml.safe_load_all(stream) if d]
+        [role] = [d for d in docs if d["kind"] == "Role"]
+        [binding] = [d for d in docs if d["kind"] == "RoleBinding"]
+        requests = code_requests(*EVENTS_SOURCES)
+        self.assertEqual(requests, {("", "events", "create"), ("trainer.kubeflow.org", "trainjobs", "get")})
+        self.assertEqual(rbac_breaches(role, requests, "the Events' sidecar"), [])
+        # Bound to the account the pods run as: none is named, so the namespace's default; the
+        # inplace-restart overlay's account gets the same binding in its agent-rbac.yaml
+        # (examples.inplace-restart holds it there).
+        for where, pod in rendered_pods():
+            if " on inplace-restart:" in where:
+                self.assertEqual(pod["spec"].get("serviceAccountName"), "trainer-mpi-in-place-agent", where)
+            else:
+                self.assertNotIn("serviceAccountName", pod["spec"], where)
+        self.assertEqual(binding["subjects"], [{"kind": "ServiceAccount", "name": "default",
+                                                "namespace": role["metadata"]["namespace"]}])
+        self.assertEqual(binding["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                              "name": role["metadata"]["name"]})
+        for change in (lambda r: r["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}),
+                       lambda r: r["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+                       lambda r: r["rules"][0].update(verbs=["create", "patch"]),
+                       lambda r: r["rules"][0].update(resourceNames=["x"]),
+                       lambda r: r["rules"].pop()):
+            broken = copy.deepcopy(role)
             change(broken)
-            self.assertNotEqual(token_exposures(broken), [])
+            self.assertNotEqual(rbac_breaches(broken, requests, "the Events' sidecar"), [], broken["rules"])
 
     def test_rbac_reads_only_the_jobs_own_secret(self):
         with open(os.path.join(EXAMPLES, "rbac.yaml")) as stream:

@@ -1,0 +1,56 @@
+// The API relay's I/O (the rules are api_relay.h): ApiRelay serves POST /v1/event on the
+// pod's loopback, on a thread and io_context of its own (an Event may take 5 s at the API,
+// which must not hold the sidecar's /readyz), and hands each Event that holds to `forward`;
+// relay_event() is the launcher's side of it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/backoff.h"
+#include "common/error.h"
+#include "rendezvous/api_relay.h"
+#include "rendezvous/coordinator.h"
+#include "rendezvous/http_server.h"
+
+namespace tmpi::rdv {
+
+// What became of an Event at the API: "" when it was recorded, else why not.
+using ForwardEvent = std::function<std::string(const RelayedEvent&)>;
+
+class ApiRelay {
+ public:
+  // `private_key`: the job key's text; `clock_ms`: Unix ms (the real clock, or a test's).
+  ApiRelay(const std::string& private_key, ForwardEvent forward, std::function<long long()> clock_ms = {});
+  ~ApiRelay();
+  // Binds address:port (loopback: "127.0.0.1") and serves on its own thread.
+  Expected<unsigned short> start(const std::string& address, unsigned short port);
+  // One request, answered (pure but for `forward`; the unit tests call it).
+  Reply handle(const Call& call);
+
+ private:
+  std::string key_;
+  ForwardEvent forward_;
+  std::function<long long()> clock_ms_;
+  NonceWindow nonces_;
+  RelayLimiter limiter_;
+  boost::asio::io_context io_;
+  std::unique_ptr<HttpServer> server_;
+  std::jthread thread_;
+};
+
+struct RelayAnswer {
+  bool recorded = false;
+  std::string why;  // when not recorded: the relay's or the API's reason
+};
+
+// The launcher's side: one signed request to the relay on 127.0.0.1:port, within `timeout`.
+// An error is a relay that cannot be reached (none in this pod).
+Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvous_key,
+                                  const RelayedEvent& event, Millis timeout);
+
+}  // namespace tmpi::rdv

@@ -1,0 +1,47 @@
+// See api_relay_start.h.
+#include "rendezvous/api_relay_start.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/files.h"
+#include "common/kube_client.h"
+#include "rendezvous/trainjob_events.h"
+
+namespace tmpi::rdv {
+
+Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const std::string& private_key) {
+  const auto port = params.integer(param::kApiRelayPort);
+  const std::string& sa_dir = params.str(param::kServiceAccountDir);
+  if (port == 0 || !file_exists(sa_dir + "/token")) {
+    spdlog::debug("api relay: off (no token in {}, or --api-relay-port 0)", sa_dir);
+    return std::unique_ptr<ApiRelay>{};
+  }
+  const std::string& trainjob = params.str(param::kTrainjob);
+  if (trainjob.empty())
+    return make_error(Exit::kUsage,
+                      "the API relay needs the TrainJob's name: pass --trainjob $(JOBSET_NAME)");
+  // The token's own folder, never another config: KUBECONFIG is ignored here.
+  std::map<std::string, std::string> env = current_environment();
+  env.erase("KUBECONFIG");
+  TMPI_ASSIGN(KubeConfig config, load_kube_config(env, sa_dir, params.str(param::kNamespace)));
+  auto events = std::make_shared<TrainJobEvents>(
+      std::move(config), params.duration(param::kApiRequestTimeout), trainjob, "trainer-mpi/mpi-launcher");
+  auto forward = [events](const RelayedEvent& event) -> std::string {
+    switch (events->send(event.type, event.reason, event.message)) {
+      case EventSent::kRecorded:
+        return "";
+      case EventSent::kRefused:
+        return "refused: " + events->refusal();
+      case EventSent::kFailed:
+        break;
+    }
+    return "the API did not take it (see the sidecar's log)";
+  };
+  auto relay = std::make_unique<ApiRelay>(private_key, forward);
+  TMPI_ASSIGN(unsigned short bound, relay->start("127.0.0.1", static_cast<unsigned short>(port)));
+  spdlog::info("api relay: Events about TrainJob {}/{} on 127.0.0.1:{}", events->trainjob().namespace_,
+               trainjob, bound);
+  return relay;
+}
+
+}  // namespace tmpi::rdv

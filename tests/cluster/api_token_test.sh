@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The job's one API token (docs/design.md, "Trust"): only the launcher pod's mpi-rendezvous
+# sidecar holds it, and the launcher's Events reach the TrainJob through it (the API relay,
+# rendezvous/api_relay.h), on the job of launcher_test.sh (1 launcher, 2 nodes, sidecars).
+#
+# The launcher pod's containers run as the kubelet runs them (cib's CIB_CONTAINER): each its
+# own mount namespace and PID namespace, the pod's network and hostname shared. The sidecar
+# mounts a tmpfs at the service account's path in its own mount namespace and writes the token
+# there from a pipe: it is in no file of the box's shared filesystem, no argument and no
+# variable of a process that a container can see. It runs as the pods' uid (1000), no
+# capabilities, no new privileges, as the runtimes run it, and holds the token open (fd 7), so
+# that a way in through /proc/PID/fd would show. The Kubernetes API is the faithful fake
+# (tests/fakes/fake_kube_api.py) on the launcher pod's loopback, knowing TrainJob team-a/train.
+# One case per run:
+#   unreachable     a rank in the launcher pod (a process of its `node` container, uid 1000)
+#                   reads neither the token's path, nor the sidecar's /proc/PID/root, environ,
+#                   fd or cmdline (it sees no process of the sidecar at all); the same probe with
+#                   the pod's namespaces shared (as the box runs pods without CIB_CONTAINER, and
+#                   as shareProcessNamespace would) finds the token: the probe can see a leak
+#   events          at the runtimes' defaults (--events auto, the relay's port, no token in the
+#                   launcher's container), a rank's failure is a Warning Event RankFailed on the
+#                   TrainJob, through the relay and the fake API with the sidecar's token; the
+#                   launcher's log and report.json hold no token; the exit is the rank's
+#   refused         the API refuses the token (no Role): the sidecar's log names the Role to
+#                   apply, in one line; the launcher's says the Event was not recorded; the job
+#                   ends as it would have (the rank's exit)
+#   per-attempt     two attempts of the job, as a JobSet restart makes them (a new launcher and a
+#                   new sidecar, a new token, the TrainJob's Events kept by the API): each
+#                   failed attempt leaves its own Warning Event, with its verdict
+source "$(dirname "$0")/launcher_lib.sh"
+case_name=$1
+here=$(cd "$(dirname "$0")" && pwd)
+sa_path=/var/run/secrets/kubernetes.io/serviceaccount  # where the runtimes mount it (policies_test.py)
+sa="$CIB_DIR/pods/$launcher/serviceaccount"  # that path, in the box: empty but in the sidecar's mount namespace
+mkdir -p "$sa"
+new_token() { echo "projected-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
+token=$(new_token)
+
+# start_api [fake options]: the fake API in the launcher pod, which takes $token only.
+start_api() {
+  local dir="$CIB_DIR/kube"; mkdir -p "$dir"
+  [[ -f $dir/ca.crt ]] || bash "$here/../fakes/make_test_ca.sh" "$dir"
+  echo '{"trainjobs": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+         "metadata": {"name": "train", "namespace": "team-a", "uid": "5e1f0000-aaaa-bbbb-cccc-000011112222"}}]}' > "$dir/state.json"
+  rm -f "$dir/port"
+  in_pod "$launcher" python3 "$here/../fakes/fake_kube_api.py" --cert "$dir/server.crt" --key "$dir/server.key" \
+    --token "$token" --state "$dir/state.json" --port-file "$dir/port" --log "$dir/requests.log" "$@" &
+  api_pid=$!
+  for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
+  [[ -s $dir/port ]] || fail "the fake Kubernetes API did not start"
+  api_port=$(cat "$dir/port")
+}
+stop_api() { kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
+
+# The job key where uid 1000 reads it (the runtimes' HOME volume is the pod's fsGroup's).
+key_dir="$CIB_DIR/pods/$launcher/sidecar-ssh"
+mkdir -p "$key_dir"; cp "$CIB_DIR/pods/$launcher/home/.ssh/"id_* "$key_dir/"
+chown -R 1000:1000 "$key_dir"; chmod 700 "$key_dir"; chmod 600 "$key_dir"/id_*
+as_pod_user=(setpriv --reuid 1000 --regid 1000 --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all)
+
+# start_token_sidecar: mpi-rendezvous (the relay) as the launcher pod's sidecar container, with
+# $token in its own mount namespace only.
+start_token_sidecar() {
+  local log="$CIB_DIR/pods/$launcher/mpi-rendezvous.log"
+  printf '%s' "$token" | CIB_CONTAINER=1 "$CIB" exec "$launcher" -- bash -c '
+    set -e
+    mount -t tmpfs -o size=64k,mode=0755 tmpfs "$1"
+    cat > "$1/token"; chmod 0644 "$1/token"
+    echo team-a > "$1/namespace"; cp "$2" "$1/ca.crt"
+    exec 7< "$1/token" </dev/null
+    shift 2; exec "$@"' _ "$sa" "$CIB_DIR/kube/ca.crt" \
+    "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$launcher/home" KUBERNETES_SERVICE_HOST=127.0.0.1 \
+    KUBERNETES_SERVICE_PORT="$api_port" "$TMPI_BIN/mpi-rendezvous" relay --trainjob train --ssh-dir "$key_dir" \
+    --service-account-dir "$sa" > "$log" 2>&1 &
+  sidecar_pid=$!
+  wait_for "api relay: Events about TrainJob team-a/train on 127.0.0.1:29412" "$log" 10
+}
+# The container's first process (its PID namespace's init: mpi-rendezvous) gets SIGTERM, as the
+# kubelet stops a container; unshare, its parent here, ignores SIGTERM and waits for it.
+stop_token_sidecar() {
+  local init; init=$(pgrep -P "$sidecar_pid" || true)
+  [[ -z $init ]] || kill -TERM "$init"
+  wait "$sidecar_pid" 2>/dev/null || true
+}
+
+# The launcher at the runtimes' defaults, in its own container: the kubelet's variables for the
+# API, the service account's path empty there (no token mounted in this container).
+launch_in_container() {
+  CIB_CONTAINER=1 launch "$@"
+}
+launch() {
+  in_pod "$launcher" timeout -k 5 240 env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$api_port" \
+    TMPI_SERVICE_ACCOUNT_DIR="$sa" "$L" run --hosts "$ETC_MPI/hosts.json" --iface eth0 \
+    --report "$report" --beat-interval 1s --lost-after 3s --grace 3s "$@"
+}
+fail_rank_1='if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60'
+events_logged() {  # the Events the fake API created: "reason|message" per line
+  jq -r 'select(.method == "POST" and (.path | endswith("/events")) and .code == 201) |
+         "\(.object.reason)|\(.object.involvedObject.name)|\(.object.involvedObject.uid)|\(.object.message)"' \
+    "$CIB_DIR/kube/requests.log"
+}
+no_token_in() { ! grep -qF -- "$token" "$@" || fail "the token is in ${*:-what the rank read}"; }
+
+# A rank's every way to the token, from a process of the launcher pod: prints what it read.
+probe='
+  echo "path: $(cat "$1/token" 2>&1)"
+  for p in /proc/[0-9]*; do
+    echo "pid ${p#/proc/}: $(tr "\0" " " < "$p/cmdline" 2>/dev/null)"
+    echo "root: $(cat "$p/root$1/token" 2>/dev/null)"
+    echo "environ: $(tr "\0" " " < "$p/environ" 2>/dev/null)"
+    for fd in "$p"/fd/*; do  # the files behind them (a pipe or socket would block the read)
+      if [ -f "$fd" ]; then echo "fd $fd: $(head -c 4096 "$fd" 2>/dev/null | tr -d "\0")"; fi
+    done
+  done'
+
+case $case_name in
+  unreachable)
+    start_api
+    start_token_sidecar
+    # The sidecar can use it: an Event through it reaches the API.
+    out=$(launch --wait none --preflight false -- sh -c 'exit 5' 2>&1) || true
+    [[ $(events_logged | wc -l) == 1 ]] || fail "the sidecar sent no Event with its token: $out"
+    seen=$(CIB_CONTAINER=1 "$CIB" exec "$launcher" -- "${as_pod_user[@]}" bash -c "$probe" _ "$sa" 2>&1)
+    no_token_in <<<"$seen"
+    ! grep -q "mpi-rendezvous relay" <<<"$seen" || fail "a rank's container sees the sidecar's process: $seen"
+    [[ $(grep -c '^pid ' <<<"$seen") -le 3 ]] || fail "a rank's container sees processes beyond its own: $seen"
+    # The control: the pod's namespaces shared (the box without CIB_CONTAINER; a pod with
+    # shareProcessNamespace): the same probe finds it, through the sidecar's /proc/PID.
+    shared=$("$CIB" exec "$launcher" -- "${as_pod_user[@]}" bash -c "$probe" _ "$sa" 2>&1)
+    grep -q "^root: $token" <<<"$shared" || fail "the control's probe did not find the token through /proc/PID/root"
+    grep -q "^fd .*: $token" <<<"$shared" || fail "the control's probe did not find the token through /proc/PID/fd"
+    stop_token_sidecar; stop_api
+    row "a rank in the launcher pod reads for the API token" "not by its path, nor the sidecar's /proc/PID/root, environ, fd, cmdline; found by the same probe where the pod's namespaces are shared" "-"
+    pass "a rank cannot read the token: it is in the sidecar's mount namespace, behind its PID namespace" ;;
+  events|refused)
+    [[ $case_name == events ]] && start_api || start_api --forbid events
+    start_token_sidecar
+    with_sidecars
+    rc=0; out=$(launch_in_container -- sh -c "$fail_rank_1" 2>&1) || rc=$?
+    [[ $rc == 3 ]] || fail "expected the rank's exit 3, got $rc: $out"
+    no_token_in <<<"$out"; no_token_in "$report" "$CIB_DIR/pods/$launcher/mpi-rendezvous.log"
+    if [[ $case_name == events ]]; then
+      events=$(events_logged)
+      [[ $(wc -l <<<"$events") == 1 ]] || fail "expected one Event, got: $events"
+      [[ $events == "RankFailed|train|5e1f0000-aaaa-bbbb-cccc-000011112222|rank 1 on ${nodes[0]} exited with code 3"* ]] ||
+        fail "the Event on the TrainJob: $events"
+      expect_contains "$events" "(see docs/troubleshooting.md#rank-failed)" "the Event's troubleshooting key"
+      ! grep -q 'events:' <<<"$out" || fail "the launcher said something of its Events: $out"
+      row "a rank exits 3, the runtimes' defaults (Events through the sidecar)" "Warning RankFailed on TrainJob team-a/train, with its uid; no token in the launcher's log, report.json or container" "-"
+      pass "a rank's failure is an Event on the TrainJob, sent by the sidecar that alone holds the token"
+    else
+      [[ -z $(events_logged) ]] || fail "an Event was created though the API refuses: $(events_logged)"
+      relay_log=$(cat "$CIB_DIR/pods/$launcher/mpi-rendezvous.log")
+      [[ $(grep -c 'apply examples/rbac-events.yaml' <<<"$relay_log") == 1 ]] ||
+        fail "the sidecar's log does not name the Role once: $relay_log"
+      expect_contains "$relay_log" "Role trainer-mpi-events" "the Role's name"
+      expect_contains "$out" "events: RankFailed was not recorded on the TrainJob" "the launcher's line"
+      expect_contains "$out" "rank 1 on ${nodes[0]} exited with code 3" "the verdict stands"
+      row "a rank exits 3, no Role for the token" "exit 3 as before; one line in the sidecar's log naming examples/rbac-events.yaml" "-"
+      pass "a refused token: one line naming the Role, the job's end unchanged"
+    fi
+    stop_token_sidecar; stop_api ;;
+  per-attempt)
+    start_api  # the API keeps the TrainJob's Events across the JobSet's restart
+    with_sidecars
+    for attempt in 0 1; do
+      start_token_sidecar  # each attempt's launcher pod is new, and so is its sidecar
+      rc=0; out=$(launch_in_container -- sh -c "$fail_rank_1" 2>&1) || rc=$?
+      [[ $rc == 3 ]] || fail "attempt $attempt: expected exit 3, got $rc: $out"
+      stop_token_sidecar
+      [[ $(events_logged | grep -c '^RankFailed|train|') == $((attempt + 1)) ]] ||
+        fail "after attempt $attempt: expected $((attempt + 1)) RankFailed Events: $(events_logged)"
+    done
+    stop_api
+    expect_contains "$(events_logged | tail -n 1)" "rank 1 on ${nodes[0]} exited with code 3" "the second attempt's verdict"
+    row "two attempts (a JobSet restart), each failing" "a Warning Event per attempt on the TrainJob, each with its verdict" "-"
+    pass "each failed attempt leaves its Event on the TrainJob" ;;
+  *) fail "unknown case '$case_name'" ;;
+esac
