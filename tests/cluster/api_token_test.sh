@@ -118,7 +118,7 @@ case $case_name in
     start_api
     start_token_sidecar
     # The sidecar can use it: an Event through it reaches the API.
-    out=$(launch --wait none --preflight false -- sh -c 'exit 5' 2>&1) || true
+    out=$(launch --wait none --preflight=false -- sh -c 'exit 5' 2>&1) || true
     [[ $(events_logged | wc -l) == 1 ]] || fail "the sidecar sent no Event with its token: $out"
     seen=$(CIB_CONTAINER=1 "$CIB" exec "$launcher" -- "${as_pod_user[@]}" bash -c "$probe" _ "$sa" 2>&1)
     no_token_in <<<"$seen"
