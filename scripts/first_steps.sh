@@ -74,18 +74,16 @@ fi
 step "4. install the package (manifests/$overlay): the runtimes trainer-mpi-openmpi-v0-1, trainer-mpi-pytorch-v0-1"
 kubectl apply -k "$work/manifests/$overlay" || die "applying manifests/$overlay failed"
 # The namespace's RBAC: the Role that lets the launcher pod's sidecar post the job's Events on
-# the TrainJob (examples/rbac-events.yaml), where this checkout has it.
+# the TrainJob (examples/rbac-events.yaml; without it the job runs, with no Events).
 rbac=$src/examples/rbac-events.yaml
-if [[ -f $rbac ]]; then
-  kubectl apply -f "$rbac" || die "applying examples/rbac-events.yaml failed"
-fi
+kubectl apply -f "$rbac" || die "applying examples/rbac-events.yaml failed"
 
 uninstall() {
   ((keep)) && { step "kept: the TrainJob, the package and the namespace (--keep)"; return; }
   step "7. uninstall"
   kubectl delete -f "$src/examples/trainjob-mpi-hello.yaml" --ignore-not-found || true
   kubectl delete -k "$work/manifests/$overlay" --ignore-not-found || true
-  [[ ! -f $rbac ]] || kubectl delete -f "$rbac" --ignore-not-found || true
+  kubectl delete -f "$rbac" --ignore-not-found || true
   if ((made_namespace)); then kubectl delete namespace "$namespace" --ignore-not-found || true; fi
 }
 
