@@ -6,12 +6,17 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -50,6 +55,70 @@ constexpr int kRefusedCalls[] = {
     SCMP_SYS(keyctl),
     SCMP_SYS(add_key),
     SCMP_SYS(request_key),
+    // Other processes of the uid (the listener, the ranks, a logged-in session's commands):
+    // reached by a pid descriptor, or moved, throttled or compared.
+    SCMP_SYS(pidfd_open),
+    SCMP_SYS(pidfd_send_signal),
+    SCMP_SYS(pidfd_getfd),
+    SCMP_SYS(process_madvise),
+    SCMP_SYS(kcmp),
+    SCMP_SYS(migrate_pages),
+    SCMP_SYS(move_pages),
+    SCMP_SYS(ioprio_set),
+    SCMP_SYS(sched_setaffinity),
+    SCMP_SYS(sched_setscheduler),
+    SCMP_SYS(sched_setparam),
+    SCMP_SYS(sched_setattr),
+    // The file tree by path (the job key, hosts.json, checkpoints, the bundle): no open, and no
+    // change either.
+    SCMP_SYS(unlink),
+    SCMP_SYS(unlinkat),
+    SCMP_SYS(rename),
+    SCMP_SYS(renameat),
+    SCMP_SYS(renameat2),
+    SCMP_SYS(truncate),
+    SCMP_SYS(link),
+    SCMP_SYS(linkat),
+    SCMP_SYS(symlink),
+    SCMP_SYS(symlinkat),
+    SCMP_SYS(mkdir),
+    SCMP_SYS(mkdirat),
+    SCMP_SYS(rmdir),
+    SCMP_SYS(mknod),
+    SCMP_SYS(mknodat),
+    SCMP_SYS(chmod),
+    SCMP_SYS(fchmodat),
+    SCMP_SYS(chown),
+    SCMP_SYS(lchown),
+    SCMP_SYS(fchownat),
+    SCMP_SYS(utime),
+    SCMP_SYS(utimes),
+    SCMP_SYS(utimensat),
+    SCMP_SYS(futimesat),
+    SCMP_SYS(setxattr),
+    SCMP_SYS(lsetxattr),
+    SCMP_SYS(removexattr),
+    SCMP_SYS(lremovexattr),
+    SCMP_SYS(name_to_handle_at),
+    // Namespaces and mounts.
+    SCMP_SYS(unshare),
+    SCMP_SYS(setns),
+    SCMP_SYS(mount),
+    SCMP_SYS(umount2),
+    SCMP_SYS(pivot_root),
+    SCMP_SYS(chroot),
+};
+
+// A call refused when one argument equals a value: the fcntl and ioctl requests that name a
+// process (group) to be signalled when the client's socket is ready (F_SETOWN, FIOSETOWN: the
+// kernel then signals it for whoever set it).
+struct RefusedRequest {
+  int call;
+  scmp_datum_t request;
+};
+constexpr RefusedRequest kRefusedRequests[] = {
+    {SCMP_SYS(fcntl), F_SETOWN},  {SCMP_SYS(fcntl), F_SETOWN_EX}, {SCMP_SYS(fcntl), F_SETSIG},
+    {SCMP_SYS(ioctl), FIOSETOWN}, {SCMP_SYS(ioctl), SIOCSPGRP},
 };
 
 }  // namespace
@@ -63,9 +132,21 @@ Status enter_session_sandbox() {
   // A signal to itself only (raise, abort, the sanitizers' own reports): kill and tgkill whose
   // pid is not its own, tkill whose thread is not its own (one thread: its pid).
   const auto self = static_cast<scmp_datum_t>(getpid());
-  for (int call : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(tkill)}) {
+  for (int call : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(tkill), SCMP_SYS(rt_sigqueueinfo),
+                   SCMP_SYS(rt_tgsigqueueinfo)}) {
     if (rc == 0) rc = seccomp_rule_add(filter.get(), refuse, call, 1, scmp_arg_cmp{0, SCMP_CMP_NE, self, 0});
   }
+  for (const auto& [call, request] : kRefusedRequests) {
+    if (rc == 0)
+      rc = seccomp_rule_add(filter.get(), refuse, call, 1, scmp_arg_cmp{1, SCMP_CMP_EQ, request, 0});
+  }
+  // Limits and priority of itself only (glibc's setrlimit and nice name pid 0): prlimit64 that
+  // sets (a new limit given) for another pid, setpriority for any "who" but 0.
+  if (rc == 0)
+    rc = seccomp_rule_add(filter.get(), refuse, SCMP_SYS(prlimit64), 2, scmp_arg_cmp{0, SCMP_CMP_NE, 0, 0},
+                          scmp_arg_cmp{2, SCMP_CMP_NE, 0, 0});
+  if (rc == 0)
+    rc = seccomp_rule_add(filter.get(), refuse, SCMP_SYS(setpriority), 1, scmp_arg_cmp{1, SCMP_CMP_NE, 0, 0});
   // clone3 answers "not here" (ENOSYS), so that glibc's pthread_create falls back to clone,
   // whose flags the filter can read (clone3 passes them in memory): clone makes threads too
   // (CLONE_THREAD); without that flag, a process.
@@ -78,6 +159,10 @@ Status enter_session_sandbox() {
   // "restricted" sets it already (allowPrivilegeEscalation: false), elsewhere it is set here.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return make_error(Exit::kOsErr, "cannot set no_new_privs: {}", std::strerror(errno));
+  // Not dumpable: another process of the uid cannot ptrace it, read its memory or take its
+  // descriptors (pidfd_getfd), whatever Yama's ptrace_scope says.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    return make_error(Exit::kOsErr, "cannot make the session process undumpable: {}", std::strerror(errno));
   rc = seccomp_load(filter.get());
   if (rc != 0)
     return make_error(Exit::kOsErr, "the kernel refused the seccomp filter: {}", std::strerror(-rc));
@@ -104,6 +189,16 @@ bool probe_session_sandbox() {
   int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   tell("a new socket", sock >= 0);
   if (sock >= 0) close(sock);
+  // The monitor (its parent) as another process of the uid: signal 0 asks only whether a
+  // signal would be let through; a rename onto itself changes nothing where it is allowed.
+  siginfo_t info{};
+  info.si_code = SI_QUEUE;
+  tell("a queued signal to the monitor",
+       syscall(SYS_rt_sigqueueinfo, getppid(), 0, &info) == 0);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+  tell("a rename of the job key", rename(target, target) == 0);
+  tell("a lower priority for the monitor", setpriority(PRIO_PROCESS, static_cast<id_t>(getppid()), 19) == 0);
+  tell("a socket's owner for SIGIO",
+       fcntl(0, F_SETOWN, getppid()) == 0);  // NOLINT(cppcoreguidelines-pro-type-vararg)
   return true;
 }
 

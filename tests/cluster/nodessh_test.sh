@@ -82,14 +82,15 @@ out=$(in_pod "$launcher" ssh -p 2223 -o HostKeyAlias="[$node]:2222" "$node" 'ech
   fail "no login through the sandboxed session process: $out; its log: $(cat "$CIB_DIR/probe-sshd.log")"
 expect_eq "$out" "served" "the command through the sandboxed session process"
 probe_log=$(cat "$CIB_DIR/probe-sshd.log")
-for what in "open of the job key" "execve of /bin/true" "a new socket"; do
+for what in "open of the job key" "execve of /bin/true" "a new socket" "a queued signal to the monitor" \
+  "a rename of the job key" "a lower priority for the monitor" "a socket's owner for SIGIO"; do
   expect_contains "$probe_log" "sandbox probe: $what refused: Operation not permitted" "the sandbox's refusal"
 done
 expect_contains "$probe_log" "sandbox probe: a command before login refused: not logged in" "the monitor's refusal"
 ! grep -q "went through" <<<"$probe_log" || fail "the sandbox let a call through: $probe_log"
 probe_listener=$(ip netns exec "$("$CIB" ns "${nodes[0]}")" ss -Hltnp 'sport = :2223' | grep -o 'pid=[0-9]*' | head -n 1)
 [[ -n $probe_listener ]] && kill "${probe_listener#pid=}"
-pass "the session process's sandbox: the job key's file, execve and a socket refused and named; a command asked of the monitor before login refused; the login served"
+pass "the session process's sandbox: the job key's file (open, rename), execve, a socket, a queued signal, a priority and a SIGIO owner aimed at the monitor refused and named; a command asked of the monitor before login refused; the login served"
 
 # ssh -L: the forward's listener is the client's; every connection through it is refused.
 # (exec: $! is ssh itself, which cib exec and nsenter become, not a subshell around it)
