@@ -69,7 +69,14 @@ Status Agent::run() {
   spdlog::info("in-place agent for pod {} of JobSet {}: the barrier is up", options_.pod, options_.jobset);
   while (!stop_) {
     auto reading = read_jobset();
-    if (!reading && (reading.error().exit == Exit::kNoPerm || reading.error().exit == Exit::kData)) {
+    // A refusal (the RBAC) or an answer of the wrong shape ends the agent only before its first
+    // reading: a misconfiguration, shown at the pod's start. Afterwards an exit would cost the
+    // container a restart (JobSet fails the JobSet past maxRestarts, in_place_restart.go) and
+    // every pod an attempt, for what may be a RoleBinding applied again or a webhook's moment:
+    // so it is logged and retried, the barrier as it was.
+    const bool first_reading = uid.empty();
+    if (!reading && first_reading &&
+        (reading.error().exit == Exit::kNoPerm || reading.error().exit == Exit::kData)) {
       return reading.error();
     }
     if (!reading) spdlog::warn("in-place agent: {}", reading.error().message);
@@ -91,7 +98,6 @@ Status Agent::run() {
       }
       if (next.step != Step::kWrite) break;
       if (auto wrote = write_attempt(next.attempt); !wrote) {
-        if (wrote.error().exit == Exit::kNoPerm) return wrote.error();
         spdlog::warn("in-place agent: {}; retrying at the next poll", wrote.error().message);
         break;
       }

@@ -9,8 +9,9 @@
 // containers (the SSH server, the ranks) keep running; mpi-launcher's --restarts restarts
 // the MPI job itself. The decisions are inplace_barrier.h's (pure); here are only the I/O,
 // bounded: each API call under its own deadline with backoff (common/kube_client.h), a poll
-// with jitter between readings, transient failures retried for as long as the pod lives (an
-// exit would be a new attempt for every pod), a refusal (401/403: the RBAC) fatal.
+// with jitter between readings, failures retried for as long as the pod lives (an exit would
+// be a new attempt for every pod, and a restart that JobSet counts against maxRestarts); only
+// a refusal (401/403: the RBAC) or a wrong answer before the first reading ends it.
 #pragma once
 
 #include <atomic>

@@ -64,6 +64,18 @@ case $case_name in
     for pod in "$launcher" "${nodes[@]}"; do start_agent "$pod"; done
     wait_barriers "$launcher" "${nodes[@]}"
     [[ $(jobset_status) == '{"currentInPlaceRestartAttempt":0}' ]] || fail "after the first start: $(jobset_status)"
+    # The agents' token refused for a while (a RoleBinding applied again, a webhook's moment):
+    # after its first reading an agent logs it and polls on; an exit would restart its container
+    # and start an attempt for every pod.
+    cp "$api/agent/token" "$api/agent/token.kept"
+    echo "a-token-the-api-refuses" > "$api/agent/token"
+    sleep 1.5
+    mv "$api/agent/token.kept" "$api/agent/token"
+    for pod in "$launcher" "${nodes[@]}"; do
+      [[ ! -s $api/$pod.exits ]] || fail "$pod's agent exited on a refused token: $(cat "$api/$pod.exits")"
+      grep -q "Unauthorized" "$api/$pod.agent.log" || fail "$pod's agent did not log the refusal: $(tail -n 3 "$api/$pod.agent.log")"
+    done
+    [[ $(jobset_status) == '{"currentInPlaceRestartAttempt":0}' ]] || fail "after a refused token: $(jobset_status)"
     with_sidecars
     launch --restarts 2 -- sh -c "echo \"\$TMPI_RESTART_COUNT\" > $seen/\$RANK.\$TMPI_RESTART_COUNT;
       if [ \"\$TMPI_RESTART_COUNT\" = 0 ]; then sleep 60; fi; sleep 2" > "$CIB_DIR/launcher.log" 2>&1 &
