@@ -6,12 +6,14 @@
 #include "common/job_key.h"
 #include "common/params.h"
 #include "common/proof.h"
+#include "common/utf8.h"
 #include "rendezvous/api_relay_server.h"
 
 namespace tmpi::launch {
 
 namespace {
 
+constexpr std::size_t kRelayedMessage = 1024;  // rendezvous/trainjob_events.cpp's bound
 // The relay answers within its own 5 s at the API; a little more for the loopback.
 constexpr Millis kRelayBudget{6000};
 
@@ -46,8 +48,11 @@ bool JobEvents::warn(const std::string& reason, const std::string& message) {
 }
 
 bool JobEvents::relay(const std::string& reason, const std::string& message) {
-  auto answer = rdv::relay_event(static_cast<unsigned short>(relay_port_), relay_key_,
-                                 rdv::RelayedEvent{"Warning", reason, message}, kRelayBudget);
+  // Cut here as the sidecar would cut it (1 KiB, at a whole character): the relay refuses a
+  // message past its bound (4 KiB, after JSON's escapes), and a long preflight reason is one.
+  auto answer = rdv::relay_event(
+      static_cast<unsigned short>(relay_port_), relay_key_,
+      rdv::RelayedEvent{"Warning", reason, truncate_utf8(message, kRelayedMessage, "...")}, kRelayBudget);
   if (!answer) {
     // No relay in this pod (outside the runtimes): one line, and no more tries.
     spdlog::info("events: none on the TrainJob: no API relay on 127.0.0.1:{} ({})", relay_port_,

@@ -165,6 +165,11 @@ TEST(ApiRelay, TheLauncherRelaysWhereItHasNoConfig) {
   EXPECT_TRUE(events.warn("RankFailed", kFailed.message));
   ASSERT_EQ(forwarded.size(), 1U);
   EXPECT_EQ(forwarded[0].reason, "RankFailed");
+  // A reason past the relay's bound (a preflight that names many hosts) is cut, not refused.
+  EXPECT_TRUE(events.warn("PreflightFailed", std::string(6000, 'h') + "\u00fc"));
+  ASSERT_EQ(forwarded.size(), 2U);
+  EXPECT_LE(forwarded[1].message.size(), 1024U);
+  EXPECT_TRUE(forwarded[1].message.ends_with("...")) << forwarded[1].message.substr(1000);
   options.relay_port = 1;  // nothing listens there
   launch::JobEvents unrelayed(options, "train");
   EXPECT_FALSE(unrelayed.warn("HostLost", "host x lost"));
