@@ -113,7 +113,10 @@ bool MonitorLink::receive(bool wait) {
   if (fd < 0) return false;
   if (wait) {
     pollfd ready{fd, POLLIN, 0};
-    if (poll(&ready, 1, kStartAnswerMs) <= 0) return false;
+    if (poll(&ready, 1, kStartAnswerMs) <= 0) {
+      unanswered = true;
+      return false;
+    }
   }
   char buffer[65536];
   iovec part{buffer, sizeof buffer};
@@ -155,6 +158,7 @@ Expected<StartedCommand> start_through_monitor(Server::State& state, const Comma
   MonitorLink& link = state.monitor;
   if (!link.monitored) return start_command(command, state.base_env, size);  // a fuzzer's own process
   const std::uint32_t channel = ++link.last_channel;
+  if (link.unanswered) return make_error(Exit::kOsErr, "the connection's monitor left an answer owed");
   if (!send_frame(link.fd, encode_monitor_message(StartRequest{channel, command, size})))
     return make_error(Exit::kOsErr, "the connection's monitor is gone");
   while (true) {
@@ -189,7 +193,7 @@ bool login_confirmed(Server::State& state, std::string& why) {
     return false;
   }
   LoginRequest request{std::move(caught_signature.signed_blob), std::move(caught_signature.signature)};
-  if (link.fd < 0 || !send_frame(link.fd, encode_monitor_message(request))) {
+  if (link.unanswered || link.fd < 0 || !send_frame(link.fd, encode_monitor_message(request))) {
     why = "the connection's monitor is gone";
     return false;
   }

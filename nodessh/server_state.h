@@ -104,6 +104,9 @@ struct MonitorLink {
   std::deque<int> passed_fds;
   std::vector<MonitorMessage> backlog;
   std::set<pid_t> live_groups;
+  // An answer waited for in vain: a late one would be taken for the next request's (its
+  // descriptors first in passed_fds), so no request is made after it.
+  bool unanswered = false;
   // Reads what the monitor sent (waiting up to 10 s for something when `wait`); false once
   // the monitor has gone or broke the protocol.
   bool receive(bool wait);
