@@ -11,10 +11,12 @@
 // the job key's public half with libcrypto, as libssh would, and never takes a session id
 // twice. No pair caught, no login.
 //
-// What it proves: the holder of the job key signed a login to this server for a session with
-// that id. What it cannot: that the id is this connection's (only the session process knows
-// its key exchange), so a session process taken over could replay a signature it saw, but
-// only one made for a login to itself, which the monitor takes once.
+// What it proves: the holder of the job key signed a login for a session with that id. What it
+// cannot: that the id is this connection's (only the session process knows its key exchange,
+// and every pod's host key is the same). A session process taken over could present a pair
+// captured elsewhere, where it had one: the "once" holds per connection (a monitor's own set),
+// not per server or job. Binding the id needs the monitor to sign the key exchange itself
+// (libssh 0.10 signs in the session's process); said in the design as what is left.
 #pragma once
 
 #include <memory>
