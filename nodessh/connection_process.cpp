@@ -19,6 +19,7 @@
 // and when it logged in, and forwards its refusals to the listener's rate-limited log. It
 // exits once the connection is over and every command's group has ended; its exit status
 // says how it ended (server_state.h, exit_status_of), which the listener turns into a penalty.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -215,16 +216,27 @@ bool watch_own_signals(Server::State& state) {
 bool split_off_monitor(Server::State& state, int client_fd) {
   int link[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) != 0) return false;
+  // The session process's report lines go to the monitor, which passes them on to the
+  // listener but for a login: that one the monitor says, once it has verified it, so that a
+  // session process taken over cannot leave the caps on connections not logged in.
+  int lines[2];
+  if (pipe2(lines, O_CLOEXEC) != 0) {
+    close(link[0]);
+    close(link[1]);
+    return false;
+  }
   const pid_t session = fork();
   if (session < 0) return false;
   if (session > 0) {
     close(link[1]);
+    close(lines[1]);
     close(client_fd);
-    if (state.report_fd >= 0) close(state.report_fd);  // the session process tells the listener
-    state.report_fd = -1;
-    run_monitor(state, link[0], session);
+    run_monitor(state, link[0], session, lines[0]);
   }
   close(link[0]);
+  close(lines[0]);
+  if (state.report_fd >= 0) close(state.report_fd);
+  state.report_fd = lines[1];
   state.monitor.fd = link[1];
   state.monitor.monitored = true;
   state.monitor_watch = std::make_unique<Watch>(state.event, link[1]);

@@ -1,4 +1,5 @@
-// A connection's monitor and the session process's side of its link (monitor_protocol.h).
+// A connection's monitor (the session process's side of their link: monitor_link.cpp; its frames:
+// monitor_protocol.h).
 //
 // The connection process forks before it reads a byte of its client: the parent stays the
 // monitor, the child becomes the session process, which runs libssh's session (the key
@@ -14,7 +15,6 @@
 // session process, and takes that process's exit status as its own (the listener's penalty
 // reads it). A session process that ends while commands still run (a crash) has them hung up
 // (SIGHUP and SIGCONT, SIGKILL after --sshd-hangup-grace), as a client that went would.
-#include <dlfcn.h>
 #include <poll.h>
 #include <sodium.h>
 #include <sys/signalfd.h>
@@ -27,7 +27,6 @@
 #include <cstring>
 #include <set>
 
-#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include "nodessh/login_proof.h"
@@ -35,12 +34,9 @@
 
 namespace tmpi::nodessh {
 
-namespace {
-
 constexpr int kMaxPassedFds = 3;
-constexpr int kStartAnswerMs = 10000;  // a fork and a few syscalls, however loaded the node
 
-bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds = {}) {
+bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds) {
   std::size_t sent = 0;
   while (sent < frame.size()) {
     iovec part{const_cast<char*>(frame.data() + sent), frame.size() - sent};
@@ -63,169 +59,6 @@ bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds = 
     sent += static_cast<std::size_t>(wrote);
   }
   return true;
-}
-
-}  // namespace
-
-// --- The session process's side ---
-
-// The one signature libssh verified last, as it went to libcrypto (login_proof.h says why).
-// Armed only in a session process, before its sandbox; one thread, so no lock.
-struct CaughtSignature {
-  bool armed = false;
-  bool caught = false;
-  std::string signed_blob;
-  std::string signature;
-};
-CaughtSignature caught_signature;
-
-using DigestVerify = int (*)(EVP_MD_CTX*, const unsigned char*, size_t, const unsigned char*, size_t);
-DigestVerify real_digest_verify = nullptr;
-
-void arm_login_capture() {
-  real_digest_verify = reinterpret_cast<DigestVerify>(dlsym(RTLD_NEXT, "EVP_DigestVerify"));
-  caught_signature.armed = real_digest_verify != nullptr;
-}
-
-}  // namespace tmpi::nodessh
-
-// libcrypto's one-shot verification, which libssh calls for a client's userauth signature
-// (pki_crypto.c, pki_verify_data_signature): the bytes and the signature are kept on the way.
-// Every other caller (the monitor's own check, the listener) passes through untouched.
-extern "C" int EVP_DigestVerify(EVP_MD_CTX* ctx, const unsigned char* sigret, size_t siglen,
-                                const unsigned char* tbs, size_t tbslen) {
-  using tmpi::nodessh::caught_signature;
-  if (tmpi::nodessh::real_digest_verify == nullptr)
-    tmpi::nodessh::real_digest_verify =
-        reinterpret_cast<tmpi::nodessh::DigestVerify>(dlsym(RTLD_NEXT, "EVP_DigestVerify"));
-  if (tmpi::nodessh::real_digest_verify == nullptr) return -1;  // no libcrypto: nothing verifies
-  if (caught_signature.armed && siglen <= 4096 && tbslen <= 65536) {
-    caught_signature.caught = true;
-    caught_signature.signed_blob.assign(reinterpret_cast<const char*>(tbs), tbslen);
-    caught_signature.signature.assign(reinterpret_cast<const char*>(sigret), siglen);
-  }
-  return tmpi::nodessh::real_digest_verify(ctx, sigret, siglen, tbs, tbslen);
-}
-
-namespace tmpi::nodessh {
-
-bool MonitorLink::receive(bool wait) {
-  if (fd < 0) return false;
-  if (wait) {
-    pollfd ready{fd, POLLIN, 0};
-    if (poll(&ready, 1, kStartAnswerMs) <= 0) {
-      unanswered = true;
-      return false;
-    }
-  }
-  char buffer[65536];
-  iovec part{buffer, sizeof buffer};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)]{};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  ssize_t got = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (got < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int passed = -1;
-      std::memcpy(&passed, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-      passed_fds.push_back(passed);
-    }
-  }
-  if (got == 0 || !decoder.feed(std::string_view(buffer, static_cast<std::size_t>(got)))) {
-    close(fd);
-    fd = -1;
-    return false;
-  }
-  while (auto next = decoder.next()) backlog.push_back(std::move(*next));
-  return true;
-}
-
-int MonitorLink::take_fd() {
-  if (passed_fds.empty()) return -1;
-  int fd_taken = passed_fds.front();
-  passed_fds.pop_front();
-  return fd_taken;
-}
-
-Expected<StartedCommand> start_through_monitor(Server::State& state, const Command& command,
-                                               const TerminalSize& size) {
-  MonitorLink& link = state.monitor;
-  if (!link.monitored) return start_command(command, state.base_env, size);  // a fuzzer's own process
-  const std::uint32_t channel = ++link.last_channel;
-  if (link.unanswered) return make_error(Exit::kOsErr, "the connection's monitor left an answer owed");
-  if (!send_frame(link.fd, encode_monitor_message(StartRequest{channel, command, size})))
-    return make_error(Exit::kOsErr, "the connection's monitor is gone");
-  while (true) {
-    for (auto it = link.backlog.begin(); it != link.backlog.end(); ++it) {
-      if (const auto* started = std::get_if<Started>(&*it);
-          started != nullptr && started->channel == channel) {
-        StartedCommand out;
-        out.pid = started->pid;
-        out.stdin_fd = link.take_fd();
-        out.stdout_fd = started->pty ? out.stdin_fd : link.take_fd();
-        out.stderr_fd = started->pty ? -1 : link.take_fd();
-        link.live_groups.insert(out.pid);
-        link.backlog.erase(it);
-        return out;
-      }
-      if (const auto* failed = std::get_if<StartFailed>(&*it);
-          failed != nullptr && failed->channel == channel) {
-        std::string why = failed->message;
-        link.backlog.erase(it);
-        return make_error(Exit::kOsErr, "{}", why);
-      }
-    }
-    if (!link.receive(true)) return make_error(Exit::kOsErr, "the connection's monitor did not answer");
-  }
-}
-
-bool login_confirmed(Server::State& state, std::string& why) {
-  MonitorLink& link = state.monitor;
-  if (!link.monitored) return true;  // a fuzzer's own process: libssh's check stands alone
-  if (!std::exchange(caught_signature.caught, false)) {
-    why = "no signature was caught on its way to libcrypto";
-    return false;
-  }
-  LoginRequest request{std::move(caught_signature.signed_blob), std::move(caught_signature.signature)};
-  if (link.unanswered || link.fd < 0 || !send_frame(link.fd, encode_monitor_message(request))) {
-    why = "the connection's monitor is gone";
-    return false;
-  }
-  while (true) {
-    for (auto it = link.backlog.begin(); it != link.backlog.end(); ++it) {
-      if (const auto* verdict = std::get_if<LoginVerdict>(&*it)) {
-        const bool accepted = verdict->accepted;
-        why = verdict->reason;
-        link.backlog.erase(it);
-        return accepted;
-      }
-    }
-    if (!link.receive(true)) {
-      why = "the connection's monitor did not answer";
-      return false;
-    }
-  }
-}
-
-void signal_group(Server::State& state, pid_t group, int signal) {
-  if (group <= 0) return;
-  if (!state.monitor.monitored) {
-    kill(-group, signal);
-    return;
-  }
-  if (state.monitor.fd >= 0)
-    send_frame(state.monitor.fd, encode_monitor_message(SignalRequest{group, signal}));
-}
-
-bool command_group_alive(const Server::State& state, pid_t group) {
-  if (!state.monitor.monitored) return group_alive(group);
-  return state.monitor.live_groups.contains(group);
 }
 
 // --- The monitor ---
@@ -279,7 +112,10 @@ struct Monitor {
       user = make_error(Exit::kData, "a second login on one connection");
     else if (verifier)
       user = verifier->check(request.signed_blob, request.signature);
-    if (user) logged_in = *user;
+    if (user) {
+      logged_in = *user;
+      report_to_listener(state, kReportLogin);
+    }
     answer(LoginVerdict{static_cast<bool>(user), user ? "" : user.error().message});
   }
 
@@ -300,6 +136,29 @@ struct Monitor {
       return;
     }
     while (auto next = decoder.next()) take(std::move(*next));
+  }
+
+  // The session process's report lines, passed on whole, but for a login's (the monitor's own
+  // to say) and a line past the pipe's whole-write bound.
+  int session_lines = -1;
+  std::string pending_line;
+  void read_session_lines() {
+    char buffer[4096];
+    ssize_t got = read(session_lines, buffer, sizeof buffer);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (got <= 0) {
+      close(session_lines);
+      session_lines = -1;
+      return;
+    }
+    pending_line.append(buffer, static_cast<std::size_t>(got));
+    std::size_t end = 0;
+    while ((end = pending_line.find('\n')) != std::string::npos) {
+      std::string line = pending_line.substr(0, end);
+      pending_line.erase(0, end + 1);
+      if (!line.empty() && line[0] != kReportLogin) report_to_listener(state, line[0], line.substr(1));
+    }
+    if (pending_line.size() > 2048) pending_line.clear();
   }
 
   void read_signals() {
@@ -345,8 +204,9 @@ struct Monitor {
 
 }  // namespace
 
-void run_monitor(Server::State& state, int link, pid_t session) {
+void run_monitor(Server::State& state, int link, pid_t session, int session_lines) {
   Monitor monitor(state, link, session);
+  monitor.session_lines = session_lines;
   // The job key's wire blob: libssh 0.10 exports it only as base64 (ssh_pki_export_pubkey_blob
   // is not public there).
   char* base64 = nullptr;
@@ -366,15 +226,22 @@ void run_monitor(Server::State& state, int link, pid_t session) {
   }
   ssh_string_free_char(base64);
   while (true) {
-    pollfd fds[2] = {{state.signal_fd, POLLIN, 0}, {monitor.link, POLLIN, 0}};
-    poll(fds, monitor.link >= 0 ? 2 : 1, 100);
+    pollfd fds[3] = {
+        {state.signal_fd, POLLIN, 0}, {monitor.link, POLLIN, 0}, {monitor.session_lines, POLLIN, 0}};
+    poll(fds, 3, 100);  // a descriptor of -1 is left out by poll itself
     monitor.read_signals();
     if (monitor.link >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) monitor.read_link();
+    if (monitor.session_lines >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+      monitor.read_session_lines();
     monitor.check_groups();
     if (monitor.finished(Clock::now())) break;
   }
   spdlog::default_logger()->flush();
-  _exit(exit_status_of(ending_of(*monitor.session_status)));
+  while (monitor.session_lines >= 0) monitor.read_session_lines();  // its last lines, to their end
+  // A session process that says it logged in where the monitor verified no login: a failed one.
+  Ending ending = ending_of(*monitor.session_status);
+  if (ending == Ending::kLoggedIn && !monitor.logged_in) ending = Ending::kAuthFailed;
+  _exit(exit_status_of(ending));
 }
 
 }  // namespace tmpi::nodessh

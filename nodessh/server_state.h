@@ -180,7 +180,9 @@ bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time
 
 // monitor.cpp: the connection's monitor, and the session process's requests to it. Each falls
 // back to doing it here in a process with no monitor.
-[[noreturn]] void run_monitor(Server::State& state, int link, pid_t session);
+// One frame to the other side of the monitor's link, the descriptors with its first byte.
+bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds = {});
+[[noreturn]] void run_monitor(Server::State& state, int link, pid_t session, int session_lines);
 Expected<StartedCommand> start_through_monitor(Server::State& state, const Command& command,
                                                const TerminalSize& size);
 void signal_group(Server::State& state, pid_t group, int signal);
