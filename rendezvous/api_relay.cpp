@@ -91,8 +91,13 @@ std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rende
   if (!is_reason(event.reason)) return bad_shape("\"reason\" is not a word of letters and digits (1 to 128)");
   if (event.message.size() > kRelayMessageBytes || valid_utf8(event.message) != event.message)
     return bad_shape(fmt::format("\"message\" is not UTF-8 of at most {} bytes", kRelayMessageBytes));
-  if (sent_at < now_ms - kRelayFreshness.count() || sent_at > now_ms + kRelayFreshness.count())
-    return RelayRefusal{409, fmt::format("stale: sent {} ms from the relay's clock", sent_at - now_ms)};
+  // Said by side, not by difference: a sentAt near the integers' ends would overflow one.
+  if (sent_at < now_ms - kRelayFreshness.count())
+    return RelayRefusal{
+        409, fmt::format("stale: sent over {} ms before the relay's clock", kRelayFreshness.count())};
+  if (sent_at > now_ms + kRelayFreshness.count())
+    return RelayRefusal{
+        409, fmt::format("stale: sent over {} ms after the relay's clock", kRelayFreshness.count())};
   if (!nonces.take(nonce, now_ms)) return RelayRefusal{409, "a nonce already taken: a replay"};
   return event;
 }

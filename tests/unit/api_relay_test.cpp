@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -83,6 +85,14 @@ TEST(ApiRelay, TheShapeIsChecked) {
     change(body);
     body["nonce"] = body["nonce"] == "NOT-HEX" ? body["nonce"] : nlohmann::json(random_nonce());
     EXPECT_EQ(refusal_status(read_at(signed_with(body))), 400) << body.dump();
+  }
+  // Out of the window at either end of the integers: refused as stale, no overflow on the way.
+  for (long long sent_at : {std::numeric_limits<long long>::min(), std::numeric_limits<long long>::max(),
+                            kNow - 60001, kNow + 60001}) {
+    auto body = good;
+    body["sentAt"] = sent_at;
+    body["nonce"] = random_nonce();
+    EXPECT_EQ(refusal_status(read_at(signed_with(body))), 409) << sent_at;
   }
   EXPECT_EQ(refusal_status(read_at("[1, 2]")), 400);
   EXPECT_EQ(refusal_status(read_at("{\"type\": ")), 400);
