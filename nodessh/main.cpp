@@ -60,5 +60,8 @@ Status run(const std::vector<std::string>& args) {
 }  // namespace tmpi::nodessh
 
 int main(int argc, char** argv) {
+  // Whatever descriptors its starter left open (not close-on-exec) are closed first: a session
+  // process's sandbox refuses new sockets and files, not the use of one it inherited.
+  close_range(3, ~0U, 0);
   return tmpi::cli::run("mpi-sshd", argc, argv, tmpi::nodessh::run);
 }

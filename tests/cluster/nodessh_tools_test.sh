@@ -60,7 +60,13 @@ out=$(in_pod "$launcher" ssh "$bare" 'pwd' 2>"$CIB_DIR/err")
 expect_eq "$out" "/" "the working folder where HOME cannot be entered"
 expect_eq "$(cat "$CIB_DIR/err")" "Could not chdir to home directory $CIB_DIR/no-such-home: No such file or directory" \
   "what the command says then"
-pass "a command starts clean: descriptors 0, 1, 2 only (the server has 3 and 7), in HOME, else / as sshd"
+# Nor does any process of the server keep them: a session process's sandbox refuses new files
+# and sockets, not one it inherited.
+for pid in $(sshd_pids "${nodes[0]}"); do
+  ! ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $CIB_DIR/inherited" ||
+    fail "mpi-sshd process $pid kept the descriptor it inherited: $(ls -l "/proc/$pid/fd")"
+done
+pass "a command starts clean: descriptors 0, 1, 2 only (the server was started with 3 and 7, and kept neither), in HOME, else / as sshd"
 
 # Copies both ways, each compared byte for byte: an odd size, every byte value.
 mkdir -p "$CIB_DIR/xfer"; head -c 3000001 /dev/urandom >"$CIB_DIR/xfer/data"
