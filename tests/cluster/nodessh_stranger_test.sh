@@ -39,7 +39,9 @@ for pod in "${nodes[@]:0:2}"; do wait_mpi_sshd "$pod"; done
 
 # The listener's soft limit covers both bounds (4096 logged in, 64 starting, 64 to spare);
 # a command gets back the limit the server was started with.
-listener=$(pgrep -f -n "^$TMPI_BUILD_DIR/bin/mpi-sshd --sshd-per-source-startups 64")
+# The oldest such process: the connection processes (a monitor, its session process) are its
+# children, each with the limit put back, and a probe's may not have ended yet.
+listener=$(pgrep -f -o "^$TMPI_BUILD_DIR/bin/mpi-sshd --sshd-per-source-startups 64")
 read -r soft hard < <(awk '/^Max open files/ { print $4, $5 }' "/proc/$listener/limits")
 expect_eq "$soft" "$((hard < 4224 ? hard : 4224))" "the listener's soft descriptor limit (hard: $hard)"
 ((hard >= 4224)) || expect_contains "$(cat "$held_log")" "the descriptor limit is $hard (hard)" "a short hard limit, named"
