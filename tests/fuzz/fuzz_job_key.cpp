@@ -1,12 +1,14 @@
 // libFuzzer target: the job's private key as mpi-init reads it from a mounted Secret or an
 // ssh folder (outside input: the Secret's ssh-privatekey or id_rsa, an OpenSSH or PEM key,
 // read through libssh). Any text gives a key pair or an Error, never a crash or a leak. An
-// accepted key must read back as the same key, and the files made from it must carry its
-// public half. (mpi-init writes authorized_keys and the public line; it never reads them.)
+// accepted key must read back as the same key, and known_hosts must pin the host key derived
+// from it, never the job key itself (common/host_key.h). (mpi-init writes authorized_keys and
+// the public line; it never reads them.)
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
+#include "common/host_key.h"
 #include "common/topology.h"
 #include "initcontainer/ssh_identity.h"
 
@@ -21,7 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   topology.hosts.back().name = "job-node-0-0.job";
   topology.hosts.back().slots = 1;
   std::string known_hosts = tmpi::init::render_known_hosts(*key, topology, 2222);
-  std::string key_part = key->public_line.substr(0, key->public_line.rfind(' '));
-  if (known_hosts.find(key_part) == std::string::npos) std::abort();
+  std::string job_part = key->public_line.substr(0, key->public_line.rfind(' '));
+  if (known_hosts.find(tmpi::host_key_known_part(tmpi::derive_host_key(key->private_key))) == std::string::npos)
+    std::abort();
+  if (known_hosts.find(job_part) != std::string::npos) std::abort();
   return 0;
 }
