@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   topology.hosts.back().slots = 1;
   std::string known_hosts = tmpi::init::render_known_hosts(*key, topology, 2222);
   std::string job_part = key->public_line.substr(0, key->public_line.rfind(' '));
-  if (known_hosts.find(tmpi::host_key_known_part(tmpi::derive_host_key(key->private_key))) == std::string::npos)
+  if (known_hosts.find(tmpi::host_key_known_part(tmpi::derive_host_key(key->private_key))) ==
+      std::string::npos)
     std::abort();
   if (known_hosts.find(job_part) != std::string::npos) std::abort();
   return 0;
