@@ -11,6 +11,7 @@
 #include "common/clock.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace tmpi {
 
@@ -136,6 +137,15 @@ void ManualClock::autopilot(std::size_t threads) {
       guard.lock();
     }
   });
+}
+
+std::string rfc3339(std::chrono::system_clock::time_point when) {
+  std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace tmpi

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -129,5 +130,9 @@ class ManualClock final : public TimeSource {
   bool stopping_ = false;
   std::thread pilot_;
 };
+
+// A wall-clock time as the Kubernetes API writes one (RFC 3339, UTC, seconds):
+// "2026-11-30T01:55:03Z".
+std::string rfc3339(std::chrono::system_clock::time_point when);
 
 }  // namespace tmpi

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/json_fields.h"
 #include "common/params.h"
 #include "common/utf8.h"
@@ -23,15 +24,6 @@ const KubeAction kCreateEvent{"create", "", "events"};
 std::string hostname() {
   char name[256] = {0};
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "trainer-mpi";
-}
-
-std::string rfc3339(std::chrono::system_clock::time_point when) {
-  std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
 }
 
 // 401 and 403 are the Role's absence; KubeClient makes them Exit::kNoPerm errors.

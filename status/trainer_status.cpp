@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/json_fields.h"
 #include "common/utf8.h"
 
@@ -23,15 +24,6 @@ void add(nlohmann::json& metrics, const char* name, const std::string& value) {
 }
 
 }  // namespace
-
-std::string rfc3339(std::chrono::system_clock::time_point when) {
-  std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 nlohmann::json status_body(const JobHealth& health, std::chrono::system_clock::time_point now) {
   nlohmann::json metrics = nlohmann::json::array();

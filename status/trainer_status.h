@@ -37,9 +37,6 @@ constexpr std::size_t kMaxBody = 64 * 1024;
 // UTC, seconds). Texts longer than 64 characters are cut, with "..." at their end.
 nlohmann::json status_body(const JobHealth& health, std::chrono::system_clock::time_point now);
 
-// "2026-11-30T01:55:03Z"
-std::string rfc3339(std::chrono::system_clock::time_point when);
-
 // The server's answer in one line for a log: the metav1.Status message and reason when
 // the body is one, else the start of the body.
 std::string describe_answer(long http_status, const std::string& body);
