@@ -151,9 +151,10 @@ Expected<KubeConfig> load_kube_config(const std::map<std::string, std::string>& 
   return config;
 }
 
-KubeClient::KubeClient(KubeConfig config, Millis request_timeout)
+KubeClient::KubeClient(KubeConfig config, Millis request_timeout, std::size_t max_body)
     : config_(std::move(config)),
       request_timeout_(request_timeout),
+      max_body_(max_body),
       http_(std::make_unique<HttpClient>(config_.tls)) {}
 
 Expected<std::string> KubeClient::bearer_token() const {
@@ -177,12 +178,15 @@ Expected<KubeResponse> KubeClient::call(const std::string& method, const std::st
     request.url = config_.server + path;
     request.body = body;
     request.timeout = std::max(Millis(100), std::min(request_timeout_, deadline.remaining()));
+    request.max_body = max_body_;
     request.headers = {"Accept: application/json", "Content-Type: " + content_type};
     TMPI_ASSIGN(std::string token, bearer_token());
     if (!token.empty()) request.headers.push_back("Authorization: Bearer " + token);
     auto response = http_->send(request);
     Millis wait = backoff.next();
     if (!response) {
+      // An answer past the bound would be as large on the next try: said at once.
+      if (response.error().exit == Exit::kData) return response.take_error();
       last_problem = response.error().message;
     } else {
       long status = response->status;

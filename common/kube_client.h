@@ -54,9 +54,17 @@ std::string api_status_message(const std::string& body);
 // most 99999 s; an HTTP date or any other text is ignored).
 Millis retry_after_wait(const std::string& header, Millis backoff);
 
+// The most of one object's answer (a JobSet, a TrainJob, a Secret) that is read. etcd takes
+// no request over 1.5 MiB at its default `--max-request-bytes` (etcd's dev-guide/limit.md),
+// so no object the API stores is larger; 4 MiB leaves room for the API's JSON around it. A
+// list of pods is not one object: it keeps HttpRequest's bound.
+inline constexpr std::size_t kOneObjectMaxBody = std::size_t{4} << 20;
+
 class KubeClient {
  public:
-  KubeClient(KubeConfig config, Millis request_timeout);
+  // `max_body`: the most of an answer that is read (HttpRequest::max_body); past it the call
+  // fails with Exit::kData and the answer's memory is not held.
+  KubeClient(KubeConfig config, Millis request_timeout, std::size_t max_body = HttpRequest{}.max_body);
 
   // Returns 2xx, 404 and 409 answers to the caller; retries what is worth retrying until
   // `deadline`; any other answer is an Error that quotes the API's Status message. A PATCH
@@ -72,6 +80,7 @@ class KubeClient {
 
   KubeConfig config_;
   Millis request_timeout_;
+  std::size_t max_body_;
   std::unique_ptr<HttpClient> http_;
 };
 

@@ -217,7 +217,8 @@ Status in_place_agent(const Params& params) {
   }
   TMPI_ASSIGN(KubeConfig config,
               load_kube_config(current_environment(), params.str(param::kInPlaceTokenDir), ""));
-  KubeClient kube(std::move(config), params.duration(param::kApiRequestTimeout));
+  // Its answers are one JobSet and one pod's apply: objects, never lists.
+  KubeClient kube(std::move(config), params.duration(param::kApiRequestTimeout), kOneObjectMaxBody);
   inplace::Agent agent(options, kube);
   boost::asio::io_context io;
   HttpServer probe(io, [&agent](const Call& call, const Respond& respond) {

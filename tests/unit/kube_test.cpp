@@ -56,44 +56,95 @@ TEST(HttpClient, RefusesABearerTokenOverPlainHttp) {
 // A server that answers more than the request reads (8 MiB against 1 MiB here; on a cluster,
 // a proxy that never ends): the client stops at the bound with an error that says so, and
 // names the URL without its query.
+// A server on loopback that answers its first request with 200 and `chunks` × 64 KiB of
+// body, then closes; the port it listens on is `port`.
+class EndlessAnswer {
+ public:
+  explicit EndlessAnswer(int chunks) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bound_ = bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+             listen(listener_, 1) == 0;
+    socklen_t length = sizeof address;
+    bound_ = bound_ && getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+    port = ntohs(address.sin_port);
+    server_ = std::thread([this, chunks] {
+      int peer = accept(listener_, nullptr, nullptr);
+      if (peer < 0) return;
+      std::string request(4096, '\0');
+      (void)recv(peer, request.data(), request.size(), 0);
+      std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+      std::string chunk(64 * 1024, ' ');
+      bool sent = send(peer, head.data(), head.size(), MSG_NOSIGNAL) > 0;
+      for (int i = 0; sent && i < chunks; ++i)
+        sent = send(peer, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0;
+      close(peer);
+    });
+  }
+  // The client's connection must be closed first, so that the server's last send fails.
+  void join() {
+    if (server_.joinable()) server_.join();
+    close(listener_);
+  }
+  ~EndlessAnswer() {
+    if (server_.joinable()) shutdown(listener_, SHUT_RDWR);
+    join();
+  }
+  EndlessAnswer(const EndlessAnswer&) = delete;
+  EndlessAnswer& operator=(const EndlessAnswer&) = delete;
+  bool bound() const { return bound_; }
+  unsigned short port = 0;
+
+ private:
+  int listener_ = -1;
+  bool bound_ = false;
+  std::thread server_;
+};
+
 TEST(HttpClient, AnAnswerPastItsBoundIsAnErrorNotMemory) {
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  std::thread server([listener] {
-    int peer = accept(listener, nullptr, nullptr);
-    if (peer < 0) return;
-    std::string request(4096, '\0');
-    (void)recv(peer, request.data(), request.size(), 0);
-    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
-    std::string chunk(64 * 1024, ' ');
-    bool sent = send(peer, head.data(), head.size(), MSG_NOSIGNAL) > 0;
-    for (int i = 0; sent && i < 128; ++i) sent = send(peer, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0;
-    close(peer);
-  });
+  EndlessAnswer server(128);
+  ASSERT_TRUE(server.bound());
   Expected<HttpResponse> answer = make_error(Exit::kSoftware, "not sent");
   {
     HttpClient client{TlsConfig{}};
     HttpRequest request;
-    request.url =
-        fmt::format("http://127.0.0.1:{}/api/v1/namespaces/a/pods?limit=500", ntohs(address.sin_port));
+    request.url = fmt::format("http://127.0.0.1:{}/api/v1/namespaces/a/pods?limit=500", server.port);
     request.max_body = std::size_t{1} << 20;
     request.timeout = std::chrono::milliseconds(10000);
     answer = client.send(request);
-  }  // the client's connection closes here, so the server's last send fails if not before
+  }
   server.join();
-  close(listener);
   ASSERT_FALSE(answer) << "a body of " << answer->body.size() << " bytes was read";
   EXPECT_EQ(answer.error().exit, Exit::kData);
   EXPECT_NE(answer.error().message.find("/api/v1/namespaces/a/pods: the answer passed 1048576 bytes"),
             std::string::npos)
       << answer.error().message;
   EXPECT_EQ(answer.error().message.find("limit=500"), std::string::npos);
+}
+
+// A client made for single objects (the in-place agent's JobSet) stops reading at
+// kOneObjectMaxBody: 8 MiB from a hostile or broken API server is refused, not held; the
+// same answer within the default bound would have been read whole.
+TEST(KubeClient, AClientOfOneObjectReadsNoMoreThanAnObjectCanBe) {
+  EndlessAnswer server(128);
+  ASSERT_TRUE(server.bound());
+  KubeConfig config;
+  config.server = fmt::format("http://127.0.0.1:{}", server.port);
+  config.namespace_ = "team-a";
+  Expected<KubeResponse> answer = make_error(Exit::kSoftware, "not sent");
+  {
+    KubeClient client(config, std::chrono::milliseconds(10000), kOneObjectMaxBody);
+    answer = client.call("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/train", "",
+                         {"get", "jobset.x-k8s.io", "jobsets"}, Deadline(std::chrono::milliseconds(10000)));
+  }
+  server.join();
+  ASSERT_FALSE(answer) << "a body of " << answer->body.size() << " bytes was read";
+  EXPECT_EQ(answer.error().exit, Exit::kData);
+  EXPECT_NE(answer.error().message.find(fmt::format("the answer passed {} bytes", kOneObjectMaxBody)),
+            std::string::npos)
+      << answer.error().message;
 }
 
 TEST(Encoding, UrlEncodeKeepsUnreservedOnly) {
