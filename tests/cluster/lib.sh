@@ -90,7 +90,8 @@ init_launcher() {
 # The nodes' SSH server in the tests built on init_node (the launcher's, the faults', the
 # fabric check's): TMPI_NODE_SERVER=mpi-sshd (the runtimes' default) or openssh (sshd, as
 # manifests/openssh runs it: the default here, where the matrix's rows were first measured;
-# tests/faults/run.sh --server runs every row on either).
+# tests/faults/run.sh sets it: every row on mpi-sshd, the rows the server takes part in on
+# openssh).
 NODE_SERVER=${TMPI_NODE_SERVER:-openssh}
 [[ $NODE_SERVER == openssh || $NODE_SERVER == mpi-sshd ]] || fail "TMPI_NODE_SERVER=$NODE_SERVER: mpi-sshd or openssh"
 # init_node POD: `mpi-init --role node` from the Secret, then the server on what it wrote.

@@ -11,70 +11,75 @@
 #   tests/faults/run.sh --check-readme [BUILD_DIR]  also fail unless README.md lists the same
 #                                                   faults and outcomes (times vary by machine)
 #   --server mpi-sshd|openssh (first)               the nodes' SSH server (tests/cluster/lib.sh,
-#                                                   TMPI_NODE_SERVER; default openssh): README's
-#                                                   "Fault matrix", or "Fault matrix on mpi-sshd"
+#                                                   TMPI_NODE_SERVER; default mpi-sshd, the
+#                                                   runtimes'): README's "Fault matrix", every
+#                                                   row; or "Fault matrix on OpenSSH's sshd",
+#                                                   the rows in which the server takes part
 #
-# ctest runs it as `faults.matrix` and `faults.matrix.mpi-sshd` (label faults). Needs root,
-# as every cluster test.
+# ctest runs it as `faults.matrix` and `faults.matrix.openssh` (label faults). A row that never
+# touches the server (the rendezvous, a rank's own end, the status server, the disk, attacks
+# on the coordinator) would only run the same path twice, so it runs on the default alone.
+# Needs root, as every cluster test.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd); src=$(cd "$here/../.." && pwd)
-server=openssh; [[ ${1:-} == --server ]] && { server=${2:-}; shift 2; }
+server=mpi-sshd; [[ ${1:-} == --server ]] && { server=${2:-}; shift 2; }
 [[ $server == openssh || $server == mpi-sshd ]] || { echo "faults: --server $server: mpi-sshd or openssh" >&2; exit 2; }
 export TMPI_NODE_SERVER=$server
-section="## Fault matrix"; [[ $server == mpi-sshd ]] && section="## Fault matrix on mpi-sshd"
+section="## Fault matrix"; [[ $server == openssh ]] && section="## Fault matrix on OpenSSH's sshd"
 check_readme=0; [[ ${1:-} == --check-readme ]] && { check_readme=1; shift; }
 build=$(cd "${1:-$src/build/dev}" && pwd)
 export TMPI_BUILD_DIR=$build CIB_ROOT=$build/cib
 cib=$src/tests/cluster/cib
-# name | nodes | script | case
+# name | nodes | script | case | servers: both, or the default (mpi-sshd) alone, for a row in
+# which the nodes' SSH server takes no part (README.md, "Fault matrix on OpenSSH's sshd")
 cases=(
-  "launcher|2|$src/tests/cluster/faults_test.sh|pod-never-comes"
-  "launcher|2|$src/tests/cluster/faults_test.sh|late-pod"
-  "launcher|2|$src/tests/cluster/faults_test.sh|recreated-before"
-  "launcher|2|$src/tests/cluster/faults_test.sh|recreated-after"
-  "launcher|2|$src/tests/cluster/launcher_test.sh|ssh-refused"
-  "launcher|2|$src/tests/cluster/faults_test.sh|ssh-no-command"
-  "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds"
-  "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds-openmpi"
-  "launcher|2|$src/tests/cluster/faults_test.sh|unresolvable"
-  "launcher|2|$src/tests/cluster/launcher_test.sh|placement"
-  "launcher|2|$src/tests/cluster/launcher_test.sh|rank-fails"
-  "launcher|2|$src/tests/cluster/faults_test.sh|rank-killed"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|timeout"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|mpirun-lingers"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed-ssh"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-partitioned"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-partitioned-ssh"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-0.5s"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-0.5s-ssh-defaults"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-6s"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-6s-ssh"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-unheard-ssh"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-deleted"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|node-deleted-ssh"
-  "launcher|2|$src/tests/cluster/teardown_test.sh|sigterm"
-  "launcher|2|$src/tests/cluster/faults_test.sh|launcher-killed"
-  "launcher|2|$src/tests/cluster/faults_test.sh|launcher-restarted"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|rank-killed"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|own-exit"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|budget"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|oom"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|partitioned"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|recreated"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|fabric"
-  "launcher|2|$src/tests/cluster/restarts_test.sh|resume"
-  "launcher|2|$src/tests/cluster/faults_test.sh|status-down"
-  "launcher|2|$src/tests/cluster/faults_test.sh|status-slow"
-  "launcher|2|$src/tests/cluster/faults_test.sh|disk-full"
-  "launcher|2|$src/tests/cluster/faults_test.sh|impostor"
-  "launcher|2|$src/tests/cluster/faults_test.sh|descriptors"
-  "launcher|2|$src/tests/cluster/attacks_test.sh|flood"
-  "launcher|2|$src/tests/cluster/attacks_test.sh|replay"
-  "launcher|2|$src/tests/cluster/attacks_test.sh|forged-answer"
-  "launcher|2|$src/tests/cluster/faults_test.sh|hostile-names"
-  "launcher|2|$src/tests/cluster/launcher_test.sh|invalid-utf8"
-  "agent|0|$src/tests/launcher/mpi_rank_test.sh|"
+  "launcher|2|$src/tests/cluster/faults_test.sh|pod-never-comes|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|late-pod|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|recreated-before|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|recreated-after|default"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|ssh-refused|both"
+  "launcher|2|$src/tests/cluster/faults_test.sh|ssh-no-command|both"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds|both"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|gate-holds-openmpi|both"
+  "launcher|2|$src/tests/cluster/faults_test.sh|unresolvable|default"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|placement|default"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|rank-fails|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|rank-killed|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|timeout|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|mpirun-lingers|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-killed-ssh|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-partitioned|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-partitioned-ssh|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-0.5s|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-0.5s-ssh-defaults|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-6s|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-silent-6s-ssh|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-unheard-ssh|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-deleted|default"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|node-deleted-ssh|both"
+  "launcher|2|$src/tests/cluster/teardown_test.sh|sigterm|both"
+  "launcher|2|$src/tests/cluster/faults_test.sh|launcher-killed|both"
+  "launcher|2|$src/tests/cluster/faults_test.sh|launcher-restarted|default"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|rank-killed|both"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|own-exit|default"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|budget|default"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|oom|default"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|partitioned|default"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|recreated|both"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|fabric|default"
+  "launcher|2|$src/tests/cluster/restarts_test.sh|resume|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|status-down|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|status-slow|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|disk-full|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|impostor|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|descriptors|default"
+  "launcher|2|$src/tests/cluster/attacks_test.sh|flood|default"
+  "launcher|2|$src/tests/cluster/attacks_test.sh|replay|default"
+  "launcher|2|$src/tests/cluster/attacks_test.sh|forged-answer|default"
+  "launcher|2|$src/tests/cluster/faults_test.sh|hostile-names|default"
+  "launcher|2|$src/tests/cluster/launcher_test.sh|invalid-utf8|default"
+  "agent|0|$src/tests/launcher/mpi_rank_test.sh||default"
 )
 
 # What a row can leave: its cluster (cib's run prefix names its namespaces, its entry in
@@ -102,7 +107,8 @@ leftovers() {  # leftovers ROW_MARKER [PREFIX]
 
 rows=() failed=0
 for entry in "${cases[@]}"; do
-  IFS='|' read -r kind nodes script case_name <<<"$entry"
+  IFS='|' read -r kind nodes script case_name servers <<<"$entry"
+  [[ $server == mpi-sshd || $servers == both ]] || continue
   marker="$$-${#rows[@]}"
   if [[ $kind == agent ]]; then
     out=$(TMPI_FAULT_ROW=$marker "$script" 2>&1); rc=$?
