@@ -55,6 +55,13 @@ v2.3, ...)". References are
     a heading, (Non-root), cannot be told from prose, and is not checked.
 Anchors: every link [x](#anchor) or [x](file.md#anchor) must be a heading's GitHub anchor in
 that file (lower case, punctuation but - and _ dropped, spaces as -, -1, -2 for repeats).
+
+The log of decisions (docs/decisions.md, beside the contract docs/design.md). Its entries are
+the headings "### Dn. Title", numbered D1, D2, ... in order, none missing or repeated; each
+entry links back to the contract ([x](design.md#anchor), checked as every anchor is); and
+the contract links each entry at least once. A link whose text is a decision's number, [D5],
+must point at that decision's anchor (#d5-...), so that a renumbered or mistyped link is
+caught even where its anchor exists.
 """
 import fnmatch
 import os
@@ -64,6 +71,7 @@ import sys
 from pathlib import Path
 
 DOCS = ["README.md", "ARCHITECTURE.md", "docs/*.md", "bench/README.md", "tests/README.md"]
+CONTRACT, DECISIONS = "docs/design.md", "docs/decisions.md"
 CODE_EXTS = {".h", ".hpp", ".c", ".cc", ".cpp", ".py", ".sh", ".cmake", ".md"}
 # Other projects' files that the docs name without a source key: the text as the docs write
 # it, and whose file it is. A citation of a new one adds its line here.
@@ -247,6 +255,48 @@ class Doc:
         return False
 
 
+def decision_problems(docs):
+    """The log of decisions held to its numbering and links: [(doc, line, what)]."""
+    if DECISIONS not in docs:
+        return []
+    log, problems = docs[DECISIONS], []
+    entries = []  # (number, line, anchor, the entry's lines)
+    for i, line in enumerate(log.lines):
+        h = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if h and entries and entries[-1][3] is None and len(h.group(1)) <= 3:
+            entries[-1] = entries[-1][:3] + (i,)
+        d = re.match(r"^###\s+D(\d+)\.\s+\S", line)
+        if d:
+            if entries and entries[-1][3] is None:
+                entries[-1] = entries[-1][:3] + (i,)
+            entries.append((int(d.group(1)), i + 1, slug(line.lstrip("#").strip()), None))
+    for k, (number, n, anchor, end) in enumerate(entries):
+        if number != k + 1:
+            problems.append((DECISIONS, n, f"decision D{number} where D{k + 1} comes next"))
+        body = log.lines[n:end]
+        if not any(re.search(r"\]\(design\.md#[^)\s]+\)", b) for b in body):
+            problems.append((DECISIONS, n, f"decision D{number} links no section of {CONTRACT}"))
+    cited = set()
+    for path, doc in docs.items():
+        for n, line in enumerate(doc.lines, 1):
+            for text, target in re.findall(r"\[([^\]\n]*)\]\(([^)\s]*#d\d+-[^)\s]*)\)", line):
+                file_part, _, anchor = target.partition("#")
+                if (file_part and not file_part.endswith("decisions.md")) or (
+                        not file_part and path != DECISIONS):
+                    continue
+                number = re.match(r"d(\d+)-", anchor).group(1)
+                m = re.fullmatch(r"D(\d+)", text.strip())
+                if m and m.group(1) != number:
+                    problems.append((path, n, f"link [{text}] points at decision D{number}"))
+                if path == CONTRACT:
+                    cited.add(anchor)
+    if CONTRACT in docs:
+        for number, n, anchor, _ in entries:
+            if anchor not in cited:
+                problems.append((DECISIONS, n, f"decision D{number} is linked from nowhere in {CONTRACT}"))
+    return problems
+
+
 def main():
     args = sys.argv[1:]
     verbose = "-v" in args  # -v: every section reference found, and what it names
@@ -344,6 +394,7 @@ def main():
                              r'(?= (?:above|below)\b))(?: (?:above|below))?(?=[);,])', text):
             section(line_of(m.start("t")), m.group("t"), path)
 
+    problems += [f"{path}:{n}: {what}" for path, n, what in decision_problems(docs)]
     for p in problems:
         print(p)
     if problems:
