@@ -32,7 +32,7 @@ enum class Exit : int {
   kIo = 74,           // EX_IOERR: a file could not be read or written (permissions, a full disk)
   kTempFail = 75,     // EX_TEMPFAIL: a timeout or a lost host; may pass on a retry
   kNoPerm = 77,       // EX_NOPERM: the API refused (RBAC), a token was refused, a Secret is not ours
-  kConfig = 78,       // EX_CONFIG: the image lacks what the job asks for (NCCL for --check nccl)
+  kConfig = 78,  // EX_CONFIG: the image or the cluster lacks what the job asks for (NCCL, a node that fits)
 };
 
 // One row of the exit-code table, shared by every program and the docs.

@@ -34,9 +34,12 @@ const std::vector<ExitInfo>& exit_table() {
        "the Kubernetes API or a service refused our credentials (RBAC, token), or the job's Secret is not "
        "the job's own",
        false},
-      {Exit::kConfig, "image",
-       "the image lacks what the job asks for (a GPU job's fabric check found no NCCL); the message names "
-       "what was looked for, where, and the fix",
+      {Exit::kConfig, "config",
+       "what the job asks for cannot be had, and a restart would meet the same: the image lacks it (a GPU "
+       "job's fabric check found no NCCL), or a host's pod cannot be scheduled (no node has its resources) "
+       "or "
+       "started (its image cannot be pulled, a Secret it names is missing); the message names what, where, "
+       "and the fix",
        false},
   };
   return table;

@@ -8,6 +8,7 @@
 #include "common/proof.h"
 #include "common/utf8.h"
 #include "rendezvous/api_relay_server.h"
+#include "rendezvous/job_pods.h"
 
 namespace tmpi::launch {
 
@@ -26,7 +27,9 @@ JobEvents::JobEvents(const EventsOptions& options, const std::string& jobset) {
     return;
   }
   auto config = load_kube_config(current_environment(), options.service_account_dir, options.kube_namespace);
+  jobset_ = jobset.empty() ? trainjob : jobset;
   if (config) {
+    direct_pods_ = std::make_unique<KubeClient>(*config, options.api_request_timeout);
     direct_ = std::make_unique<TrainJobEvents>(std::move(*config), options.api_request_timeout, trainjob,
                                                "trainer-mpi/mpi-launcher");
     return;
@@ -68,6 +71,36 @@ bool JobEvents::relay(const std::string& reason, const std::string& message) {
   }
   spdlog::debug("events: {} recorded on the TrainJob through the relay", reason);
   return true;
+}
+
+}  // namespace tmpi::launch
+
+namespace tmpi::launch {
+
+rdv::RelayedPods JobEvents::pods(const std::vector<std::string>& hosts) {
+  rdv::RelayedPods out;
+  if (off_ || hosts.empty()) {
+    out.why = "no API to ask (Events are off, or none is reachable)";
+    return out;
+  }
+  if (direct_pods_) {
+    auto listed = list_job_pods(*direct_pods_, jobset_, hosts, Deadline(kRelayBudget));
+    if (listed) {
+      out.outcome = rdv::RelayedPods::Outcome::kListed;
+      out.pods = std::move(*listed);
+    } else {
+      out.outcome = listed.error().exit == Exit::kNoPerm ? rdv::RelayedPods::Outcome::kRefused
+                                                         : rdv::RelayedPods::Outcome::kFailed;
+      out.why = listed.error().message;
+    }
+    return out;
+  }
+  auto answer = rdv::relay_pods(static_cast<unsigned short>(relay_port_), relay_key_, hosts, kRelayBudget);
+  if (!answer) {
+    out.why = fmt::format("no API relay on 127.0.0.1:{} ({})", relay_port_, answer.error().message);
+    return out;
+  }
+  return *answer;
 }
 
 }  // namespace tmpi::launch

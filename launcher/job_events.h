@@ -11,6 +11,10 @@
 //     the job key. The runtimes' way.
 // Never fails, and never holds the job more than a few seconds: an Event is a courtesy, the
 // exit code and report.json are the record. A refusal turns Events off with one line.
+//
+// The same two ways answer one question more, at the rendezvous deadline: what the API says
+// of the pods of the hosts that never came (pods(); rendezvous/job_pods.h), which the
+// classifier (launcher/missing_hosts.h) reads. Off with the Events (--events off).
 #pragma once
 
 #include <chrono>
@@ -19,6 +23,7 @@
 #include <string>
 
 #include "launcher/choices.h"
+#include "rendezvous/api_relay_server.h"
 #include "rendezvous/trainjob_events.h"
 
 namespace tmpi::launch {
@@ -43,12 +48,16 @@ class JobEvents {
   JobEvents(const EventsOptions& options, const std::string& jobset);
   // A Warning event; returns whether it was recorded.
   bool warn(const std::string& reason, const std::string& message);
+  // The pods of `hosts` (at most kPodStatusHosts), as the API shows them; within ~6 s.
+  rdv::RelayedPods pods(const std::vector<std::string>& hosts);
 
  private:
   bool relay(const std::string& reason, const std::string& message);
 
   std::unique_ptr<TrainJobEvents> direct_;
-  std::string relay_key_;  // the rendezvous key; "" when not relaying
+  std::unique_ptr<KubeClient> direct_pods_;  // the same config's client, for the pods
+  std::string jobset_;                       // whose pods (the TrainJob's name: Trainer's JobSet)
+  std::string relay_key_;                    // the rendezvous key; "" when not relaying
   int relay_port_ = 0;
   bool off_ = false;
 };

@@ -74,9 +74,16 @@ class JobRendezvous {
       std::lock_guard lock(shared.mutex);
       shared.tally.barrier = true;
     };
-    callbacks.deadline = [&shared](const std::string& summary) {
+    // On the coordinator's thread, in its tick: its hosts are read where they are written.
+    callbacks.deadline = [this, &shared](const std::string& summary) {
+      std::vector<MissingHost> missing;
+      for (const auto& [name, entry] : service_->engine().hosts()) {
+        if (entry.state == rdv::HostState::kReady || missing.size() >= kPodStatusHosts) continue;
+        missing.push_back({name, entry.state != rdv::HostState::kWaiting, entry.reason});
+      }
       std::lock_guard lock(shared.mutex);
       shared.tally.deadline = summary;
+      shared.tally.missing = std::move(missing);
     };
     callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
       std::lock_guard lock(shared.mutex);

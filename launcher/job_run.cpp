@@ -53,7 +53,9 @@ Status JobRun::start() {
 Status JobRun::before_launch() {
   feed_.phase("WaitingForHosts", 0);
   auto since = Clock::now();
-  Status waited = plan_.wait_for_hosts ? wait_for_hosts(wait_options(options_), job_, shared_) : ok_status();
+  auto ask_pods = [this](const std::vector<std::string>& hosts) { return events_.pods(hosts); };
+  Status waited =
+      plan_.wait_for_hosts ? wait_for_hosts(wait_options(options_), job_, shared_, ask_pods) : ok_status();
   phase_done("wait", since);
   if (!waited) return fail_before_launch(waited.error(), FailureKind::kRendezvousTimeout);
   if (!options_.preflight) {

@@ -88,7 +88,7 @@ LauncherOptions launcher_options(const Params& params) {
 }
 
 WaitOptions wait_options(const LauncherOptions& options) {
-  return {options.wait, options.rendezvous.times.deadline, options.job.ssh_port};
+  return {options.wait, options.rendezvous.times.deadline, options.job.ssh_port, options.job.rendezvous_port};
 }
 
 PreflightOptions preflight_options(const LauncherOptions& options) {

@@ -14,6 +14,7 @@
 #include "common/process.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
+#include "rendezvous/trainjob_events.h"
 
 namespace tmpi::launch {
 
@@ -130,7 +131,38 @@ std::vector<CheckRow> daemon_start_rows(const std::vector<SshRelay::FailedStart>
   return rows;
 }
 
-Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared) {
+namespace {
+
+// The API's word on the hosts that never came, or nullopt, said in one line when it has none.
+std::optional<std::vector<PodStatusSummary>> pods_of(const std::vector<MissingHost>& missing,
+                                                     const AskPods& ask_pods) {
+  std::vector<std::string> unregistered;
+  for (const MissingHost& host : missing)
+    if (!host.registered) unregistered.push_back(host.host);
+  if (!ask_pods || unregistered.empty()) return std::nullopt;
+  rdv::RelayedPods answer = ask_pods(unregistered);
+  switch (answer.outcome) {
+    case rdv::RelayedPods::Outcome::kListed:
+      return answer.pods;
+    case rdv::RelayedPods::Outcome::kRefused:
+      spdlog::warn(
+          "rendezvous: the API did not list the job's pods ({}); {}; the hosts are told apart by the "
+          "coordinator alone",
+          answer.why, kPodsRoleHint);
+      break;
+    case rdv::RelayedPods::Outcome::kFailed:
+      spdlog::info(
+          "rendezvous: the job's pods not asked of the API ({}); the hosts are told apart by the "
+          "coordinator alone",
+          answer.why);
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared, const AskPods& ask_pods) {
   if (options.wait == WaitFor::kNone) return ok_status();
   Deadline deadline(options.deadline);
   const std::vector<std::string> names = job.topology.host_names();
@@ -138,18 +170,22 @@ Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared
   while (true) {
     if (stop_requested()) return stopped_during("while waiting for the hosts");
     if (options.wait == WaitFor::kSidecar) {
-      std::lock_guard lock(shared.mutex);
-      if (shared.tally.barrier) return ok_status();
-      if (shared.tally.deadline) {
-        // The coordinator's summary names each host not ready with its reason: a host that
-        // never registered says "no registration" (rendezvous/coordinator.h), and is the
-        // first thing to fix; one that registered waits on its SSH server.
-        const bool unregistered = shared.tally.deadline->find("(no registration") != std::string::npos;
-        return make_error(
-            Exit::kTempFail, "rendezvous timed out after {} s: {}; raise {}{}",
-            deadline.budget().count() / 1000, *shared.tally.deadline,
-            env_name(param::kRendezvousTimeout.name),
-            trouble_note(unregistered ? Trouble::kHostNeverRegistered : Trouble::kHostNotReady));
+      std::optional<std::string> summary;
+      std::vector<MissingHost> missing;
+      {  // not held while the API is asked (up to 6 s): the coordinator's thread writes on
+        std::lock_guard lock(shared.mutex);
+        if (shared.tally.barrier) return ok_status();
+        summary = shared.tally.deadline;
+        missing = shared.tally.missing;
+      }
+      if (summary) {
+        AbsenceVerdict verdict =
+            classify_missing(missing, pods_of(missing, ask_pods), *summary, deadline.budget().count() / 1000,
+                             options.rendezvous_port, env_name(param::kRendezvousTimeout.name));
+        // Each host on a line of its own; the job's message names the first.
+        for (std::size_t i = 1; i < verdict.hosts.size(); ++i)
+          spdlog::error("rendezvous: {}", verdict.hosts[i].line);
+        return make_error(verdict.exit, "{}", verdict.message);
       }
     } else {  // ssh: poll every sshd ourselves
       auto rows = check_ssh(names, options.ssh_port, job.private_key, 16, Millis(3000));

@@ -12,6 +12,7 @@
 // at 64 pods the ssh step was 0.9 s of a 5 s launch).
 #pragma once
 
+#include <functional>
 #include <future>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@
 #include "launcher/job_rendezvous.h"
 #include "launcher/preflight.h"
 #include "launcher/trouble_keys.h"
+#include "rendezvous/api_relay_server.h"
 #include "ssh/relay.h"
 
 namespace tmpi::launch {
@@ -50,10 +52,17 @@ struct WaitOptions {
   WaitFor wait = WaitFor::kSidecar;  // --wait
   Millis deadline{0};                // --rendezvous-timeout
   int ssh_port = 0;
+  int rendezvous_port = 0;  // where the sidecars register, for the message of one that never did
 };
 
-// --wait: the sidecars' barrier, every sshd polled by the launcher itself, or nothing.
-Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared);
+// What the API says of the pods of these hosts (JobEvents::pods): asked once, at the deadline.
+using AskPods = std::function<rdv::RelayedPods(const std::vector<std::string>& hosts)>;
+
+// --wait: the sidecars' barrier, every sshd polled by the launcher itself, or nothing. At the
+// sidecars' deadline, each host that never came is told apart (launcher/missing_hosts.h),
+// with the API's word on its pod where `ask_pods` has one.
+Status wait_for_hosts(const WaitOptions& options, const Job& job, Shared& shared,
+                      const AskPods& ask_pods = {});
 
 // What the preflight needs of the launcher's settings.
 struct PreflightOptions {

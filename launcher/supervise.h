@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "launcher/failure.h"
+#include "launcher/missing_hosts.h"
 #include "launcher/preflight.h"
 #include "rendezvous/coordinator.h"
 
@@ -32,6 +33,7 @@ namespace tmpi::launch {
 struct JobTally {
   bool barrier = false;                 // every sidecar registered
   std::optional<std::string> deadline;  // the barrier's deadline passed: who was missing
+  std::vector<MissingHost> missing;     // and each of them, as the coordinator saw it (at most 64)
   std::optional<Failure> failure;       // the first rank that failed on its own, or a lost host
   std::optional<Failure> secondary;     // the first rank that was killed by a signal
   int started = 0, exited = 0, failed = 0;

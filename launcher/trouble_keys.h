@@ -18,6 +18,8 @@
 namespace tmpi::launch {
 
 enum class Trouble {
+  kHostNotScheduled,
+  kHostNotRunning,
   kHostNeverRegistered,
   kHostNotReady,
   kHostUnresolved,
@@ -43,8 +45,12 @@ struct TroubleEntry {
   std::string_view title;  // the page's heading, after the key
 };
 
-inline constexpr std::array<TroubleEntry, 17> kTroubleTable{{
-    {Trouble::kHostNeverRegistered, "host-never-registered", "a host never registered"},
+inline constexpr std::array<TroubleEntry, 19> kTroubleTable{{
+    {Trouble::kHostNotScheduled, "host-not-scheduled",
+     "a host's pod was never scheduled (Pending, Unschedulable)"},
+    {Trouble::kHostNotRunning, "host-not-running",
+     "a host's pod was made, but never ran (an image, a config)"},
+    {Trouble::kHostNeverRegistered, "host-never-registered", "a host's pod runs, but never registered"},
     {Trouble::kHostNotReady, "host-not-ready", "a host registered, but its SSH server was not ready"},
     {Trouble::kHostUnresolved, "host-unresolved", "a host's name does not resolve"},
     {Trouble::kSshRefused, "ssh-refused", "ssh to a host was refused"},

@@ -2,12 +2,14 @@
 #include "rendezvous/api_relay.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/proof.h"
 #include "common/utf8.h"
+#include "rendezvous/pod_status.h"
 
 namespace tmpi::rdv {
 
@@ -62,6 +64,40 @@ bool NonceWindow::take(const std::string& nonce, long long now_ms) {
   return true;
 }
 
+namespace {
+
+constexpr std::string_view kPodsProofLabel = "api-pods|";
+
+// The checks every signed request shares: the proof under `label` (after the fields' types)...
+std::optional<RelayRefusal> refuse_proof(std::string_view key, std::string_view label,
+                                         const nlohmann::json& request) {
+  const std::string nonce = request["nonce"], proof = request["proof"];
+  if (!is_hex(proof, 64) || !is_hex(nonce, 32))
+    return RelayRefusal{400, "\"proof\" or \"nonce\" is not lower-case hex"};
+  nlohmann::json unsigned_body = request;
+  unsigned_body.erase("proof");
+  if (!proof_matches(hmac_hex(key, std::string(label) + dump_json(unsigned_body)), proof))
+    return RelayRefusal{403, "the proof does not hold under this job's key"};
+  return std::nullopt;
+}
+
+// ... and, after the content's, freshness and the nonce (taken last: a refused request spends none).
+std::optional<RelayRefusal> refuse_stale(const nlohmann::json& request, long long now_ms,
+                                         NonceWindow& nonces) {
+  const long long sent_at = request["sentAt"];
+  // Said by side, not by difference: a sentAt near the integers' ends would overflow one.
+  if (sent_at < now_ms - kRelayFreshness.count())
+    return RelayRefusal{
+        409, fmt::format("stale: sent over {} ms before the relay's clock", kRelayFreshness.count())};
+  if (sent_at > now_ms + kRelayFreshness.count())
+    return RelayRefusal{
+        409, fmt::format("stale: sent over {} ms after the relay's clock", kRelayFreshness.count())};
+  if (!nonces.take(request["nonce"], now_ms)) return RelayRefusal{409, "a nonce already taken: a replay"};
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rendezvous_key,
                                                           const std::string& body, long long now_ms,
                                                           NonceWindow& nonces) {
@@ -78,28 +114,67 @@ std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rende
   }
   if (request.size() != 6) return bad_shape("a field is missing");
   RelayedEvent event{request["type"], request["reason"], request["message"]};
-  const std::string nonce = request["nonce"], proof = request["proof"];
-  const long long sent_at = request["sentAt"];
-  if (!is_hex(proof, 64) || !is_hex(nonce, 32))
-    return bad_shape("\"proof\" or \"nonce\" is not lower-case hex");
-  nlohmann::json unsigned_body = request;
-  unsigned_body.erase("proof");
-  if (!proof_matches(proof_over(rendezvous_key, unsigned_body), proof))
-    return RelayRefusal{403, "the proof does not hold under this job's key"};
+  if (auto refused = refuse_proof(rendezvous_key, kProofLabel, request))
+    return refused->status == 400 ? bad_shape(refused->why) : *refused;
   if (event.type != "Warning" && event.type != "Normal")
     return bad_shape("\"type\" is neither Warning nor Normal");
   if (!is_reason(event.reason)) return bad_shape("\"reason\" is not a word of letters and digits (1 to 128)");
   if (event.message.size() > kRelayMessageBytes || valid_utf8(event.message) != event.message)
     return bad_shape(fmt::format("\"message\" is not UTF-8 of at most {} bytes", kRelayMessageBytes));
-  // Said by side, not by difference: a sentAt near the integers' ends would overflow one.
-  if (sent_at < now_ms - kRelayFreshness.count())
-    return RelayRefusal{
-        409, fmt::format("stale: sent over {} ms before the relay's clock", kRelayFreshness.count())};
-  if (sent_at > now_ms + kRelayFreshness.count())
-    return RelayRefusal{
-        409, fmt::format("stale: sent over {} ms after the relay's clock", kRelayFreshness.count())};
-  if (!nonces.take(nonce, now_ms)) return RelayRefusal{409, "a nonce already taken: a replay"};
+  if (auto refused = refuse_stale(request, now_ms, nonces)) return *refused;
   return event;
+}
+
+std::string relay_pods_body(std::string_view rendezvous_key, const std::vector<std::string>& hosts,
+                            const std::string& nonce, long long sent_at_ms) {
+  nlohmann::json body = {{"hosts", hosts}, {"nonce", nonce}, {"sentAt", sent_at_ms}};
+  body["proof"] = hmac_hex(rendezvous_key, std::string(kPodsProofLabel) + dump_json(body));
+  return dump_json(body);
+}
+
+std::variant<std::vector<std::string>, RelayRefusal> read_relay_pods(std::string_view rendezvous_key,
+                                                                     const std::string& body,
+                                                                     long long now_ms, NonceWindow& nonces) {
+  auto refuse = [](const std::string& why) {
+    return RelayRefusal{400, why + "; a pods request is {hosts, nonce, sentAt, proof}"};
+  };
+  if (body.size() > kRelayBodyBytes * 4) return refuse(fmt::format("a body of {} bytes", body.size()));
+  nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
+  if (!request.is_object() || request.size() != 4 || !request.contains("hosts") ||
+      !request.contains("nonce") || !request.contains("sentAt") || !request.contains("proof"))
+    return refuse("not a JSON object of exactly these fields");
+  if (!request["nonce"].is_string() || !request["proof"].is_string() ||
+      !request["sentAt"].is_number_integer())
+    return refuse("\"nonce\" and \"proof\" are strings, \"sentAt\" an integer");
+  const nlohmann::json& hosts = request["hosts"];
+  if (!hosts.is_array() || hosts.empty() || hosts.size() > kPodStatusHosts)
+    return refuse(fmt::format("\"hosts\" is not an array of 1 to {} names", kPodStatusHosts));
+  std::vector<std::string> names;
+  for (const auto& host : hosts) {
+    // A host name as the hostfile holds it: DNS labels, at most 253 characters.
+    auto dns = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    };
+    if (!host.is_string() || host.get_ref<const std::string&>().empty() ||
+        host.get_ref<const std::string&>().size() > 253 ||
+        !std::all_of(host.get_ref<const std::string&>().begin(), host.get_ref<const std::string&>().end(),
+                     dns))
+      return refuse("a host is not a DNS name of at most 253 characters");
+    names.push_back(host);
+  }
+  if (auto refused = refuse_proof(rendezvous_key, kPodsProofLabel, request))
+    return refused->status == 400 ? refuse(refused->why) : *refused;
+  if (auto refused = refuse_stale(request, now_ms, nonces)) return *refused;
+  return names;
+}
+
+std::string PodListLimiter::admit(long long now_ms) {
+  if (last_ms_ >= 0) tokens_ = std::min<double>(kBurst, tokens_ + double(now_ms - last_ms_) / kRefillMs);
+  last_ms_ = now_ms;
+  if (tokens_ < 1)
+    return fmt::format("more than {} pod lists, and one per {} s since", kBurst, kRefillMs / 1000);
+  tokens_ -= 1;
+  return "";
 }
 
 std::string RelayLimiter::admit(const RelayedEvent& event, long long now_ms) {

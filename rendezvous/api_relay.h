@@ -14,9 +14,15 @@
 // key, so it can relay too, but at most Events about its own TrainJob, at the limiter's rate,
 // and never the token itself (docs/design.md, "Trust").
 //
-// The parts here are pure (unit-tested, fuzzed): the body a sender signs, the reading of a
-// request into an Event or a refusal, the nonce window and the limiter. api_relay_server.cpp
-// holds the I/O: the loopback server and the client.
+// One more request, under its own label ("api-pods|"): the pods of the job's hosts that never
+// came (rendezvous/pod_status.h), which the launcher asks for at the rendezvous deadline. The
+// sidecar lists its own JobSet's pods in its own namespace; the request names only hosts (at
+// most 64), so a key holder learns at most the status of its own job's pods, a few times a
+// minute (PodListLimiter): the same as `kubectl describe pod` shows the job's owner.
+//
+// The parts here are pure (unit-tested, fuzzed): the bodies a sender signs, the reading of a
+// request into an Event, a list of hosts or a refusal, the nonce window and the limiters.
+// api_relay_server.cpp holds the I/O: the loopback server and the client.
 #pragma once
 
 #include <chrono>
@@ -26,10 +32,12 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace tmpi::rdv {
 
 inline constexpr const char* kRelayEventPath = "/v1/event";
+inline constexpr const char* kRelayPodsPath = "/v1/pods";
 inline constexpr std::size_t kRelayBodyBytes = 8 * 1024;
 inline constexpr std::size_t kRelayMessageBytes = 4 * 1024;  // the Event itself keeps 1 KiB
 inline constexpr std::chrono::milliseconds kRelayFreshness{60000};
@@ -67,6 +75,27 @@ class NonceWindow {
 std::variant<RelayedEvent, RelayRefusal> read_relay_event(std::string_view rendezvous_key,
                                                           const std::string& body, long long now_ms,
                                                           NonceWindow& nonces);
+
+// The pods request: {hosts (1 to kPodStatusHosts names), nonce, sentAt, proof}.
+std::string relay_pods_body(std::string_view rendezvous_key, const std::vector<std::string>& hosts,
+                            const std::string& nonce, long long sent_at_ms);
+std::variant<std::vector<std::string>, RelayRefusal> read_relay_pods(std::string_view rendezvous_key,
+                                                                     const std::string& body,
+                                                                     long long now_ms, NonceWindow& nonces);
+
+// How often the pods are listed: a bucket of kBurst, one more every kRefillMs. The launcher
+// asks once per attempt, at the deadline; a pod list of a large job is the API server's work.
+class PodListLimiter {
+ public:
+  static constexpr int kBurst = 4;
+  static constexpr long long kRefillMs = 15000;
+  // "" when a list may go now; else why not.
+  std::string admit(long long now_ms);
+
+ private:
+  double tokens_ = kBurst;
+  long long last_ms_ = -1;
+};
 
 // How many Events reach the API: a bucket of kBurst, one more every kRefillMs, and the same
 // Event (type, reason, message) at most once per kDedupeMs, as client-go's event correlator

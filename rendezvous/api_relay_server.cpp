@@ -40,6 +40,7 @@ ApiRelay::~ApiRelay() {
 
 Reply ApiRelay::handle(const Call& call) {
   if (!from_inside_pod(call)) return answer(403, false, "the relay serves its own pod's loopback only");
+  if (call.method == "POST" && call.target == kRelayPodsPath && list_pods_) return handle_pods(call);
   if (call.method != "POST" || call.target != kRelayEventPath)
     return answer(404, false, std::string("the relay serves POST ") + kRelayEventPath + " only");
   const long long now = clock_ms_();
@@ -54,6 +55,22 @@ Reply ApiRelay::handle(const Call& call) {
   if (!why.empty()) return answer(502, false, why);
   spdlog::info("api relay: {} recorded on the TrainJob", event.reason);
   return answer(201, true, "");
+}
+
+Reply ApiRelay::handle_pods(const Call& call) {
+  const long long now = clock_ms_();
+  auto read = read_relay_pods(key_, call.body, now, nonces_);
+  if (auto* refusal = std::get_if<RelayRefusal>(&read)) {
+    spdlog::warn("api relay: refused a pods request ({}): {}", refusal->status, refusal->why);
+    return answer(refusal->status, false, refusal->why);
+  }
+  if (std::string held = pod_limiter_.admit(now); !held.empty()) return answer(429, false, held);
+  RelayedPods listed = list_pods_(std::get<std::vector<std::string>>(read));
+  if (listed.outcome == RelayedPods::Outcome::kListed)
+    return Reply{200, dump_json(pod_statuses_json(listed.pods)), "application/json"};
+  nlohmann::json body = {{"apiRefused", listed.outcome == RelayedPods::Outcome::kRefused},
+                         {"why", truncate_utf8(listed.why, 1024, "...")}};
+  return Reply{502, dump_json(body), "application/json"};
 }
 
 Expected<unsigned short> ApiRelay::start(const std::string& address, unsigned short port) {
@@ -89,6 +106,44 @@ Expected<RelayAnswer> relay_event(unsigned short port, std::string_view rendezvo
                     why.empty() ? truncate_utf8(response.body, 200, "...") : truncate_utf8(why, 1024, "..."));
   }
   return answer;
+}
+
+}  // namespace tmpi::rdv
+
+namespace tmpi::rdv {
+
+Expected<RelayedPods> relay_pods(unsigned short port, std::string_view rendezvous_key,
+                                 const std::vector<std::string>& hosts, Millis timeout) {
+  HttpClient client{TlsConfig{}};
+  std::vector<std::string> asked = hosts;
+  if (asked.size() > kPodStatusHosts) asked.resize(kPodStatusHosts);
+  HttpRequest request{"POST",
+                      fmt::format("http://127.0.0.1:{}{}", port, kRelayPodsPath),
+                      relay_pods_body(rendezvous_key, asked, random_nonce(), unix_ms()),
+                      {"Content-Type: application/json"},
+                      timeout,
+                      "",
+                      kPodStatusAnswerBytes};
+  TMPI_ASSIGN(HttpResponse response, client.send(request));
+  RelayedPods out;
+  if (response.status == 200) {
+    auto pods = read_pod_statuses(response.body);
+    if (!pods) {
+      out.why = pods.error().message;
+      return out;
+    }
+    out.outcome = RelayedPods::Outcome::kListed;
+    out.pods = std::move(*pods);
+    return out;
+  }
+  nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+  const bool refused = body.is_object() && body.contains("apiRefused") && body["apiRefused"] == true;
+  std::string why = body.is_object() ? string_at(body, "/why") : "";
+  out.outcome = refused ? RelayedPods::Outcome::kRefused : RelayedPods::Outcome::kFailed;
+  out.why =
+      fmt::format("HTTP {}: {}", response.status,
+                  why.empty() ? truncate_utf8(response.body, 200, "...") : truncate_utf8(why, 1024, "..."));
+  return out;
 }
 
 }  // namespace tmpi::rdv

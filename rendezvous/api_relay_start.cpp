@@ -5,9 +5,16 @@
 
 #include "common/files.h"
 #include "common/kube_client.h"
+#include "rendezvous/job_pods.h"
 #include "rendezvous/trainjob_events.h"
 
 namespace tmpi::rdv {
+
+namespace {
+
+constexpr Millis kPodListBudget{5000};  // within the launcher's wait for the answer (job_events.cpp)
+
+}  // namespace
 
 Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const std::string& private_key) {
   const auto port = params.integer(param::kApiRelayPort);
@@ -24,6 +31,8 @@ Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const 
   std::map<std::string, std::string> env = current_environment();
   env.erase("KUBECONFIG");
   TMPI_ASSIGN(KubeConfig config, load_kube_config(env, sa_dir, params.str(param::kNamespace)));
+  // Trainer names the JobSet after the TrainJob: its pods carry that name in their JobSet label.
+  auto pods_client = std::make_shared<KubeClient>(config, params.duration(param::kApiRequestTimeout));
   auto events = std::make_shared<TrainJobEvents>(
       std::move(config), params.duration(param::kApiRequestTimeout), trainjob, "trainer-mpi/mpi-launcher");
   auto forward = [events](const RelayedEvent& event) -> std::string {
@@ -38,6 +47,21 @@ Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const 
     return "the API did not take it (see the sidecar's log)";
   };
   auto relay = std::make_unique<ApiRelay>(private_key, forward);
+  relay->serve_pods([pods_client, trainjob](const std::vector<std::string>& hosts) {
+    RelayedPods out;
+    auto listed = list_job_pods(*pods_client, trainjob, hosts, Deadline(kPodListBudget));
+    if (listed) {
+      out.outcome = RelayedPods::Outcome::kListed;
+      out.pods = std::move(*listed);
+      return out;
+    }
+    out.outcome =
+        listed.error().exit == Exit::kNoPerm ? RelayedPods::Outcome::kRefused : RelayedPods::Outcome::kFailed;
+    out.why = listed.error().message;
+    spdlog::warn("api relay: the pods of JobSet {} not listed: {}{}", trainjob, out.why,
+                 out.outcome == RelayedPods::Outcome::kRefused ? std::string("; ") + kPodsRoleHint : "");
+    return out;
+  });
   TMPI_ASSIGN(unsigned short bound, relay->start("127.0.0.1", static_cast<unsigned short>(port)));
   spdlog::info("api relay: Events about TrainJob {}/{} on 127.0.0.1:{}", events->trainjob().namespace_,
                trainjob, bound);

@@ -33,8 +33,14 @@ nlohmann::json event_body(const TrainJobRef& trainjob, const std::string& type, 
 // The Role that Events need, as examples/rbac-events.yaml names it: the one line a refusal prints.
 inline constexpr const char* kEventsRoleHint =
     "apply examples/rbac-events.yaml in this namespace (Role trainer-mpi-events: create events, get "
-    "trainjobs; bound to the service account the job's pods run as, `default` unless a runtimePatch "
+    "trainjobs, list pods; bound to the service account the job's pods run as, `default` unless a "
+    "runtimePatch "
     "names another)";
+
+// The Role's rule that the pods' statuses need (rendezvous/job_pods.h): the line a refusal prints.
+inline constexpr const char* kPodsRoleHint =
+    "apply examples/rbac-events.yaml again: its Role trainer-mpi-events now also grants list on pods, "
+    "which says why a host never came (its pod not scheduled, or not running)";
 
 enum class EventSent {
   kRecorded,

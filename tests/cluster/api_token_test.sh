@@ -27,6 +27,20 @@
 #   per-attempt     two attempts of the job, as a JobSet restart makes them (a new launcher and a
 #                   new sidecar, a new token, the TrainJob's Events kept by the API): each
 #                   failed attempt leaves its own Warning Event, with its verdict
+# A host that never comes, told apart from the API (launcher/missing_hosts.h): the fake API
+# holds the JobSet's pods, as the kubelet and the scheduler would report them, and the launcher
+# asks the sidecar for them at its rendezvous deadline (4 s here). Each case asserts the five
+# places: the log's last lines, the termination message, the Event on the TrainJob through the
+# fake API, the exit code and the troubleshooting key (report.json's and the message's):
+#   never-scheduled node 1's pod is Pending, PodScheduled=False reason Unschedulable (the
+#                   scheduler's fit error), and never starts its sidecar: exit 78 (not retried),
+#                   key host-not-scheduled, the pod, the reason and the scheduler's message named
+#   never-registers node 1's pod is Running in the API and its sidecar runs, but the launcher's
+#                   port 29410 drops its packets (nftables in the launcher pod, as a NetworkPolicy
+#                   would): exit 75, key host-never-registered, the port named
+#   pods-refused    as never-scheduled, but the API refuses the token `list pods` (a Role of
+#                   before): one line names the Role, and the coordinator's words of before
+#                   (exit 75, host-never-registered, "(no registration)")
 source "$(dirname "$0")/launcher_lib.sh"
 case_name=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +55,8 @@ start_api() {
   local dir="$CIB_DIR/kube"; mkdir -p "$dir"
   [[ -f $dir/ca.crt ]] || bash "$here/../fakes/make_test_ca.sh" "$dir"
   echo '{"trainjobs": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-         "metadata": {"name": "train", "namespace": "team-a", "uid": "5e1f0000-aaaa-bbbb-cccc-000011112222"}}]}' > "$dir/state.json"
+         "metadata": {"name": "train", "namespace": "team-a", "uid": "5e1f0000-aaaa-bbbb-cccc-000011112222"}}]}' |
+    jq --argjson pods "${api_pods:-[]}" '.pods = $pods' > "$dir/state.json"
   rm -f "$dir/port"
   in_pod "$launcher" python3 "$here/../fakes/fake_kube_api.py" --cert "$dir/server.crt" --key "$dir/server.key" \
     --token "$token" --state "$dir/state.json" --port-file "$dir/port" --log "$dir/requests.log" "$@" &
@@ -175,5 +190,73 @@ case $case_name in
     expect_contains "$(events_logged | tail -n 1)" "rank 1 on ${nodes[0]} exited with code 3" "the second attempt's verdict"
     row "two attempts (a JobSet restart), each failing" "a Warning Event per attempt on the TrainJob, each with its verdict" "-"
     pass "each failed attempt leaves its Event on the TrainJob" ;;
+  never-scheduled|never-registers|pods-refused)
+    # The JobSet's pods as the API holds them: the launcher and node 0 Running; node 1 as the case says.
+    unschedulable='{"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+      "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."}]}'
+    running='{"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}'
+    node1_status=$unschedulable; [[ $case_name != never-registers ]] || node1_status=$running
+    api_pods=$(for pod in "$launcher" "${nodes[@]}"; do
+      status=$running; [[ $pod != "${nodes[1]}" ]] || status=$node1_status
+      jq -n --arg pod "$pod" --arg sub "$sub" --argjson status "$status" \
+        '{metadata: {name: ($pod + "-x7k2p"), namespace: "team-a", labels: {"jobset.sigs.k8s.io/jobset-name": "train"}},
+          spec: {hostname: $pod, subdomain: $sub}, status: $status}'
+    done | jq -s -c .)
+    [[ $case_name == pods-refused ]] && start_api --forbid pods || start_api
+    start_token_sidecar
+    start_sidecar "${nodes[0]}" --deadline 60s
+    if [[ $case_name == never-registers ]]; then
+      # As a NetworkPolicy that admits node 0 only: node 1's packets to 29410 dropped, and counted.
+      in_pod "$launcher" nft -f - <<NFT || fail "nft"
+table inet hostsplit {
+  chain in {
+    type filter hook input priority 0;
+    ip saddr $("$CIB" ip "${nodes[1]}") tcp dport 29410 counter drop
+  }
+}
+NFT
+      start_sidecar "${nodes[1]}" --deadline 60s
+    fi
+    : > "$CIB_DIR/termination-log"
+    rc=0; out=$(launch_in_container --rendezvous-timeout 4s --termination-log "$CIB_DIR/termination-log" -- true 2>&1) || rc=$?
+    if [[ $case_name == never-registers ]]; then  # the drop was the cause: its counter counted node 1's tries
+      dropped=$(in_pod "$launcher" nft list table inet hostsplit | grep -oE 'packets [0-9]+' | cut -d' ' -f2)
+      in_pod "$launcher" nft delete table inet hostsplit
+      (( ${dropped:-0} > 0 )) || fail "the rule dropped nothing of node 1's: $out"
+    fi
+    no_token_in <<<"$out"
+    pod1="${nodes[1]}-x7k2p" host1="${nodes[1]}.$sub"
+    case $case_name in
+      never-scheduled) want_rc=78 key=host-not-scheduled
+        want="rendezvous timed out after 4 s (1/2 hosts ready); a restart would not mend it: $host1: its pod $pod1 was never scheduled (Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.); no node has what it asks: free GPUs or lower the request" ;;
+      never-registers) want_rc=75 key=host-never-registered
+        want="rendezvous timed out after 4 s (1/2 hosts ready): $host1: its pod $pod1 runs, but its mpi-rendezvous sidecar never registered with the launcher on port 29410: a NetworkPolicy or firewall drops the port" ;;
+      pods-refused) want_rc=75 key=host-never-registered
+        want="rendezvous timed out after 4 s: 1/2 hosts ready; waiting for $host1 (no registration); raise TMPI_RENDEZVOUS_TIMEOUT"
+        [[ $(grep -c 'the API did not list the job.s pods' <<<"$out") == 1 ]] || fail "the refusal is not one line: $out"
+        expect_contains "$out" "apply examples/rbac-events.yaml again: its Role trainer-mpi-events now also grants list on pods" "the Role named" ;;
+    esac
+    [[ $rc == "$want_rc" ]] || fail "expected exit $want_rc, got $rc: $out"
+    # The termination message (describe pod) and the log's last lines: the same verdict.
+    verdict=$(cat "$CIB_DIR/termination-log")
+    expect_contains "$(sed -n 1p <<<"$verdict")" "exit $want_rc" "the termination message's exit"
+    expect_contains "$(sed -n 2p <<<"$verdict")" "reason: $want" "the termination message's reason"
+    expect_contains "$verdict" "(see docs/troubleshooting.md#$key)" "the termination message's key"
+    # The log ends with the verdict's lines, then the launcher's own error line (cli::run's), the same reason.
+    n=$(wc -l <<<"$verdict")
+    expect_eq "$(tail -n $((n + 1)) <<<"$out" | head -n "$n" | sed 's/^.* mpi-launcher info: //')" "$verdict" "the log's last lines"
+    expect_contains "$(tail -n 1 <<<"$out")" "mpi-launcher error: $want" "the log's last line"
+    [[ $(jq -r '[.exit.code, .exit.troubleshooting] | join(" ")' "$report") == "$want_rc $key" ]] ||
+      fail "report.json's exit: $(jq -c .exit "$report")"
+    # The Event on the TrainJob, through the relay and the fake API.
+    events=$(events_logged)
+    [[ $(wc -l <<<"$events") == 1 && $events == "RendezvousTimeout|train|5e1f0000-aaaa-bbbb-cccc-000011112222|$want"* ]] ||
+      fail "the Event on the TrainJob: $events"
+    expect_contains "$events" "(see docs/troubleshooting.md#$key)" "the Event's key"
+    listed=$(jq -r 'select(.method == "GET" and (.path | startswith("/api/v1/namespaces/team-a/pods?labelSelector=jobset.sigs.k8s.io%2Fjobset-name%3Dtrain"))) | .code' "$CIB_DIR/kube/requests.log")
+    [[ $listed == "$([[ $case_name == pods-refused ]] && echo 403 || echo 200)" ]] || fail "the sidecar's pod list: $listed"
+    stop_token_sidecar; stop_api
+    row "a host that never comes: $case_name" "exit $want_rc, $key; the Event, the termination message and the log's last lines name it" "-"
+    pass "$case_name: exit $want_rc, $key, in the five places" ;;
   *) fail "unknown case '$case_name'" ;;
 esac

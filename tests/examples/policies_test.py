@@ -179,7 +179,8 @@ def mpi_init_requests():
     return code_requests("initcontainer/api_source.cpp")
 
 
-EVENTS_SOURCES = ("rendezvous/trainjob_events.cpp",)  # the launcher pod's sidecar, with its token
+# The launcher pod's sidecar, with its token: the Events, and the pods of hosts that never came.
+EVENTS_SOURCES = ("rendezvous/trainjob_events.cpp", "rendezvous/job_pods.cpp")
 
 
 def rbac_breaches(role, requests, who="mpi-init"):
@@ -248,7 +249,8 @@ class Trust(unittest.TestCase):
         [role] = [d for d in docs if d["kind"] == "Role"]
         [binding] = [d for d in docs if d["kind"] == "RoleBinding"]
         requests = code_requests(*EVENTS_SOURCES)
-        self.assertEqual(requests, {("", "events", "create"), ("trainer.kubeflow.org", "trainjobs", "get")})
+        self.assertEqual(requests, {("", "events", "create"), ("trainer.kubeflow.org", "trainjobs", "get"),
+                                    ("", "pods", "list")})
         self.assertEqual(rbac_breaches(role, requests, "the Events' sidecar"), [])
         # Bound to the account the pods run as: none is named, so the namespace's default; the
         # inplace-restart overlay's account gets the same binding in its agent-rbac.yaml
@@ -262,7 +264,8 @@ class Trust(unittest.TestCase):
                                                 "namespace": role["metadata"]["namespace"]}])
         self.assertEqual(binding["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                               "name": role["metadata"]["name"]})
-        for change in (lambda r: r["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}),
+        for change in (lambda r: r["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}),
+                       lambda r: r["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["watch"]}),
                        lambda r: r["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
                        lambda r: r["rules"][0].update(verbs=["create", "patch"]),
                        lambda r: r["rules"][0].update(resourceNames=["x"]),

@@ -1,0 +1,85 @@
+// What the Kubernetes API says of the job's pods that a host never came from: the third
+// witness, beside the coordinator's two (never registered; registered, SSH not ready). The
+// launcher pod's `mpi-rendezvous` sidecar, which alone holds an API token, lists its own
+// JobSet's pods (label jobset.sigs.k8s.io/jobset-name) and answers the launcher, per host
+// asked for, with a bounded summary: the pod's phase, its PodScheduled condition, and each
+// container that waits, with the kubelet's reason. The launcher's classifier
+// (launcher/missing_hosts.h) turns that into the line and the exit.
+//
+// The fields, from Kubernetes' own types (staging/src/k8s.io/api/core/v1/types.go: PodPhase
+// Pending/Running/Succeeded/Failed/Unknown, PodConditionType PodScheduled, ContainerStateWaiting
+// {reason, message}); the scheduler sets PodScheduled=False with reason "Unschedulable"
+// (v1.PodReasonUnschedulable) and its fit error as the message when no node fits
+// (pkg/scheduler/schedule_one.go, handleSchedulingFailure); the kubelet's waiting reasons are
+// its own words (pkg/kubelet/images/types.go: ErrImagePull, ImagePullBackOff, InvalidImageName,
+// ErrImageNeverPull; pkg/kubelet/kuberuntime/kuberuntime_container.go: CreateContainerConfigError).
+//
+// Both readings here are pure (unit-tested, fuzzed: fuzz_pod_status): the API's pod list,
+// page by page (only the fields below are kept while parsing, so a 10,000-pod page costs
+// little), and the relay's answer as the launcher reads it. Everything is outside input:
+// bounded in count and length, cut at a whole character, checked for shape.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace tmpi {
+
+inline constexpr std::size_t kPodStatusHosts = 64;   // hosts one request may ask about
+inline constexpr std::size_t kPodStatusWaiting = 8;  // waiting containers kept per pod
+inline constexpr std::size_t kPodStatusReasonBytes = 128;
+inline constexpr std::size_t kPodStatusMessageBytes = 512;
+inline constexpr std::size_t kPodStatusAnswerBytes = 128 * 1024;  // the relay's answer, at most
+
+struct WaitingContainer {
+  std::string container, reason, message;
+};
+
+// One pod as the launcher needs it. `found` false: no pod of the JobSet holds the host's name.
+struct PodStatusSummary {
+  std::string host;  // spec.hostname + "." + spec.subdomain: the hostfile's name
+  bool found = false;
+  std::string pod;                // metadata.name
+  std::string phase;              // Pending, Running, Succeeded, Failed, Unknown (another word: "Unknown")
+  bool terminating = false;       // metadata.deletionTimestamp set
+  std::string scheduled;          // the PodScheduled condition's status: "True", "False", "" (none)
+  std::string scheduled_reason;   // its reason ("Unschedulable", "SchedulingGated", ...)
+  std::string scheduled_message;  // the scheduler's fit error ("0/3 nodes are available: ...")
+  std::vector<WaitingContainer> waiting;  // init containers first, then the others
+};
+
+// The pods of the hosts asked for, as the list's pages are read: for each host, the pod that
+// answers for it (one not being deleted, over one that is; then the later restart attempt).
+class PodStatusReader {
+ public:
+  explicit PodStatusReader(std::vector<std::string> hosts);
+  // One page of GET pods (a v1 PodList). Returns the `continue` token ("" at the end), or an
+  // error naming the page (`origin`) and what is wrong with it.
+  Expected<std::string> add(std::string_view page, std::string_view origin);
+  // Every host asked for has a pod: no more pages are needed.
+  bool all_found() const;
+  // One summary per host asked for, in the order asked (found = false where none was seen).
+  std::vector<PodStatusSummary> summaries() const;
+
+ private:
+  struct Kept {
+    PodStatusSummary summary;
+    long long attempt = -1;
+  };
+  std::vector<std::string> hosts_;
+  std::map<std::string, Kept, std::less<>> kept_;
+};
+
+// The relay's answer: {"hosts": [summary...]} and back. The reading checks the shape and
+// every bound above, and refuses what does not hold (an error naming the field).
+nlohmann::json pod_statuses_json(const std::vector<PodStatusSummary>& pods);
+Expected<std::vector<PodStatusSummary>> read_pod_statuses(std::string_view body);
+
+}  // namespace tmpi
