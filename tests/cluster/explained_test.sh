@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A failed job explains itself where the user looks: one case per failure class, on the job of
+# launcher_test.sh (1 launcher, the node pods, 2 slots each, sidecars), run as the runtimes run
+# it: the launcher in its own container, its Events through the launcher pod's mpi-rendezvous
+# sidecar (the only holder of the API token) to the fake Kubernetes API (events_lib.sh), its
+# termination message in a file of its own (the kubelet's terminationMessagePath, which the
+# kubelet creates and bind-mounts at /dev/termination-log; --termination-log names it here).
+# Each case provokes its fault as the fault matrix does, then assert_explained holds the five
+# places a user reads to the same key, exit and names:
+#   1. the termination message (`kubectl describe pod`): whose fault, the key, the host or rank;
+#   2. the Warning Event on the TrainJob (`kubectl describe trainjob`), through the fake API;
+#   3. the log's last lines (`kubectl logs`): report.json's summary, the termination message's lines;
+#   4. the exit code (the failure policy's input);
+#   5. report.json's exit.troubleshooting, a section of docs/troubleshooting.md.
+# One case per run:
+#   ssh-refused     node 1's SSH server refuses the job key: exit 69 before any rank, node 1 named
+#   fabric-host     the fabric check (--check mpi) finds node 2's link slow (tbf, 20 Mbit/s): exit
+#                   69, node 2 named (3 nodes: a slow pair alone cannot say which end is slow)
+#   rank-exit       rank 1 exits 3: exit 3, the rank and its host named
+#   rank-oom-node   rank 1 outgrows its node pod's memory cgroup (300 MiB): exit 137, named the OOM
+#                   killer's with the limit, not retried
+#   lost-host       node 1's pod killed hard mid-run (every process SIGKILLed, its network gone):
+#                   exit 75, node 1 named lost
+#   rank-oom-launcher  a rank in the launcher's own container outgrows its memory cgroup: see the case
+source "$(dirname "$0")/launcher_lib.sh"
+source "$(dirname "$0")/events_lib.sh"
+# A failed check shows the launcher's log too: what the user would have read instead.
+fail() { [[ -z ${out:-} ]] || { echo "--- the launcher's log (last 40 lines):"; tail -n 40 <<<"$out"; } >&2; echo "FAIL: $*" >&2; exit 1; }
+page="$(dirname "$0")/../../docs/troubleshooting.md"
+tlog="$CIB_DIR/pods/$launcher/termination-log"
+: > "$tlog"  # the kubelet's file: the launcher writes only where it exists
+
+# assert_explained KEY EXIT REASON NAMED...: the job just ended (its exit in $rc, its log in
+# $out) says the same thing in the five places: exit EXIT, troubleshooting KEY, a Warning Event
+# REASON, each NAMED (a host, a rank, a limit) in the termination message and the Event.
+assert_explained() {
+  local key=$1 code=$2 reason=$3 note verdict lines event name; shift 3
+  note="(see docs/troubleshooting.md#$key)"
+  # 4. The exit code.
+  [[ $rc == "$code" ]] || fail "expected exit $code, got $rc: $out"
+  # 1. The termination message: the verdict's first line (the exit, whose fault), its reason
+  # with the key, the names; within the kubelet's 4096 bytes.
+  verdict=$(cat "$tlog")
+  [[ -n $verdict ]] || fail "no termination message in $tlog: $out"
+  (($(wc -c < "$tlog") <= 4096)) || fail "the termination message is past the kubelet's 4096 bytes"
+  [[ $(head -n 1 <<<"$verdict") =~ ^"trainer-mpi: the job failed after "[0-9.]+" s: exit $code (" ]] ||
+    fail "the termination message's first line: $verdict"
+  expect_contains "$verdict" "$note" "the termination message's key"
+  for name in "$@"; do expect_contains "$verdict" "$name" "the termination message names it"; done
+  # 2. The Event on the TrainJob, as `kubectl describe trainjob` lists it: the launcher's last.
+  event=$(jq -c 'select(.method == "POST" and (.path | endswith("/events")) and .code == 201) | .object' \
+    "$CIB_DIR/kube/requests.log" | tail -n 1)
+  [[ -n $event ]] || fail "no Event reached the API: $(cat "$CIB_DIR/kube/requests.log") $out"
+  expect_eq "$(jq -r '[.type, .reason, .involvedObject.kind, .involvedObject.name, .involvedObject.uid] | join(" ")' <<<"$event")" \
+    "Warning $reason TrainJob train $trainjob_uid" "the Event"
+  expect_contains "$(jq -r .message <<<"$event")" "$note" "the Event's key"
+  for name in "$@"; do expect_contains "$(jq -r .message <<<"$event")" "$name" "the Event names it"; done
+  # 3. The log's last lines: the same lines as the termination message, report.json's summary.
+  lines=$(wc -l <<<"$verdict")
+  expect_eq "$(tail -n "$lines" <<<"$out" | sed 's/^.* mpi-launcher info: //')" "$verdict" "the log's last lines"
+  # 5. report.json's key, the exit's, and a section of the troubleshooting page for it.
+  expect_eq "$(jq -r '[.exit.code, .exit.troubleshooting] | join(" ")' "$report")" "$code $key" "report.json's exit"
+  grep -qx "## $key" "$page" || fail "docs/troubleshooting.md has no section '## $key'"
+  no_token_in <<<"$out"; no_token_in "$report" "$tlog"
+  echo "--- kubectl describe trainjob: Warning $reason: $(jq -r .message <<<"$event")"
+  echo "--- kubectl describe pod (Message):"; cat "$tlog"
+}
+
+start_api
+start_token_sidecar
+t0=$(date +%s%N)
+case $case_name in
+  ssh-refused)
+    refuse_job_key "${nodes[1]}"
+    rc=0; out=$(launch_in_container --termination-log "$tlog" --wait none -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
+    assert_explained ssh-refused 69 PreflightFailed "${nodes[1]}.$sub" ;;
+  fabric-host)
+    # tbf shapes what leaves node 2, so every ping-pong with it crawls (ncclcheck_test.sh slow-link's sizes).
+    ip netns exec "$("$CIB" ns "${nodes[2]}")" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kb latency 50ms
+    with_sidecars
+    rc=0; out=$(launch_in_container --termination-log "$tlog" --check mpi --min-bytes 64K --max-bytes 1M \
+      --pair-bytes 512K --min-fraction 0.05 --min-busbw 0.012 -- touch "$CIB_DIR/rank-started" 2>&1) || rc=$?
+    [[ ! -e $CIB_DIR/rank-started ]] || fail "a rank started"
+    # The culprit host (its row: "mpi host"), not the world's all-reduce that names no one.
+    assert_explained fabric-check-failed 69 PreflightFailed "no rank was started: ${nodes[2]} mpi host: " ;;
+  rank-exit)
+    with_sidecars
+    rc=0; out=$(launch_in_container --termination-log "$tlog" -- \
+      sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
+    assert_explained rank-failed 3 RankFailed "rank 1 on ${nodes[0]}" "exited with code 3" ;;
+  rank-oom-node)
+    memory_limit "${nodes[0]}" "$(server_pid "${nodes[0]}")"
+    with_sidecars
+    rc=0; out=$(launch_in_container --termination-log "$tlog" -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1;
+      exec /usr/bin/python3 -c "b = bytearray(2 << 30)"; fi; sleep 60' 2>&1) || rc=$?
+    assert_explained rank-out-of-memory 137 RankFailed "rank 1 on ${nodes[0]}" "OOM killer" "300 MiB" ;;
+  lost-host)
+    with_sidecars
+    launch_in_container --termination-log "$tlog" -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 4 ranks" "$CIB_DIR/launcher.log" 30
+    wait_ranks "$(date +%s%N)" 0 "${nodes[@]}"
+    "$CIB" stop "${nodes[1]}"
+    rc=0; wait "$pid" || rc=$?
+    out=$(cat "$CIB_DIR/launcher.log")
+    assert_explained host-lost 75 HostLost "${nodes[1]}.$sub" ;;
+  *) fail "unknown case '$case_name'" ;;
+esac
+stop_token_sidecar; stop_api
+pass "$case_name: the termination message, the Event, the log's last lines, the exit and report.json agree ($(ms_since "$t0") ms)"
