@@ -41,16 +41,17 @@ assert_explained() {
   # 1. The termination message: the verdict's first line (the exit, whose fault), its reason
   # with the key, the names; within the kubelet's 4096 bytes.
   verdict=$(cat "$tlog")
-  [[ -n $verdict ]] || fail "no termination message in $tlog: $out"
+  [[ -n $verdict ]] || fail "no termination message in $tlog"
   (($(wc -c < "$tlog") <= 4096)) || fail "the termination message is past the kubelet's 4096 bytes"
   [[ $(head -n 1 <<<"$verdict") =~ ^"trainer-mpi: the job failed after "[0-9.]+" s: exit $code (" ]] ||
     fail "the termination message's first line: $verdict"
   expect_contains "$verdict" "$note" "the termination message's key"
   for name in "$@"; do expect_contains "$verdict" "$name" "the termination message names it"; done
   # 2. The Event on the TrainJob, as `kubectl describe trainjob` lists it: the launcher's last.
+  [[ -s $CIB_DIR/kube/requests.log ]] || fail "no request reached the fake API: no Event on the TrainJob"
   event=$(jq -c 'select(.method == "POST" and (.path | endswith("/events")) and .code == 201) | .object' \
     "$CIB_DIR/kube/requests.log" | tail -n 1)
-  [[ -n $event ]] || fail "no Event reached the API: $(cat "$CIB_DIR/kube/requests.log") $out"
+  [[ -n $event ]] || fail "no Event was created on the TrainJob: $(cat "$CIB_DIR/kube/requests.log")"
   expect_eq "$(jq -r '[.type, .reason, .involvedObject.kind, .involvedObject.name, .involvedObject.uid] | join(" ")' <<<"$event")" \
     "Warning $reason TrainJob train $trainjob_uid" "the Event"
   expect_contains "$(jq -r .message <<<"$event")" "$note" "the Event's key"
