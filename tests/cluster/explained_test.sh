@@ -21,7 +21,21 @@
 #                   killer's with the limit, not retried
 #   lost-host       node 1's pod killed hard mid-run (every process SIGKILLed, its network gone):
 #                   exit 75, node 1 named lost
-#   rank-oom-launcher  a rank in the launcher's own container outgrows its memory cgroup: see the case
+#   rank-oom-launcher  the launcher a host too (runLauncherAsNode), rank 0 in the launcher's own
+#                   container outgrows the container's memory cgroup, and the kernel kills that
+#                   process alone (cgroup v1; v2 with the kubelet's singleProcessOOMKill): the
+#                   launcher survives it, exit 137, named the OOM killer's with the limit
+#   rank-oom-launcher-group  the same, where the kernel kills the whole container (cgroup v2's
+#                   memory.oom.group, which the kubelet sets from Kubernetes 1.28 on): the
+#                   launcher dies with its rank. This case shows what the user then sees, and
+#                   holds it: exit 137, no termination message of the launcher's (the kubelet
+#                   falls back to the log's tail, which has no verdict), no Event, no report's
+#                   summary. Surviving it needs the ranks in a cgroup of their own, which a
+#                   restricted pod cannot make (docs/troubleshooting.md#rank-out-of-memory).
+#                   Where the machine has cgroup v1 (no group kill), the kernel's is played:
+#                   oom_kill_disable holds the cgroup at its limit, and every process in it is
+#                   SIGKILLed at once, as memory.oom.group does.
+[[ $1 != rank-oom-launcher* ]] || TMPI_LAUNCHER_AS_NODE=1
 source "$(dirname "$0")/launcher_lib.sh"
 source "$(dirname "$0")/events_lib.sh"
 # A failed check shows the launcher's log too: what the user would have read instead.
@@ -106,6 +120,47 @@ case $case_name in
     rc=0; wait "$pid" || rc=$?
     out=$(cat "$CIB_DIR/launcher.log")
     assert_explained host-lost 75 HostLost "${nodes[1]}.$sub" ;;
+  rank-oom-launcher|rank-oom-launcher-group)
+    start_mpi_sshd "$launcher"  # the launcher pod's SSH server: a sidecar of its own, out of the cgroup
+    memory_limit "$launcher"
+    # The launcher's container: mpi-launcher moves itself into the cgroup as it starts, and
+    # every process it forks (mpirun, the agents, the launcher host's ranks) is born there.
+    L="$CIB_DIR/in-container-cgroup.sh"
+    printf '#!/bin/sh\necho 0 > %q/cgroup.procs && exec %q "$@"\n' "$mem" "$TMPI_BIN/mpi-launcher" > "$L"
+    chmod +x "$L"
+    if [[ $case_name == *-group ]]; then
+      if [[ -e $mem/memory.oom.group ]]; then echo 1 > "$mem/memory.oom.group"
+      else echo 1 > "$mem/memory.oom_control"; fi  # v1: held at the limit, for the kill below
+    fi
+    with_sidecars; start_sidecar "$launcher" --deadline 60s  # the launcher host registers too
+    launch_in_container --termination-log "$tlog" -- sh -c 'if [ "$RANK" = 0 ]; then sleep 1;
+      exec /usr/bin/python3 -c "b = bytearray(2 << 30)"; fi; sleep 60' > "$CIB_DIR/launcher.log" 2>&1 &
+    pid=$!
+    wait_for "launching 6 ranks" "$CIB_DIR/launcher.log" 30
+    grep -qx "$(launcher_pid)" "$mem/cgroup.procs" || fail "mpi-launcher is not in its container's memory cgroup"
+    if [[ $case_name == *-group && ! -e $mem/memory.oom.group ]]; then
+      # cgroup v1's stand-in for the group kill: at the limit, every process of the container at once.
+      for _ in $(seq 600); do grep -q '^under_oom 1' "$mem/memory.oom_control" && break; sleep 0.05; done
+      grep -q '^under_oom 1' "$mem/memory.oom_control" || fail "the launcher's container never reached its limit"
+      for _ in 1 2 3; do xargs -r kill -KILL < "$mem/cgroup.procs" 2>/dev/null || true; sleep 0.1; done
+    fi
+    rc=0; wait "$pid" || rc=$?
+    out=$(cat "$CIB_DIR/launcher.log")
+    if [[ $case_name == rank-oom-launcher ]]; then
+      assert_explained rank-out-of-memory 137 RankFailed "rank 0 on $launcher" "OOM killer" "300 MiB"
+    else
+      # What the user sees today (the gap): the container's exit, 137, and nothing of the launcher's.
+      [[ $rc == 137 ]] || fail "the launcher's container killed whole: expected 137, got $rc"
+      [[ ! -s $tlog ]] || fail "a termination message was written: $(cat "$tlog")"
+      ! grep -q "trainer-mpi: the job" <<<"$out" || fail "the log has a verdict"
+      [[ ! -s $CIB_DIR/kube/requests.log ]] || fail "an Event reached the API: $(cat "$CIB_DIR/kube/requests.log")"
+      echo "--- kubectl describe trainjob: no Event"
+      echo "--- kubectl describe pod: Reason OOMKilled, Exit Code 137, Message (FallbackToLogsOnError: the log's tail):"
+      tail -n 5 <<<"$out"
+      stop_token_sidecar; stop_api
+      pass "$case_name: the launcher killed with its rank: exit 137, and no termination message, Event or verdict (the gap, held)"
+      exit 0
+    fi ;;
   *) fail "unknown case '$case_name'" ;;
 esac
 stop_token_sidecar; stop_api

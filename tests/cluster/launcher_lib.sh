@@ -9,7 +9,9 @@ case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
 L="$TMPI_BIN/mpi-launcher"
 report="$CIB_DIR/report.json"
-init_launcher --slots "${TMPI_SLOTS:-2}"  # TMPI_SLOTS: a TrainJob's numProcPerNode (bundle_test.sh)
+# TMPI_SLOTS: a TrainJob's numProcPerNode (bundle_test.sh); TMPI_LAUNCHER_AS_NODE=1: the
+# launcher is a host too, as Trainer's runLauncherAsNode makes it (explained_test.sh).
+init_launcher --slots "${TMPI_SLOTS:-2}" ${TMPI_LAUNCHER_AS_NODE:+--launcher-as-node}
 for node in "${nodes[@]}"; do init_node "$node"; done
 with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
 # wait_ranks T0 MS POD...: until each POD runs a rank of the job (the tests' `sleep 60`
@@ -99,12 +101,12 @@ users: [{name: launcher, user: {token: "$token"}}]
 KC
   status_env+=(KUBECONFIG="$dir/kubeconfig")
 }
-# memory_limit POD PID: a memory cgroup of 300 MiB, no swap, as the kubelet gives a container
-# one, that PID (POD's server, or its launcher) moves into: every process it forks (the MPI
-# daemon, the agents, the ranks) is born there. The pod sees the hierarchy where a container
+# memory_limit POD [PID]: a memory cgroup of 300 MiB, no swap, as the kubelet gives a container
+# one, that PID (POD's server) moves into, or a process that writes 0 to its cgroup.procs:
+# every process it forks (the MPI daemon, the agents, the ranks) is born there. The pod sees the hierarchy where a container
 # does, at /sys/fs/cgroup; sets `mem` (the cgroup's folder), removed at the script's exit.
 memory_limit() {
-  local pod=$1 pid=$2
+  local pod=$1 pid=${2:-}
   mem=""
   if [[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
     mem="/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
@@ -124,5 +126,5 @@ memory_limit() {
     in_pod "$pod" mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "cannot mount cgroup2 in the pod"
   fi
   trap 'for p in $(cat "$mem/cgroup.procs" 2>/dev/null); do kill -9 "$p"; done; sleep 0.5; rmdir "$mem" 2>/dev/null' EXIT
-  echo "$pid" > "$mem/cgroup.procs"
+  [[ -z $pid ]] || echo "$pid" > "$mem/cgroup.procs"
 }
