@@ -86,9 +86,10 @@ Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
     named = fmt::format(": {} {}: {}", truncate_utf8(row.host, kRowHostMax, "..."), row.check,
                         truncate_utf8(row.reason, kRowReasonMax, "..."));
   }
-  const std::string more = rows.size() > 1 ? fmt::format(" (and {} more in the log's table)", rows.size() - 1) : "";
-  return make_error(exit, "preflight failed on {} check(s); no rank was started{}{}{}", rows.size(), named, more,
-                    trouble_note(preflight_trouble(rows, exit)));
+  const std::string more =
+      rows.size() > 1 ? fmt::format(" (and {} more in the log's table)", rows.size() - 1) : "";
+  return make_error(exit, "preflight failed on {} check(s); no rank was started{}{}{}", rows.size(), named,
+                    more, trouble_note(preflight_trouble(rows, exit)));
 }
 
 SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay)

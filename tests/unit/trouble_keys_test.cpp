@@ -171,13 +171,15 @@ TEST(TroubleKeys, APreflightNamesItsCheck) {
   Error two = preflight_failed({{"world", "mpi world", "all-reduce below --min-busbw"},
                                 {"node-2", "mpi host", "slow beside the good peer"}});
   EXPECT_EQ(two.message,
-            "preflight failed on 2 check(s); no rank was started: node-2 mpi host: slow beside the good peer (and 1 "
+            "preflight failed on 2 check(s); no rank was started: node-2 mpi host: slow beside the good peer "
+            "(and 1 "
             "more in the log's table)" +
                 trouble_note(Trouble::kFabricCheckFailed));
-  EXPECT_EQ(preflight_failed({{"world", "mpi world", "slow"}, {"node-2", "mpi timeout", "silent"}}).message,
-            "preflight failed on 2 check(s); no rank was started: node-2 mpi timeout: silent (and 1 more in the "
-            "log's table)" +
-                trouble_note(Trouble::kFabricCheckFailed));
+  EXPECT_EQ(
+      preflight_failed({{"world", "mpi world", "slow"}, {"node-2", "mpi timeout", "silent"}}).message,
+      "preflight failed on 2 check(s); no rank was started: node-2 mpi timeout: silent (and 1 more in the "
+      "log's table)" +
+          trouble_note(Trouble::kFabricCheckFailed));
   Error long_row = preflight_failed({{std::string(300, 'h'), "ssh", std::string(3000, 'r')}});
   EXPECT_LT(long_row.message.size(), 1024U);  // within an Event's bound, with its key
   EXPECT_EQ(trouble_key_in(long_row.message), "ssh-refused");
