@@ -81,6 +81,13 @@ assert_explained() {
   echo "--- kubectl describe pod (Message):"; cat "$tlog"
 }
 
+# first_named WORDS...: the termination message's ranks line names this rank first, before the
+# ranks that MPI's teardown stopped for it (SIGTERM).
+first_named() {
+  [[ $(grep '^ranks: ' "$tlog") == "ranks: "*" failed ($*"[\;\)]* ]] ||
+    fail "the ranks line does not name '$*' first: $(grep '^ranks: ' "$tlog")"
+}
+
 start_api
 start_token_sidecar
 t0=$(date +%s%N)
@@ -103,13 +110,15 @@ case $case_name in
     with_sidecars
     rc=0; out=$(launch_in_container --termination-log "$tlog" -- \
       sh -c 'if [ "$RANK" = 1 ]; then sleep 1; echo "bad input on rank 1" >&2; exit 3; fi; sleep 60' 2>&1) || rc=$?
-    assert_explained rank-failed 3 RankFailed "rank 1 on ${nodes[0]}" "exited with code 3" ;;
+    assert_explained rank-failed 3 RankFailed "rank 1 on ${nodes[0]}" "exited with code 3"
+    first_named rank 1 on "${nodes[0]}: exit 3" ;;
   rank-oom-node)
     memory_limit "${nodes[0]}" "$(server_pid "${nodes[0]}")"
     with_sidecars
     rc=0; out=$(launch_in_container --termination-log "$tlog" -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1;
       exec /usr/bin/python3 -c "b = bytearray(2 << 30)"; fi; sleep 60' 2>&1) || rc=$?
-    assert_explained rank-out-of-memory 137 RankFailed "rank 1 on ${nodes[0]}" "OOM killer" "300 MiB" ;;
+    assert_explained rank-out-of-memory 137 RankFailed "rank 1 on ${nodes[0]}" "OOM killer" "300 MiB"
+    first_named rank 1 on "${nodes[0]}: signal 9" ;;
   lost-host)
     with_sidecars
     launch_in_container --termination-log "$tlog" -- sleep 60 > "$CIB_DIR/launcher.log" 2>&1 &
