@@ -36,9 +36,7 @@
 #                   falls back to the log's tail, which has no verdict), no Event, no report's
 #                   summary. Surviving it needs the ranks in a cgroup of their own, which a
 #                   restricted pod cannot make (docs/troubleshooting.md#rank-out-of-memory).
-#                   Where the machine has cgroup v1 (no group kill), the kernel's is played:
-#                   oom_kill_disable holds the cgroup at its limit, and every process in it is
-#                   SIGKILLed at once, as memory.oom.group does.
+# The group kill is the kernel's on cgroup v2, and played on v1 (group_kill_ready, below).
 [[ $1 != rank-oom-launcher* ]] || TMPI_LAUNCHER_AS_NODE=1
 source "$(dirname "$0")/launcher_lib.sh"
 source "$(dirname "$0")/events_lib.sh"
