@@ -28,6 +28,17 @@ using nlohmann::json;
 constexpr std::size_t kRowHostMax = 128;
 constexpr std::size_t kRowReasonMax = 512;
 
+// The row that a preflight's message names: a host the fabric check named as the culprit
+// ("mpi host"), else the first row that is not the whole world's (an all-reduce over every rank
+// names no one), else the first.
+const CheckRow& named_row(const std::vector<CheckRow>& rows) {
+  for (const CheckRow& row : rows)
+    if (row.check.ends_with(" host")) return row;
+  for (const CheckRow& row : rows)
+    if (!row.check.ends_with(" world")) return row;
+  return rows.front();
+}
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 void on_stop_signal(int signal) {
   g_stop_signal = signal;
@@ -63,17 +74,6 @@ Trouble preflight_trouble(const std::vector<CheckRow>& rows, Exit exit) {
   if (check == "ssh") return Trouble::kSshRefused;
   if (check == "placement") return Trouble::kRankMisplaced;
   return Trouble::kFabricCheckFailed;  // nccl-check's rows: "nccl-check", "nccl bandwidth", ...
-}
-
-// The row that the message names: a host the fabric check named as the culprit ("mpi host"),
-// else the first row that is not the whole world's (an all-reduce over every rank names no
-// one), else the first.
-const CheckRow& named_row(const std::vector<CheckRow>& rows) {
-  for (const CheckRow& row : rows)
-    if (row.check.ends_with(" host")) return row;
-  for (const CheckRow& row : rows)
-    if (!row.check.ends_with(" world")) return row;
-  return rows.front();
 }
 
 // One row is named in the message itself: the message is what reaches the termination
