@@ -162,10 +162,10 @@ NFT
     expect_contains "$(sed -n 1p <<<"$verdict")" "exit $want_rc" "the termination message's exit"
     expect_contains "$(sed -n 2p <<<"$verdict")" "reason: $want" "the termination message's reason"
     expect_contains "$verdict" "(see docs/troubleshooting.md#$key)" "the termination message's key"
-    # The log ends with the verdict's lines, then the launcher's own error line (cli::run's), the same reason.
+    # The log ends with the verdict's lines; the launcher's error line, the same reason, before them.
     n=$(wc -l <<<"$verdict")
-    expect_eq "$(tail -n $((n + 1)) <<<"$out" | head -n "$n" | sed 's/^.* mpi-launcher info: //')" "$verdict" "the log's last lines"
-    expect_contains "$(tail -n 1 <<<"$out")" "mpi-launcher error: $want" "the log's last line"
+    expect_eq "$(tail -n "$n" <<<"$out" | sed 's/^.* mpi-launcher info: //')" "$verdict" "the log's last lines"
+    expect_contains "$(head -n -"$n" <<<"$out")" "mpi-launcher error: $want" "the launcher's error line"
     [[ $(jq -r '[.exit.code, .exit.troubleshooting] | join(" ")' "$report") == "$want_rc $key" ]] ||
       fail "report.json's exit: $(jq -c .exit "$report")"
     # The Event on the TrainJob, through the relay and the fake API.
