@@ -7,6 +7,7 @@
 #include "common/params.h"
 #include "common/proof.h"
 #include "common/utf8.h"
+#include "launcher/trouble_keys.h"
 #include "rendezvous/api_relay_server.h"
 #include "rendezvous/job_pods.h"
 
@@ -44,18 +45,27 @@ JobEvents::JobEvents(const EventsOptions& options, const std::string& jobset) {
   relay_port_ = options.relay_port;
 }
 
+std::string event_message(const std::string& message) {
+  if (message.size() <= kRelayedMessage) return message;
+  const std::optional<std::string_view> key = trouble_key_in(message);
+  if (!key) return truncate_utf8(message, kRelayedMessage, "...");
+  const std::string note = " (see " + std::string(kTroublePage) + "#" + std::string(*key) + ")";
+  std::string_view body = message;
+  if (body.ends_with(note)) body.remove_suffix(note.size());
+  return truncate_utf8(body, kRelayedMessage - note.size(), "...") + note;
+}
+
 bool JobEvents::warn(const std::string& reason, const std::string& message) {
   if (off_) return false;
-  if (direct_) return direct_->send("Warning", reason, message) == EventSent::kRecorded;
-  return relay(reason, message);
+  if (direct_) return direct_->send("Warning", reason, event_message(message)) == EventSent::kRecorded;
+  return relay(reason, event_message(message));
 }
 
 bool JobEvents::relay(const std::string& reason, const std::string& message) {
-  // Cut here as the sidecar would cut it (1 KiB, at a whole character): the relay refuses a
-  // message past its bound (4 KiB, after JSON's escapes), and a long preflight reason is one.
-  auto answer = rdv::relay_event(
-      static_cast<unsigned short>(relay_port_), relay_key_,
-      rdv::RelayedEvent{"Warning", reason, truncate_utf8(message, kRelayedMessage, "...")}, kRelayBudget);
+  // Cut already (event_message) as the sidecar would cut it: the relay refuses a message past
+  // its bound (4 KiB, after JSON's escapes), and a long preflight reason is one.
+  auto answer = rdv::relay_event(static_cast<unsigned short>(relay_port_), relay_key_,
+                                 rdv::RelayedEvent{"Warning", reason, message}, kRelayBudget);
   if (!answer) {
     // No relay in this pod (outside the runtimes): one line, and no more tries.
     spdlog::info("events: none on the TrainJob: no API relay on 127.0.0.1:{} ({})", relay_port_,

@@ -41,6 +41,11 @@ struct EventsOptions {
   std::string ssh_dir;
 };
 
+// The message as an Event carries it: at most 1 KiB (the API relay's and TrainJobEvents' bound),
+// cut at a whole character, with its troubleshooting note (trouble_keys.h) kept whole at its
+// end, where a cut at the bound would take the key that the person reading the Event follows.
+std::string event_message(const std::string& message);
+
 class JobEvents {
  public:
   // Off with --events off, or when no TrainJob name is known (--trainjob, else the

@@ -87,7 +87,9 @@ Error JobRun::fail_before_launch(const Error& error, FailureKind event) {
   // The fabric check's own verdict (it ran, and wrote its report): a retest may clear it.
   failure.fabric = event == FailureKind::kPreflightFailed && !fabric_.is_null();
   early_failure_ = failure;
-  failed_before_launch_ = true;
+  // Said now, as verdict() says a failure after the launch: the verdict's lines, which come
+  // last, are the log's last lines (`kubectl logs`, the kubelet's fallback message).
+  spdlog::error("{}", failure.reason);
   return Error{job_exit(failure.code), failure.reason};
 }
 

@@ -80,8 +80,6 @@ class JobRun {
   Status start();
   // The attempt's failure, or nullopt when every rank exited 0.
   std::optional<Failure> run();
-  // Whether the failure came before any rank was launched (the wait, the preflight, the spawn).
-  bool failed_before_launch() const { return failed_before_launch_; }
   std::optional<Clock::time_point> launched_at() const { return launched_; }
   // A failure that is restarted in place: said as an Event; the sidecars are not told that the
   // job ended (they register again in the next attempt's session), and no report is written.
@@ -132,7 +130,6 @@ class JobRun {
   bool daemons_prove_commands_ = false;  // the check left its `exec true` to the daemons' start
   std::optional<Failure> preflight_failure_;
   std::optional<Failure> early_failure_;  // before the launch: fail_before_launch's
-  bool failed_before_launch_ = false;
   std::optional<ProcessGroup> mpi_;
 };
 

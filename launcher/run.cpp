@@ -136,10 +136,9 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     }
     run.finish(failure, attempts);
     if (!failure) return ok_status();
-    // A failure before the launch is said once more at exit, as the line that cli prints;
-    // after the launch it was said as the job ended (an empty message: cli.h).
-    return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code),
-                 run.failed_before_launch() ? failure->reason : ""};
+    // Said as the attempt failed, before the verdict's lines: not again at exit, where it would
+    // follow them (an empty message: cli.h).
+    return Error{failure->code == 0 ? Exit::kJobFailed : job_exit(failure->code), ""};
   }
 }
 

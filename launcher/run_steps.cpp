@@ -7,6 +7,7 @@
 #include <system_error>
 #include <thread>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "common/param_names.h"
@@ -21,6 +22,22 @@ namespace tmpi::launch {
 namespace {
 
 using nlohmann::json;
+
+// The failed row that a preflight's message names: bounded, so that the message stays within
+// the Event's 1 KiB with its troubleshooting key (a fabric row's reason can run long).
+constexpr std::size_t kRowHostMax = 128;
+constexpr std::size_t kRowReasonMax = 512;
+
+// The row that a preflight's message names: a host the fabric check named as the culprit
+// ("mpi host"), else the first row that is not the whole world's (an all-reduce over every rank
+// names no one), else the first.
+const CheckRow& named_row(const std::vector<CheckRow>& rows) {
+  for (const CheckRow& row : rows)
+    if (row.check.ends_with(" host")) return row;
+  for (const CheckRow& row : rows)
+    if (!row.check.ends_with(" world")) return row;
+  return rows.front();
+}
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 void on_stop_signal(int signal) {
@@ -59,10 +76,20 @@ Trouble preflight_trouble(const std::vector<CheckRow>& rows, Exit exit) {
   return Trouble::kFabricCheckFailed;  // nccl-check's rows: "nccl-check", "nccl bandwidth", ...
 }
 
+// One row is named in the message itself: the message is what reaches the termination
+// message, the Event and report.json, where the table printed above it in the log is not.
 Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit) {
   std::cerr << render_table(rows);
-  return make_error(exit, "preflight failed on {} check(s); no rank was started (see the table above){}",
-                    rows.size(), trouble_note(preflight_trouble(rows, exit)));
+  std::string named;
+  if (!rows.empty()) {
+    const CheckRow& row = named_row(rows);
+    named = fmt::format(": {} {}: {}", truncate_utf8(row.host, kRowHostMax, "..."), row.check,
+                        truncate_utf8(row.reason, kRowReasonMax, "..."));
+  }
+  const std::string more =
+      rows.size() > 1 ? fmt::format(" (and {} more in the log's table)", rows.size() - 1) : "";
+  return make_error(exit, "preflight failed on {} check(s); no rank was started{}{}{}", rows.size(), named,
+                    more, trouble_note(preflight_trouble(rows, exit)));
 }
 
 SshCheckBeside::SshCheckBeside(const Job& job, int ssh_port, SshRelay* relay)

@@ -84,7 +84,8 @@ Status preflight(const PreflightOptions& options, const Job& job, nlohmann::json
 Trouble preflight_trouble(const std::vector<CheckRow>& rows, Exit exit);
 
 // The preflight's failure, as run() reports it whether the ssh step ran before the launch or
-// beside it: exit 69, the table of `rows` on stderr, no rank started, and its key.
+// beside it: exit 69, the table of `rows` on stderr, no rank started, one row (its host, check
+// and reason, bounded; the fabric check's culprit host first) and how many more, and its key.
 Error preflight_failed(const std::vector<CheckRow>& rows, Exit exit = Exit::kUnavailable);
 
 // The ssh check's rows for the daemons that mpirun could not start over the relay, where

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -46,9 +47,11 @@ std::string whose_fault(const json& exit) {
   return fmt::format("exit {} ({}), {}", code, one_line(string_at(exit, "/name"), 32), whose);
 }
 
-// "ranks: 1 of 4 failed (rank 1 on node-0: exit 3)", up to 4 named, from report.ranks.
+// "ranks: 1 of 4 failed (rank 1 on node-0: exit 3)", up to 4 named, from report.ranks. The
+// ranks that SIGTERM ended (MPI's teardown, once another failed) are named after the others, so
+// that the rank that failed of itself is never hidden behind the ones stopped for it.
 std::string ranks_line(const json& ranks) {
-  std::vector<std::string> failed;
+  std::vector<std::string> failed, stopped;
   std::size_t exited = 0, total = 0;
   for (const json& rank : ranks) {
     if (!rank.is_object()) continue;
@@ -57,14 +60,13 @@ std::string ranks_line(const json& ranks) {
     ++exited;
     const std::int64_t code = int_at(rank, "/code", 0), signal = int_at(rank, "/signal", 0);
     if (code == 0 && signal == 0) continue;
-    if (failed.size() < 4) {
-      failed.push_back(
-          fmt::format("rank {} on {}: {}", int_at(rank, "/rank", 0), one_line(string_at(rank, "/host"), 64),
-                      signal != 0 ? fmt::format("signal {}", signal) : fmt::format("exit {}", code)));
-    } else {
-      failed.emplace_back();
-    }
+    (signal == SIGTERM ? stopped : failed)
+        .push_back(
+            fmt::format("rank {} on {}: {}", int_at(rank, "/rank", 0), one_line(string_at(rank, "/host"), 64),
+                        signal != 0 ? fmt::format("signal {}", signal) : fmt::format("exit {}", code)));
   }
+  failed.insert(failed.end(), stopped.begin(), stopped.end());
+  for (std::size_t i = 4; i < failed.size(); ++i) failed[i].clear();  // counted, not named
   if (total == 0) return "ranks: none started";
   if (failed.empty())
     return fmt::format("ranks: {} of {} exited 0, {} running when it ended", exited, total, total - exited);

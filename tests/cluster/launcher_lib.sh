@@ -1,14 +1,17 @@
 # launcher_lib.sh: the job that the mpi-launcher tests share (tests/cluster/launcher_test.sh,
-# teardown_test.sh, faults_test.sh, attacks_test.sh, ip_family_test.sh, mpirun_line_test.sh,
-# ssh_relay_test.sh, bundle_test.sh): 1 launcher and the node pods of the cluster, 2 slots each
-# (TMPI_SLOTS), mpi-init run in each, sshd in each node; launch() runs mpi-launcher with short beats, so that a loss is
-# named in seconds. Sourced after the case's name is in $1.
+# teardown_test.sh, faults_test.sh, restarts_test.sh, attacks_test.sh, ip_family_test.sh,
+# mpirun_line_test.sh, ssh_relay_test.sh, bundle_test.sh, api_token_test.sh,
+# explained_test.sh): 1 launcher and the node pods of the cluster, 2 slots each (TMPI_SLOTS),
+# mpi-init run in each, sshd in each node; launch() runs mpi-launcher with short beats, so
+# that a loss is named in seconds. Sourced after the case's name is in $1.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case_name=$1
 launcher=$(launcher_pod); nodes=($(node_pods)); sub=$(subdomain)
 L="$TMPI_BIN/mpi-launcher"
 report="$CIB_DIR/report.json"
-init_launcher --slots "${TMPI_SLOTS:-2}"  # TMPI_SLOTS: a TrainJob's numProcPerNode (bundle_test.sh)
+# TMPI_SLOTS: a TrainJob's numProcPerNode (bundle_test.sh); TMPI_LAUNCHER_AS_NODE=1: the
+# launcher is a host too, as Trainer's runLauncherAsNode makes it (explained_test.sh).
+init_launcher --slots "${TMPI_SLOTS:-2}" ${TMPI_LAUNCHER_AS_NODE:+--launcher-as-node}
 for node in "${nodes[@]}"; do init_node "$node"; done
 with_sidecars() { for node in "${nodes[@]}"; do start_sidecar "$node" --deadline 60s; done; }
 # wait_ranks T0 MS POD...: until each POD runs a rank of the job (the tests' `sleep 60`
@@ -97,4 +100,31 @@ clusters: [{name: fake, cluster: {server: "https://127.0.0.1:$(cat "$dir/port")"
 users: [{name: launcher, user: {token: "$token"}}]
 KC
   status_env+=(KUBECONFIG="$dir/kubeconfig")
+}
+# memory_limit POD [PID]: a memory cgroup of 300 MiB, no swap, as the kubelet gives a container
+# one, that PID (POD's server) moves into, or a process that writes 0 to its cgroup.procs:
+# every process it forks (the MPI daemon, the agents, the ranks) is born there. The pod sees the hierarchy where a container
+# does, at /sys/fs/cgroup; sets `mem` (the cgroup's folder), removed at the script's exit.
+memory_limit() {
+  local pod=$1 pid=${2:-}
+  mem=""
+  if [[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
+    mem="/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
+    mkdir "$mem" && echo 300M > "$mem/memory.limit_in_bytes"
+    # No swap to spill into (where the kernel accounts it), or the rank would swap, not die.
+    [[ ! -e $mem/memory.memsw.limit_in_bytes ]] || echo 300M > "$mem/memory.memsw.limit_in_bytes"
+  elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    mem="/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
+    mkdir "$mem" && echo 300M > "$mem/memory.max" && echo 0 > "$mem/memory.swap.max"
+  fi
+  [[ -n $mem ]] || fail "no memory cgroup controller on this machine (v1 or v2) to play an OOM kill in"
+  # `ip netns exec` gave the pod a fresh sysfs, without the hierarchy: mounted in its own mount namespace.
+  if [[ $mem == /sys/fs/cgroup/memory/* ]]; then
+    in_pod "$pod" sh -c 'mount -t tmpfs cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/memory &&
+      mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory' || fail "cannot mount the memory cgroup in the pod"
+  else
+    in_pod "$pod" mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "cannot mount cgroup2 in the pod"
+  fi
+  trap 'for p in $(cat "$mem/cgroup.procs" 2>/dev/null); do kill -9 "$p"; done; sleep 0.5; rmdir "$mem" 2>/dev/null' EXIT
+  [[ -z $pid ]] || echo "$pid" > "$mem/cgroup.procs"
 }

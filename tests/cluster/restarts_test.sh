@@ -112,29 +112,7 @@ case $case_name in
     row "a rank killed in every attempt, --restarts 1" "exit 137 after 2 attempts, each listed in the verdict and report.json" "-"
     pass "the budget spent: exit 137, every attempt listed" ;;
   oom)
-    # The node pod's memory cgroup, as the kubelet gives a container one: its server moves in,
-    # and every session it forks (the MPI daemon, the agents, the ranks) is born there.
-    mem=""
-    if [[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
-      mem="/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
-      mkdir "$mem" && echo 300M > "$mem/memory.limit_in_bytes"
-      # No swap to spill into (where the kernel accounts it), or the rank would swap, not die.
-      [[ ! -e $mem/memory.memsw.limit_in_bytes ]] || echo 300M > "$mem/memory.memsw.limit_in_bytes"
-    elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-      mem="/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)/tmpi-oom-$$"
-      mkdir "$mem" && echo 300M > "$mem/memory.max" && echo 0 > "$mem/memory.swap.max"
-    fi
-    [[ -n $mem ]] || fail "no memory cgroup controller on this machine (v1 or v2) to play an OOM kill in"
-    # The pod sees the hierarchy where a container does, at /sys/fs/cgroup (`ip netns exec`
-    # gave it a fresh sysfs, without it): mounted in its own mount namespace.
-    if [[ $mem == /sys/fs/cgroup/memory/* ]]; then
-      in_pod "${nodes[0]}" sh -c 'mount -t tmpfs cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/memory &&
-        mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory' || fail "cannot mount the memory cgroup in the pod"
-    else
-      in_pod "${nodes[0]}" mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "cannot mount cgroup2 in the pod"
-    fi
-    trap 'for p in $(cat "$mem/cgroup.procs" 2>/dev/null); do kill -9 "$p"; done; sleep 0.5; rmdir "$mem" 2>/dev/null' EXIT
-    echo "$(server_pid "${nodes[0]}")" > "$mem/cgroup.procs"
+    memory_limit "${nodes[0]}" "$(server_pid "${nodes[0]}")"
     rc=0; out=$(launch --restarts 2 -- sh -c "$(rank_cmd 'if [ "$RANK" = 1 ]; then sleep 2;
       exec /usr/bin/python3 -c "b = bytearray(2 << 30)"; fi; sleep 60')" 2>&1) || rc=$?
     [[ $rc == 137 ]] || fail "an OOM kill: expected exit 137, no restart; got $rc: $out"

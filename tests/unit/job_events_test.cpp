@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/utf8.h"
+#include "launcher/trouble_keys.h"
+
 namespace tmpi::launch {
 namespace {
 
@@ -35,6 +38,25 @@ TEST(JobEvents, ALongMessageIsCut) {
   std::string message = event["message"];
   EXPECT_EQ(message.size(), 1024U);
   EXPECT_EQ(message.substr(1021), "...");
+}
+
+// A long reason (a fabric check's row, a preflight naming many hosts) keeps its troubleshooting
+// note whole: the Event is where `kubectl describe trainjob` shows it, and the key is what the
+// reader follows. A short one is untouched; one without a note is cut as before.
+TEST(JobEvents, ALongMessageKeepsItsTroubleshootingKey) {
+  const std::string note = trouble_note(Trouble::kFabricCheckFailed);
+  std::string long_reason = "preflight failed on 1 check(s): ";
+  for (int i = 0; i < 1500; ++i) long_reason += "\u00fc";  // 2 bytes each: a cut lands on a whole one
+  const std::string message = event_message(long_reason + note);
+  EXPECT_LE(message.size(), 1024U);
+  EXPECT_EQ(valid_utf8(message), message);
+  EXPECT_TRUE(message.ends_with("..." + note)) << message.substr(900);
+  EXPECT_EQ(trouble_key_in(message), "fabric-check-failed");
+  EXPECT_EQ(event_message("rank 1 exited with code 3" + note), "rank 1 exited with code 3" + note);
+  EXPECT_EQ(event_message(std::string(2000, 'y')), std::string(1021, 'y') + "...");
+  // A note in the middle (a stop that names what it stopped) is the message's key: kept at its end.
+  const std::string stopped = "stopped: " + std::string(2000, 'z') + note + "; then more";
+  EXPECT_TRUE(event_message(stopped).ends_with(note));
 }
 
 }  // namespace

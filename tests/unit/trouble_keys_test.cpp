@@ -162,6 +162,27 @@ TEST(TroubleKeys, APreflightNamesItsCheck) {
   std::vector<CheckRow> ssh = {{"node-1", "ssh", "connection refused"}};
   Error refused = preflight_failed(ssh);
   EXPECT_EQ(trouble_key_in(refused.message), "ssh-refused");
+  // The message names the host and why: it is what the termination message, the Event and
+  // report.json carry, where the table printed above it in the log is not.
+  EXPECT_EQ(refused.message,
+            "preflight failed on 1 check(s); no rank was started: node-1 ssh: connection refused" +
+                trouble_note(Trouble::kSshRefused));
+  // The fabric check's culprit host, not its world row (an all-reduce over every rank names no one).
+  Error two = preflight_failed({{"world", "mpi world", "all-reduce below --min-busbw"},
+                                {"node-2", "mpi host", "slow beside the good peer"}});
+  EXPECT_EQ(two.message,
+            "preflight failed on 2 check(s); no rank was started: node-2 mpi host: slow beside the good peer "
+            "(and 1 "
+            "more in the log's table)" +
+                trouble_note(Trouble::kFabricCheckFailed));
+  EXPECT_EQ(
+      preflight_failed({{"world", "mpi world", "slow"}, {"node-2", "mpi timeout", "silent"}}).message,
+      "preflight failed on 2 check(s); no rank was started: node-2 mpi timeout: silent (and 1 more in the "
+      "log's table)" +
+          trouble_note(Trouble::kFabricCheckFailed));
+  Error long_row = preflight_failed({{std::string(300, 'h'), "ssh", std::string(3000, 'r')}});
+  EXPECT_LT(long_row.message.size(), 1024U);  // within an Event's bound, with its key
+  EXPECT_EQ(trouble_key_in(long_row.message), "ssh-refused");
   EXPECT_EQ(preflight_trouble({{"node-1", "dns", "no such host"}}, Exit::kUnavailable),
             Trouble::kHostUnresolved);
   EXPECT_EQ(preflight_trouble({{"node-1", "nccl bandwidth", "slow"}}, Exit::kUnavailable),

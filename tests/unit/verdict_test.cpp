@@ -41,7 +41,7 @@ TEST(Verdict, ARankOfTheJobFailedIsTheJobsOwnAndNamed) {
   EXPECT_EQ(lines[0],
             "trainer-mpi: the job failed after 12.3 s: exit 3 (job), the job's own: it is not retried");
   EXPECT_EQ(lines[1], "reason: rank 1 on node-0 exited with code 3: bad input");
-  EXPECT_EQ(lines[2], "ranks: 2 of 3 failed (rank 0 on node-0: signal 15; rank 1 on node-0: exit 3)");
+  EXPECT_EQ(lines[2], "ranks: 2 of 3 failed (rank 1 on node-0: exit 3; rank 0 on node-0: signal 15)");
   EXPECT_EQ(lines[3], "report: /etc/trainer-mpi/report.json (every host, rank and phase)");
 }
 
@@ -68,6 +68,18 @@ TEST(Verdict, ManyFailedRanksAreCountedAndFourNamed) {
   auto lines = verdict_lines(report_of(Failure{1, "x", FailureKind::kRankFailed, true}, ranks), "r");
   EXPECT_NE(lines[2].find("ranks: 10 of 10 failed (rank 0 on n: exit 1; "), std::string::npos) << lines[2];
   EXPECT_NE(lines[2].find("rank 3 on n: exit 1; and 6 more)"), std::string::npos) << lines[2];
+}
+
+// The rank that failed comes first, whatever its number: the ranks that MPI's teardown ended
+// (SIGTERM) for it would otherwise fill the four names and hide it in "and N more".
+TEST(Verdict, TheFailedRankIsNamedBeforeTheOnesStoppedForIt) {
+  json ranks = json::array();
+  for (int i = 0; i < 8; ++i) ranks.push_back(i == 6 ? rank(i, "n", 3) : rank(i, "n", 0, 15));
+  auto lines = verdict_lines(report_of(Failure{3, "x", FailureKind::kRankFailed, true}, ranks), "r");
+  EXPECT_EQ(lines[2],
+            "ranks: 8 of 8 failed (rank 6 on n: exit 3; rank 0 on n: signal 15; rank 1 on n: signal 15; rank "
+            "2 on n: "
+            "signal 15; and 4 more)");
 }
 
 TEST(Verdict, AHostileReasonIsOneLineAndTheMessageFitsTheKubelet) {
