@@ -244,7 +244,9 @@ bool split_off_monitor(Server::State& state, int client_fd) {
   arm_login_capture();
   // Before the client's first byte: from here this process cannot run a program, open a file
   // or a socket, or reach another process (sandbox.h). Without the sandbox, no session.
-  if (auto sandboxed = enter_session_sandbox(); !sandboxed) {
+  Status sandboxed = make_error(Exit::kSoftware, "no seccomp filter was built");
+  if (state.session_filter) sandboxed = state.session_filter->enter();
+  if (!sandboxed) {
     spdlog::error("the session process's sandbox: {}", sandboxed.error().message);
     return false;
   }

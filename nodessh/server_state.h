@@ -25,7 +25,9 @@
 #include "nodessh/admission.h"
 #include "nodessh/channel_rules.h"
 #include "nodessh/command.h"
+#include "nodessh/login_proof.h"
 #include "nodessh/monitor_protocol.h"
+#include "nodessh/sandbox.h"
 #include "nodessh/server.h"
 #include "nodessh/session_rules.h"
 #include "rendezvous/refusal_log.h"
@@ -142,6 +144,9 @@ struct Server::State {
   std::map<std::string, std::string> base_env;  // HOME
   int signal_fd = -1;
   rlimit descriptors_at_start{};  // the soft limit a connection process puts back
+  // The monitors' check of a login, made once from job_public (none: a key type it cannot check).
+  std::optional<LoginVerifier> login_verifier;
+  std::optional<SessionFilter> session_filter;  // the session processes' sandbox, compiled once
   bool stopping = false;
 
   // The listener (listener.cpp).
@@ -183,6 +188,8 @@ bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time
 // One frame to the other side of the monitor's link, the descriptors with its first byte.
 bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds = {});
 [[noreturn]] void run_monitor(Server::State& state, int link, pid_t session, int session_lines);
+// In the listener, before any fork: state.login_verifier from state.job_public (logged if none).
+void prepare_login_verifier(Server::State& state);
 Expected<StartedCommand> start_through_monitor(Server::State& state, const Command& command,
                                                const TerminalSize& size);
 void signal_group(Server::State& state, pid_t group, int signal);
