@@ -232,7 +232,9 @@ void run_monitor(Server::State& state, int link, pid_t session, int session_line
   while (true) {
     pollfd fds[3] = {
         {state.signal_fd, POLLIN, 0}, {monitor.link, POLLIN, 0}, {monitor.session_lines, POLLIN, 0}};
-    poll(fds, 3, 100);  // a descriptor of -1 is left out by poll itself
+    // A descriptor of -1 is left out by poll itself. With no command (a spare, or a session
+    // before its first) nothing is timed here: it sleeps until a signal or its session speaks.
+    poll(fds, 3, monitor.groups.empty() && !monitor.session_status ? -1 : 100);
     monitor.read_signals();
     if (monitor.link >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) monitor.read_link();
     if (monitor.session_lines >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
