@@ -8,12 +8,13 @@
 // loaded, already split into its monitor and its session process, which has entered its
 // sandbox and waits on a socketpair for a client. An admitted socket and its peer's address go
 // to it there (SCM_RIGHTS), so a client's key exchange starts at once, and only a process that
-// can no longer open, run or signal anything ever holds it. The next spare is made once no
-// connection is starting (every one has logged in or ended), so that it never takes a core
-// from a handshake in progress; in a burst, each later connection gets a spare made for it on
-// the spot. At most one waits, so an idle pod holds two processes more; a spare's session
-// process sees its socketpair's end when the listener goes, however it goes, and ends, and
-// its monitor with it: nothing is left behind.
+// can no longer open, run or signal anything ever holds it. The next spare is made once the
+// server is idle (no connection process left), so that it never takes a core from a handshake
+// or from the ranks of a job whose daemons' sessions are open; meanwhile each new connection
+// gets a spare made for it on the spot, as before. The first connection after a quiet time,
+// a launch's, finds one ready. At most one waits, so an idle pod holds two processes more. A
+// spare's session process sees its socketpair's end when the listener goes, however it goes,
+// and ends, and its monitor with it: nothing is left behind.
 //
 // The loop: poll the listening socket, the signalfd (SIGCHLD, SIGTERM, SIGINT) and every
 // connection process's report pipe, at least every 100 ms for the refusal log's flush. At
@@ -173,8 +174,8 @@ bool hand_to_spare(Server::State& server, int fd, const sockaddr_storage& client
 
 void start_connection_process(Server::State& server, int fd, const sockaddr_storage& client,
                               const std::string& peer, const std::string& source, Clock::time_point now) {
-  // A spare that has gone (killed by hand, say) is replaced once, at once.
-  const bool handed = hand_to_spare(server, fd, client) || hand_to_spare(server, fd, client);
+  bool handed = hand_to_spare(server, fd, client);
+  if (!handed) handed = hand_to_spare(server, fd, client);  // a spare that had gone: one made at once
   close(fd);
   if (!handed) {
     log_refusal(server, "fork", fmt::format("{}: no process for it: {}", peer, std::strerror(errno)));
@@ -336,9 +337,10 @@ Status Server::run() {
     if (watched[0].revents != 0) read_listener_signals(state, now);
     if (watched[1].revents != 0 && state.listen_fd >= 0) accept_ready(state, now);
     for (const std::string& line : state.refusals.flush(now)) spdlog::warn("{}", line);
-    // The next spare once no connection is starting: it never takes a core from a handshake
-    // in progress, and a burst's later connections each get one made for them, as the first.
-    if (!state.stopping && !state.spare && state.admission.starting() == 0 &&
+    // The next spare once the server is idle (no connection process left): it never takes a
+    // core from a handshake, or from the ranks of a job whose daemons' sessions are open; while
+    // some are, each new connection gets one made for it on the spot.
+    if (!state.stopping && !state.spare && state.children.empty() &&
         (!state.next_spare_at || now >= *state.next_spare_at)) {
       state.next_spare_at.reset();
       if (!make_spare(state)) state.next_spare_at = now + kSpareRetry;

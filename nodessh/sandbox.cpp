@@ -6,11 +6,11 @@
 #include "nodessh/sandbox.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdint>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -168,7 +168,8 @@ Expected<SessionFilter> SessionFilter::build() {
   if (rc != 0) return make_error(Exit::kSoftware, "libseccomp refused a rule: {}", std::strerror(-rc));
   // The program as seccomp_load would compile and load it (libseccomp's gen_bpf), kept.
   const int memory = memfd_create("mpi-sshd-filter", MFD_CLOEXEC);
-  if (memory < 0) return make_error(Exit::kOsErr, "no memory file for the seccomp filter: {}", std::strerror(errno));
+  if (memory < 0)
+    return make_error(Exit::kOsErr, "no memory file for the seccomp filter: {}", std::strerror(errno));
   rc = seccomp_export_bpf(filter.get(), memory);
   SessionFilter made;
   const off_t size = lseek(memory, 0, SEEK_CUR);
@@ -197,7 +198,8 @@ Status SessionFilter::enter() const {
     op.k = static_cast<std::uint32_t>(getpid());
     ++slots;
   }
-  if (own.empty() || slots != own_pid_slots_) return make_error(Exit::kSoftware, "no seccomp filter was built");
+  if (own.empty() || slots != own_pid_slots_)
+    return make_error(Exit::kSoftware, "no seccomp filter was built");
   // The kernel takes an unprivileged filter only under no_new_privs; Pod Security
   // "restricted" sets it already (allowPrivilegeEscalation: false), elsewhere it is set here.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
@@ -207,7 +209,8 @@ Status SessionFilter::enter() const {
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
     return make_error(Exit::kOsErr, "cannot make the session process undumpable: {}", std::strerror(errno));
   sock_fprog program{static_cast<unsigned short>(own.size()), own.data()};
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) != 0)  // NOLINT(cppcoreguidelines-pro-type-vararg)
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) !=
+      0)  // NOLINT(cppcoreguidelines-pro-type-vararg)
     return make_error(Exit::kOsErr, "the kernel refused the seccomp filter: {}", std::strerror(errno));
   return ok_status();
 }

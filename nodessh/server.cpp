@@ -137,8 +137,10 @@ void raise_descriptor_limit(Server::State& state) {
 void warm_libcrypto() {
   unsigned char byte = 0;
   if (RAND_bytes(&byte, 1) != 1) spdlog::warn("libcrypto's random generator did not start in the listener");
-  for (const char* name : {"SHA1", "SHA256", "SHA384", "SHA512"}) EVP_MD_free(EVP_MD_fetch(nullptr, name, nullptr));
-  for (const char* name : {"AES-128-GCM", "AES-256-GCM", "AES-128-CTR", "AES-192-CTR", "AES-256-CTR", "ChaCha20"})
+  for (const char* name : {"SHA1", "SHA256", "SHA384", "SHA512"})
+    EVP_MD_free(EVP_MD_fetch(nullptr, name, nullptr));
+  for (const char* name :
+       {"AES-128-GCM", "AES-256-GCM", "AES-128-CTR", "AES-192-CTR", "AES-256-CTR", "ChaCha20"})
     EVP_CIPHER_free(EVP_CIPHER_fetch(nullptr, name, nullptr));
   for (const char* name : {"X25519", "ED25519"}) EVP_KEYMGMT_free(EVP_KEYMGMT_fetch(nullptr, name, nullptr));
   EVP_MAC_free(EVP_MAC_fetch(nullptr, "HMAC", nullptr));

@@ -163,9 +163,9 @@ struct Server::State {
   Admission admission{AdmissionLimits{}};
   std::map<pid_t, ChildProcess> children;
   std::optional<Clock::time_point> accept_paused_until;  // after an accept that failed
-  std::optional<Spare> spare;                          // at most one, made before its client
-  std::map<pid_t, int> unused_spares;                  // spares stopped unused: report pipes till reaped
-  std::optional<Clock::time_point> next_spare_at;      // after a spare that ended unused
+  std::optional<Spare> spare;                            // at most one, made before its client
+  std::map<pid_t, int> unused_spares;                    // spares stopped unused: report pipes till reaped
+  std::optional<Clock::time_point> next_spare_at;        // after a spare that ended unused
   rdv::RefusalLog refusals;  // one line per reason per 10 s: a stranger may refuse at line rate
 
   // A connection process (connection_process.cpp): its one connection, and its commands.
