@@ -137,7 +137,7 @@ Expected<StartedCommand> start_with_pipes(const launch::ExecPlan& plan, const Cl
     pipes.close_all();
     return make_error(Exit::kOsErr, "cannot make the command's pipes: {}", std::strerror(error));
   }
-  pid_t pid = vfork();  // NOLINT(cert-env33-c): the child only rewires and execs
+  pid_t pid = vfork();  // the child only rewires descriptors and execs (above)
   if (pid < 0) {
     int error = errno;
     pipes.close_all();
@@ -169,7 +169,7 @@ Expected<StartedCommand> start_with_pty(const launch::ExecPlan& plan, const Clea
     return make_error(Exit::kOsErr, "cannot open a pty: {}", std::strerror(errno));
   }
   fcntl(master, F_SETFD, FD_CLOEXEC);
-  pid_t pid = vfork();  // NOLINT(cert-env33-c): the child only rewires and execs
+  pid_t pid = vfork();  // the child only rewires descriptors and execs (above)
   if (pid < 0) {
     int error = errno;
     close(master);
