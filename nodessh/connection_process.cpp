@@ -47,6 +47,14 @@ void report_once(const Server::State& server, bool& told, char kind) {
   if (!std::exchange(told, true)) report_to_listener(server, kind);
 }
 
+// SIGUSR1 from the listener: a connection not logged in goes for a newer one.
+void drop_for_newer(Connection& connection) {
+  if (connection.gate.authenticated()) return;
+  connection.close_for("dropped",
+                       "dropped for a newer connection: the most --sshd-max-startups allows "
+                       "are not logged in, and this one was the oldest idle");
+}
+
 void begin_stop(Server::State& state, int sig) {
   if (state.stopping) return;
   state.stopping = true;
@@ -60,11 +68,7 @@ void read_signals(Server::State& state) {
     if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT)
       begin_stop(state, static_cast<int>(info.ssi_signo));
     Connection* connection = state.connection.get();
-    if (info.ssi_signo == SIGUSR1 && connection != nullptr && !connection->gate.authenticated()) {
-      connection->close_for("dropped",
-                            "dropped for a newer connection: the most --sshd-max-startups allows "
-                            "are not logged in, and this one was the oldest idle");
-    }
+    if (info.ssi_signo == SIGUSR1 && connection != nullptr) drop_for_newer(*connection);
   }
   int status = 0;
   pid_t pid = 0;
@@ -266,14 +270,17 @@ bool split_off_monitor(Server::State& state, int handoff) {
 
 // A spare's wait for its client: the socket the listener accepted and its peer's address, sent
 // with SCM_RIGHTS on the handoff socket. False when the listener has gone (the socket's end)
-// or the server stops first: the spare then ends, leaving nothing behind.
-bool wait_for_client(Server::State& state, int handoff, int& fd, sockaddr_storage& client) {
+// or the server stops first: the spare then ends, leaving nothing behind. A SIGUSR1 read here
+// (the listener dropping the connection it has just sent, before this process took it) is
+// kept in `dropped`, for the connection once it exists.
+bool wait_for_client(Server::State& state, int handoff, int& fd, sockaddr_storage& client, bool& dropped) {
   while (true) {
     pollfd fds[2] = {{handoff, POLLIN, 0}, {state.signal_fd, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 && errno != EINTR) return false;
     signalfd_siginfo info{};
     while (read(state.signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) return false;
+      if (info.ssi_signo == SIGUSR1) dropped = true;
     }
     if (fds[0].revents == 0) continue;
     iovec part{&client, sizeof client};
@@ -314,9 +321,11 @@ void serve_connection_process(Server::State& state, int handoff) {
   // The session process, in its sandbox: the client's socket comes only now.
   int fd = -1;
   sockaddr_storage client{};
-  if (!wait_for_client(state, handoff, fd, client)) _exit(kDidNotStart);
+  bool dropped = false;
+  if (!wait_for_client(state, handoff, fd, client, dropped)) _exit(kDidNotStart);
   const auto accepted_at = Clock::now();
   if (!start_session(state, fd, client, describe_peer(client), accepted_at)) _exit(kDidNotStart);
+  if (dropped) drop_for_newer(*state.connection);
   Ending ending = Ending::kNoAuth;
   do {
     ssh_event_dopoll(state.event, kTickMs);
