@@ -1,8 +1,9 @@
 // A connection process: one connection of mpi-sshd, from its key exchange to the end of its
-// last command, alone in a process forked by the listener (listener.cpp) for it. Before it
-// reads a byte of its client it forks again: the parent stays the connection's monitor
-// (monitor.cpp), the child is the session process this file serves, which arms the catch of
-// the login's signature, then locks itself in its sandbox (sandbox.h).
+// last command, alone in a process forked by the listener (listener.cpp) before its client
+// came. It forks again at once: the parent stays the connection's monitor (monitor.cpp), the
+// child is the session process this file serves, which arms the catch of the login's
+// signature, locks itself in its sandbox (sandbox.h), and only then waits for the listener
+// to send it its client's socket.
 //
 // Why a process per connection: libssh polls every session that shares an ssh_event when it
 // polls for one, and a failure or a disconnect seen there marks the session it was polling for
@@ -28,6 +29,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
@@ -45,6 +47,14 @@ void report_once(const Server::State& server, bool& told, char kind) {
   if (!std::exchange(told, true)) report_to_listener(server, kind);
 }
 
+// SIGUSR1 from the listener: a connection not logged in goes for a newer one.
+void drop_for_newer(Connection& connection) {
+  if (connection.gate.authenticated()) return;
+  connection.close_for("dropped",
+                       "dropped for a newer connection: the most --sshd-max-startups allows "
+                       "are not logged in, and this one was the oldest idle");
+}
+
 void begin_stop(Server::State& state, int sig) {
   if (state.stopping) return;
   state.stopping = true;
@@ -58,11 +68,7 @@ void read_signals(Server::State& state) {
     if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT)
       begin_stop(state, static_cast<int>(info.ssi_signo));
     Connection* connection = state.connection.get();
-    if (info.ssi_signo == SIGUSR1 && connection != nullptr && !connection->gate.authenticated()) {
-      connection->close_for("dropped",
-                            "dropped for a newer connection: the most --sshd-max-startups allows "
-                            "are not logged in, and this one was the oldest idle");
-    }
+    if (info.ssi_signo == SIGUSR1 && connection != nullptr) drop_for_newer(*connection);
   }
   int status = 0;
   pid_t pid = 0;
@@ -213,7 +219,7 @@ bool watch_own_signals(Server::State& state) {
 
 // The fork into the monitor (the parent, which never returns from here) and the session
 // process (the child, which goes on to the client's connection), before a byte is read.
-bool split_off_monitor(Server::State& state, int client_fd) {
+bool split_off_monitor(Server::State& state, int handoff) {
   int link[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) != 0) return false;
   // The session process's report lines go to the monitor, which passes them on to the
@@ -230,7 +236,7 @@ bool split_off_monitor(Server::State& state, int client_fd) {
   if (session > 0) {
     close(link[1]);
     close(lines[1]);
-    close(client_fd);
+    close(handoff);  // no client's socket ever reaches the monitor
     run_monitor(state, link[0], session, lines[0]);
   }
   close(link[0]);
@@ -244,7 +250,9 @@ bool split_off_monitor(Server::State& state, int client_fd) {
   arm_login_capture();
   // Before the client's first byte: from here this process cannot run a program, open a file
   // or a socket, or reach another process (sandbox.h). Without the sandbox, no session.
-  if (auto sandboxed = enter_session_sandbox(); !sandboxed) {
+  Status sandboxed = make_error(Exit::kSoftware, "no seccomp filter was built");
+  if (state.session_filter) sandboxed = state.session_filter->enter();
+  if (!sandboxed) {
     spdlog::error("the session process's sandbox: {}", sandboxed.error().message);
     return false;
   }
@@ -260,6 +268,41 @@ bool split_off_monitor(Server::State& state, int client_fd) {
   return true;
 }
 
+// A spare's wait for its client: the socket the listener accepted and its peer's address, sent
+// with SCM_RIGHTS on the handoff socket. False when the listener has gone (the socket's end)
+// or the server stops first: the spare then ends, leaving nothing behind. A SIGUSR1 read here
+// (the listener dropping the connection it has just sent, before this process took it) is
+// kept in `dropped`, for the connection once it exists.
+bool wait_for_client(Server::State& state, int handoff, int& fd, sockaddr_storage& client, bool& dropped) {
+  while (true) {
+    pollfd fds[2] = {{handoff, POLLIN, 0}, {state.signal_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return false;
+    signalfd_siginfo info{};
+    while (read(state.signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) return false;
+      if (info.ssi_signo == SIGUSR1) dropped = true;
+    }
+    if (fds[0].revents == 0) continue;
+    iovec part{&client, sizeof client};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    const ssize_t got = recvmsg(handoff, &message, MSG_CMSG_CLOEXEC);
+    if (got < 0 && errno == EINTR) continue;
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    if (header != nullptr && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
+        header->cmsg_len == CMSG_LEN(sizeof(int)))
+      std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
+    close(handoff);
+    if (fd >= 0 && got == static_cast<ssize_t>(sizeof client)) return true;
+    if (fd >= 0) close(fd);
+    return false;
+  }
+}
+
 }  // namespace
 
 bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time_point now, Ending& ending) {
@@ -272,14 +315,17 @@ bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time
   return state.connection || !state.orphans.empty();
 }
 
-void serve_connection_process(Server::State& state, int fd, const sockaddr_storage& client,
-                              const std::string& peer) {
-  const auto accepted_at = Clock::now();
+void serve_connection_process(Server::State& state, int handoff) {
   setrlimit(RLIMIT_NOFILE, &state.descriptors_at_start);  // a command gets what the server got
-  if (!watch_own_signals(state) || !split_off_monitor(state, fd) ||
-      !start_session(state, fd, client, peer, accepted_at)) {
-    _exit(kDidNotStart);
-  }
+  if (!watch_own_signals(state) || !split_off_monitor(state, handoff)) _exit(kDidNotStart);
+  // The session process, in its sandbox: the client's socket comes only now.
+  int fd = -1;
+  sockaddr_storage client{};
+  bool dropped = false;
+  if (!wait_for_client(state, handoff, fd, client, dropped)) _exit(kDidNotStart);
+  const auto accepted_at = Clock::now();
+  if (!start_session(state, fd, client, describe_peer(client), accepted_at)) _exit(kDidNotStart);
+  if (dropped) drop_for_newer(*state.connection);
   Ending ending = Ending::kNoAuth;
   do {
     ssh_event_dopoll(state.event, kTickMs);

@@ -1,9 +1,20 @@
 // The listener: mpi-sshd's first process. It owns the listening socket, and nothing of any
 // connection: each accepted one goes to a connection process of its own
-// (connection_process.cpp), forked with the job key loaded and the socket in hand, as OpenSSH's
-// sshd forks an sshd-session for each. What it keeps of a connection is what the admission
-// needs (admission.h): its address, whether it is idle or has logged in (its process tells it
-// on a pipe), and how it ended (its exit status).
+// (connection_process.cpp), as OpenSSH's sshd forks an sshd-session for each. What it keeps
+// of a connection is what the admission needs (admission.h): its address, whether it is idle
+// or has logged in (its process tells it on a pipe), and how it ended (its exit status).
+//
+// A connection process is made before its client: one spare, forked with the host key
+// loaded, already split into its monitor and its session process, which has entered its
+// sandbox and waits on a socketpair for a client. An admitted socket and its peer's address go
+// to it there (SCM_RIGHTS), so a client's key exchange starts at once, and only a process that
+// can no longer open, run or signal anything ever holds it. The next spare is made once the
+// server is idle (no connection process left), so that it never takes a core from a handshake
+// or from the ranks of a job whose daemons' sessions are open; meanwhile each new connection
+// gets a spare made for it on the spot, as before. The first connection after a quiet time,
+// a launch's, finds one ready. At most one waits, so an idle pod holds two processes more. A
+// spare's session process sees its socketpair's end when the listener goes, however it goes,
+// and ends, and its monitor with it: nothing is left behind.
 //
 // The loop: poll the listening socket, the signalfd (SIGCHLD, SIGTERM, SIGINT) and every
 // connection process's report pipe, at least every 100 ms for the refusal log's flush. At
@@ -80,51 +91,99 @@ Expected<int> listen_on(SshdOptions options) {
   return fd;
 }
 
-namespace {
-
-constexpr int kListenerTickMs = 100;
-constexpr std::size_t kMaxReportLine = 2048;
-
 std::string describe_peer(const sockaddr_storage& address) {
   char text[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
   if (address.ss_family == AF_INET) {
     const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
     inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
-    port = ntohs(v4.sin_port);
-    return fmt::format("{}:{}", text, port);
+    return fmt::format("{}:{}", text, ntohs(v4.sin_port));
   }
   const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
   inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
-  port = ntohs(v6.sin6_port);
-  return fmt::format("[{}]:{}", text, port);
+  return fmt::format("[{}]:{}", text, ntohs(v6.sin6_port));
 }
 
-void fork_connection_process(Server::State& server, int fd, const sockaddr_storage& client,
-                             const std::string& peer, const std::string& source, Clock::time_point now) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    log_refusal(server, "fork", fmt::format("{}: no pipe for its process: {}", peer, std::strerror(errno)));
-    close(fd);
-    return;
+namespace {
+
+constexpr int kListenerTickMs = 100;
+constexpr Millis kSpareRetry{1000};  // after a spare that ended unused: not a fork loop
+constexpr std::size_t kMaxReportLine = 2048;
+
+// A connection process made before its client: forked, split into its monitor and its
+// session process, which enters its sandbox and then waits on `handoff` (connection_process.cpp).
+bool make_spare(Server::State& server) {
+  int report[2];
+  int handoff[2];
+  if (pipe2(report, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, handoff) != 0) {
+    close(report[0]);
+    close(report[1]);
+    return false;
   }
   const pid_t pid = fork();
   if (pid == 0) {
-    close(pipe_fds[0]);
+    close(report[0]);
+    close(handoff[0]);
     close(server.listen_fd);
     for (auto& [other, child] : server.children) close(child.report_fd);
+    for (auto& [other, report_fd] : server.unused_spares) close(report_fd);
     server.children.clear();
-    server.report_fd = pipe_fds[1];
-    serve_connection_process(server, fd, client, peer);
+    server.unused_spares.clear();
+    server.report_fd = report[1];
+    serve_connection_process(server, handoff[1]);
   }
-  close(pipe_fds[1]);
-  close(fd);
+  close(report[1]);
+  close(handoff[1]);
   if (pid < 0) {
-    close(pipe_fds[0]);
+    close(report[0]);
+    close(handoff[0]);
+    return false;
+  }
+  server.spare = Spare{pid, handoff[0], report[0]};
+  return true;
+}
+
+// The accepted socket and its peer's address to the spare, which becomes its connection's
+// process; false when no spare could be made or it has gone (its end is reaped as any child).
+bool hand_to_spare(Server::State& server, int fd, const sockaddr_storage& client) {
+  if (!server.spare && !make_spare(server)) return false;
+  iovec part{const_cast<sockaddr_storage*>(&client), sizeof client};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  const bool sent = sendmsg(server.spare->handoff_fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+                    static_cast<ssize_t>(sizeof client);
+  // Either way this spare is done: it serves the socket, or it has gone and is reaped.
+  close(server.spare->handoff_fd);
+  server.spare->handoff_fd = -1;
+  if (!sent) {
+    kill(server.spare->pid, SIGTERM);
+    server.unused_spares[server.spare->pid] = server.spare->report_fd;
+    server.spare.reset();
+  }
+  return sent;
+}
+
+void start_connection_process(Server::State& server, int fd, const sockaddr_storage& client,
+                              const std::string& peer, const std::string& source, Clock::time_point now) {
+  bool handed = hand_to_spare(server, fd, client);
+  if (!handed) handed = hand_to_spare(server, fd, client);  // a spare that had gone: one made at once
+  close(fd);
+  if (!handed) {
     log_refusal(server, "fork", fmt::format("{}: no process for it: {}", peer, std::strerror(errno)));
     return;
   }
-  server.children[pid] = ChildProcess{peer, source, pipe_fds[0], ""};
+  const pid_t pid = server.spare->pid;
+  server.children[pid] = ChildProcess{peer, source, server.spare->report_fd, ""};
+  server.spare.reset();
   server.admission.admitted(pid, source, now);
 }
 
@@ -142,7 +201,7 @@ void admit(Server::State& server, int fd, const sockaddr_storage& client, Clock:
     return;
   }
   if (decision.kind == Admit::Kind::kAdmitDropping) kill(decision.drop, SIGUSR1);
-  fork_connection_process(server, fd, client, peer, source, now);
+  start_connection_process(server, fd, client, peer, source, now);
 }
 
 void accept_ready(Server::State& server, Clock::time_point now) {
@@ -197,6 +256,18 @@ void reap(Server::State& server, Clock::time_point now) {
   int status = 0;
   pid_t pid = 0;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (server.spare && server.spare->pid == pid) {  // it ended before any client: made again later
+      spdlog::error("a spare connection process ended before its client (wait status {})", status);
+      close(server.spare->handoff_fd);
+      server.unused_spares[pid] = server.spare->report_fd;
+      server.spare.reset();
+      server.next_spare_at = now + kSpareRetry;
+    }
+    if (auto unused = server.unused_spares.find(pid); unused != server.unused_spares.end()) {
+      close(unused->second);
+      server.unused_spares.erase(unused);
+      continue;
+    }
     auto found = server.children.find(pid);
     if (found == server.children.end()) continue;   // an orphan a command left, adopted as PID 1
     read_reports(server, pid, found->second, now);  // what it said before its end comes first
@@ -219,6 +290,12 @@ void read_listener_signals(Server::State& server, Clock::time_point now) {
     close(server.listen_fd);
     server.listen_fd = -1;
     for (const auto& [pid, child] : server.children) kill(pid, SIGTERM);
+    if (server.spare) {
+      close(server.spare->handoff_fd);
+      kill(server.spare->pid, SIGTERM);
+      server.unused_spares[server.spare->pid] = server.spare->report_fd;
+      server.spare.reset();
+    }
   }
   reap(server, now);
 }
@@ -260,7 +337,15 @@ Status Server::run() {
     if (watched[0].revents != 0) read_listener_signals(state, now);
     if (watched[1].revents != 0 && state.listen_fd >= 0) accept_ready(state, now);
     for (const std::string& line : state.refusals.flush(now)) spdlog::warn("{}", line);
-    if (state.stopping && state.children.empty()) {
+    // The next spare once the server is idle (no connection process left): it never takes a
+    // core from a handshake, or from the ranks of a job whose daemons' sessions are open; while
+    // some are, each new connection gets one made for it on the spot.
+    if (!state.stopping && !state.spare && state.children.empty() &&
+        (!state.next_spare_at || now >= *state.next_spare_at)) {
+      state.next_spare_at.reset();
+      if (!make_spare(state)) state.next_spare_at = now + kSpareRetry;
+    }
+    if (state.stopping && state.children.empty() && state.unused_spares.empty()) {
       reap_the_rest();
       return ok_status();
     }

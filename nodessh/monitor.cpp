@@ -204,9 +204,7 @@ struct Monitor {
 
 }  // namespace
 
-void run_monitor(Server::State& state, int link, pid_t session, int session_lines) {
-  Monitor monitor(state, link, session);
-  monitor.session_lines = session_lines;
+void prepare_login_verifier(Server::State& state) {
   // The job key's wire blob: libssh 0.10 exports it only as base64 (ssh_pki_export_pubkey_blob
   // is not public there).
   char* base64 = nullptr;
@@ -219,16 +217,24 @@ void run_monitor(Server::State& state, int link, pid_t session, int session_line
     key_blob.resize(blob_size);
     auto verifier = LoginVerifier::for_job_key(key_blob);
     if (verifier) {
-      monitor.verifier = std::move(*verifier);
+      state.login_verifier = std::move(*verifier);
     } else {
       spdlog::error("{}: no login can be verified, so none is taken", verifier.error().message);
     }
   }
   ssh_string_free_char(base64);
+}
+
+void run_monitor(Server::State& state, int link, pid_t session, int session_lines) {
+  Monitor monitor(state, link, session);
+  monitor.session_lines = session_lines;
+  monitor.verifier = state.login_verifier;  // made once by the listener; the seen ids are this monitor's
   while (true) {
     pollfd fds[3] = {
         {state.signal_fd, POLLIN, 0}, {monitor.link, POLLIN, 0}, {monitor.session_lines, POLLIN, 0}};
-    poll(fds, 3, 100);  // a descriptor of -1 is left out by poll itself
+    // A descriptor of -1 is left out by poll itself. With no command (a spare, or a session
+    // before its first) nothing is timed here: it sleeps until a signal or its session speaks.
+    poll(fds, 3, monitor.groups.empty() && !monitor.session_status ? -1 : 100);
     monitor.read_signals();
     if (monitor.link >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) monitor.read_link();
     if (monitor.session_lines >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0)

@@ -1,12 +1,17 @@
 // See sandbox.h. The rules are libseccomp's (seccomp_rule_add): its filter checks the
 // architecture and the x32 bit before any rule, which a hand-written BPF program must get
-// right itself.
+// right itself. libseccomp compiles its rules at each seccomp_load (0.4 ms of a connection's
+// 8 on a shared 2-core VM); so the listener compiles them once (seccomp_export_bpf) and each
+// session process loads that program itself, its own pid written where the rules name it.
 #include "nodessh/sandbox.h"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -16,6 +21,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -123,7 +129,12 @@ constexpr RefusedRequest kRefusedRequests[] = {
 
 }  // namespace
 
-Status enter_session_sandbox() {
+// Where each session process's own pid goes in the rules that let it signal only itself: no
+// pid is this large (the kernel's PID_MAX_LIMIT is 2^22), and no other constant of the
+// program is this one.
+constexpr std::uint32_t kOwnPid = 0x5e55105d;
+
+Expected<SessionFilter> SessionFilter::build() {
   std::unique_ptr<void, FilterFree> filter(seccomp_init(SCMP_ACT_ALLOW));
   if (!filter) return make_error(Exit::kOsErr, "libseccomp could not make a filter");
   const auto refuse = SCMP_ACT_ERRNO(EPERM);
@@ -131,10 +142,10 @@ Status enter_session_sandbox() {
   for (int call : kRefusedCalls) rc = rc != 0 ? rc : seccomp_rule_add(filter.get(), refuse, call, 0);
   // A signal to itself only (raise, abort, the sanitizers' own reports): kill and tgkill whose
   // pid is not its own, tkill whose thread is not its own (one thread: its pid).
-  const auto self = static_cast<scmp_datum_t>(getpid());
   for (int call : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(tkill), SCMP_SYS(rt_sigqueueinfo),
                    SCMP_SYS(rt_tgsigqueueinfo)}) {
-    if (rc == 0) rc = seccomp_rule_add(filter.get(), refuse, call, 1, scmp_arg_cmp{0, SCMP_CMP_NE, self, 0});
+    if (rc == 0)
+      rc = seccomp_rule_add(filter.get(), refuse, call, 1, scmp_arg_cmp{0, SCMP_CMP_NE, kOwnPid, 0});
   }
   for (const auto& [call, request] : kRefusedRequests) {
     if (rc == 0)
@@ -155,6 +166,40 @@ Status enter_session_sandbox() {
     rc = seccomp_rule_add(filter.get(), refuse, SCMP_SYS(clone), 1,
                           scmp_arg_cmp{0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0});
   if (rc != 0) return make_error(Exit::kSoftware, "libseccomp refused a rule: {}", std::strerror(-rc));
+  // The program as seccomp_load would compile and load it (libseccomp's gen_bpf), kept.
+  const int memory = memfd_create("mpi-sshd-filter", MFD_CLOEXEC);
+  if (memory < 0)
+    return make_error(Exit::kOsErr, "no memory file for the seccomp filter: {}", std::strerror(errno));
+  rc = seccomp_export_bpf(filter.get(), memory);
+  SessionFilter made;
+  const off_t size = lseek(memory, 0, SEEK_CUR);
+  if (rc == 0 && size > 0 && size % static_cast<off_t>(sizeof(sock_filter)) == 0) {
+    made.program_.resize(static_cast<std::size_t>(size) / sizeof(sock_filter));
+    if (pread(memory, made.program_.data(), static_cast<std::size_t>(size), 0) != size) made.program_.clear();
+  }
+  close(memory);
+  for (const sock_filter& op : made.program_) made.own_pid_slots_ += is_own_pid_slot(op) ? 1 : 0;
+  if (made.program_.empty() || made.program_.size() > BPF_MAXINSNS || made.own_pid_slots_ < 1)
+    return make_error(Exit::kSoftware, "libseccomp's filter could not be exported ({} instructions)",
+                      made.program_.size());
+  return made;
+}
+
+bool SessionFilter::is_own_pid_slot(const sock_filter& op) {
+  return op.code == (BPF_JMP | BPF_JEQ | BPF_K) && op.k == kOwnPid;
+}
+
+Status SessionFilter::enter() const {
+  // The program with this process's pid in its slots: a copy, since the listener's stays.
+  std::vector<sock_filter> own = program_;
+  int slots = 0;
+  for (sock_filter& op : own) {
+    if (!is_own_pid_slot(op)) continue;
+    op.k = static_cast<std::uint32_t>(getpid());
+    ++slots;
+  }
+  if (own.empty() || slots != own_pid_slots_)
+    return make_error(Exit::kSoftware, "no seccomp filter was built");
   // The kernel takes an unprivileged filter only under no_new_privs; Pod Security
   // "restricted" sets it already (allowPrivilegeEscalation: false), elsewhere it is set here.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
@@ -163,9 +208,10 @@ Status enter_session_sandbox() {
   // descriptors (pidfd_getfd), whatever Yama's ptrace_scope says.
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
     return make_error(Exit::kOsErr, "cannot make the session process undumpable: {}", std::strerror(errno));
-  rc = seccomp_load(filter.get());
-  if (rc != 0)
-    return make_error(Exit::kOsErr, "the kernel refused the seccomp filter: {}", std::strerror(-rc));
+  sock_fprog program{static_cast<unsigned short>(own.size()), own.data()};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) !=
+      0)  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    return make_error(Exit::kOsErr, "the kernel refused the seccomp filter: {}", std::strerror(errno));
   return ok_status();
 }
 
@@ -199,6 +245,12 @@ bool probe_session_sandbox() {
   tell("a lower priority for the monitor", setpriority(PRIO_PROCESS, static_cast<id_t>(getppid()), 19) == 0);
   tell("a socket's owner for SIGIO",
        fcntl(0, F_SETOWN, getppid()) == 0);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+  // And what it must still do: signal itself (its pid where the rules name "itself").
+  if (kill(getpid(), 0) == 0) {
+    spdlog::warn("sandbox probe: a signal to itself allowed");
+  } else {
+    spdlog::error("sandbox probe: a signal to itself refused: {}", std::strerror(errno));
+  }
   return true;
 }
 

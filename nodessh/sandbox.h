@@ -24,13 +24,29 @@
 // inherited only downwards, so commands are never under it.
 #pragma once
 
+#include <linux/filter.h>
+
+#include <vector>
+
 #include "common/error.h"
 
 namespace tmpi::nodessh {
 
-// Installs the filter on the calling process (with no_new_privs, which the kernel requires of
-// an unprivileged filter). An error names what the kernel or libseccomp refused.
-Status enter_session_sandbox();
+// The filter's program, compiled once by libseccomp in the listener; each session process
+// enters it with its own pid where the rules on signals name "itself".
+class SessionFilter {
+ public:
+  // An error names what libseccomp refused.
+  static Expected<SessionFilter> build();
+  // Installs the filter on the calling process (with no_new_privs, which the kernel requires
+  // of an unprivileged filter, and not dumpable). An error names what the kernel refused.
+  Status enter() const;
+
+ private:
+  static bool is_own_pid_slot(const sock_filter& op);
+  std::vector<sock_filter> program_;
+  int own_pid_slots_ = 0;  // where the pid goes (libseccomp shares one compare among the calls)
+};
 
 // For the cluster tests only: when MPI_SSHD_SANDBOX_PROBE names a file (the job key), the
 // session process tries, once inside the sandbox and before the key exchange, to open it, to

@@ -13,6 +13,8 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 #include "common/host_key.h"
@@ -125,6 +127,25 @@ void raise_descriptor_limit(Server::State& state) {
   }
 }
 
+// What every connection process would otherwise make for itself, once each (perf over 100
+// logins: about 1.5 ms of its 8): libcrypto's table of algorithm names, which OpenSSL 3 builds
+// at a process's first fetch, the fetched algorithms of the key exchange, the ciphers and
+// MACs offered, and its random generator. Made in the listener before any fork, they are
+// inherited. The generator is not shared by it: OpenSSL 3 reseeds one whose fork id is not
+// the process's own before its next output (providers/implementations/rands/drbg.c,
+// ossl_prov_drbg_generate).
+void warm_libcrypto() {
+  unsigned char byte = 0;
+  if (RAND_bytes(&byte, 1) != 1) spdlog::warn("libcrypto's random generator did not start in the listener");
+  for (const char* name : {"SHA1", "SHA256", "SHA384", "SHA512"})
+    EVP_MD_free(EVP_MD_fetch(nullptr, name, nullptr));
+  for (const char* name :
+       {"AES-128-GCM", "AES-256-GCM", "AES-128-CTR", "AES-192-CTR", "AES-256-CTR", "ChaCha20"})
+    EVP_CIPHER_free(EVP_CIPHER_fetch(nullptr, name, nullptr));
+  for (const char* name : {"X25519", "ED25519"}) EVP_KEYMGMT_free(EVP_KEYMGMT_fetch(nullptr, name, nullptr));
+  EVP_MAC_free(EVP_MAC_fetch(nullptr, "HMAC", nullptr));
+}
+
 }  // namespace
 
 Server::State::~State() {
@@ -154,6 +175,9 @@ Expected<std::unique_ptr<Server>> Server::open(const SshdOptions& options) {
   const char* home = std::getenv("HOME");
   state->base_env["HOME"] = home != nullptr && *home != '\0' ? home : "/";
   TMPI_CHECK(configure_bind(*state));
+  prepare_login_verifier(*state);
+  TMPI_ASSIGN(state->session_filter, SessionFilter::build());
+  warm_libcrypto();
   TMPI_ASSIGN(state->listen_fd, listen_on(options));
   sockaddr_storage address{};
   socklen_t size = sizeof address;

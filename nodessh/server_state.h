@@ -25,7 +25,9 @@
 #include "nodessh/admission.h"
 #include "nodessh/channel_rules.h"
 #include "nodessh/command.h"
+#include "nodessh/login_proof.h"
 #include "nodessh/monitor_protocol.h"
+#include "nodessh/sandbox.h"
 #include "nodessh/server.h"
 #include "nodessh/session_rules.h"
 #include "rendezvous/refusal_log.h"
@@ -122,6 +124,14 @@ struct ChildProcess {
   std::string pending;  // a report line read in part
 };
 
+// A connection process made before its client (listener.cpp): its session process, in its
+// sandbox, waits on `handoff_fd`'s other end for the accepted socket and its peer's address.
+struct Spare {
+  pid_t pid = -1;
+  int handoff_fd = -1;  // the listener's end; closed once a socket is sent, or the spare goes
+  int report_fd = -1;   // read as a ChildProcess's once it serves a connection
+};
+
 // What a connection process tells the listener, one line each: its client's banner came
 // (it is no longer idle), it logged in, or a refusal for the listener's rate-limited log
 // ("R" reason TAB line).
@@ -142,6 +152,9 @@ struct Server::State {
   std::map<std::string, std::string> base_env;  // HOME
   int signal_fd = -1;
   rlimit descriptors_at_start{};  // the soft limit a connection process puts back
+  // The monitors' check of a login, made once from job_public (none: a key type it cannot check).
+  std::optional<LoginVerifier> login_verifier;
+  std::optional<SessionFilter> session_filter;  // the session processes' sandbox, compiled once
   bool stopping = false;
 
   // The listener (listener.cpp).
@@ -150,6 +163,9 @@ struct Server::State {
   Admission admission{AdmissionLimits{}};
   std::map<pid_t, ChildProcess> children;
   std::optional<Clock::time_point> accept_paused_until;  // after an accept that failed
+  std::optional<Spare> spare;                            // at most one, made before its client
+  std::map<pid_t, int> unused_spares;                    // spares stopped unused: report pipes till reaped
+  std::optional<Clock::time_point> next_spare_at;        // after a spare that ended unused
   rdv::RefusalLog refusals;  // one line per reason per 10 s: a stranger may refuse at line rate
 
   // A connection process (connection_process.cpp): its one connection, and its commands.
@@ -169,9 +185,13 @@ struct Server::State {
 // listener.cpp: the listening socket, and a connection process for each connection.
 Expected<int> listen_on(SshdOptions options);
 
-// connection_process.cpp: serves one accepted connection, then ends the process.
-[[noreturn]] void serve_connection_process(Server::State& state, int fd, const sockaddr_storage& client,
-                                           const std::string& peer);
+// "10.0.0.5:51234", "[fd00::5]:51234": a peer for the log.
+std::string describe_peer(const sockaddr_storage& address);
+
+// connection_process.cpp: a spare connection process (listener.cpp, make_spare): splits into
+// its monitor and its sandboxed session process, which waits on `handoff` for one accepted
+// socket, serves it, then ends the process.
+[[noreturn]] void serve_connection_process(Server::State& state, int handoff);
 // One turn of that process's loop, after each poll of state.event: its signals (when it
 // watches them), the connection's turn (key exchange, deadlines at `now`, channels), the
 // orphaned channels. False once the connection is over and every command's group has ended;
@@ -183,6 +203,8 @@ bool serve_turn(Server::State& state, Clock::time_point accepted_at, Clock::time
 // One frame to the other side of the monitor's link, the descriptors with its first byte.
 bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds = {});
 [[noreturn]] void run_monitor(Server::State& state, int link, pid_t session, int session_lines);
+// In the listener, before any fork: state.login_verifier from state.job_public (logged if none).
+void prepare_login_verifier(Server::State& state);
 Expected<StartedCommand> start_through_monitor(Server::State& state, const Command& command,
                                                const TerminalSize& size);
 void signal_group(Server::State& state, pid_t group, int signal);

@@ -80,6 +80,7 @@ UPSTREAM = {
     "src/poll.c": "libssh", "src/session.c": "libssh", "src/gssapi.c": "libssh",
     "src/channels.c": "libssh", "src/socket.c": "libssh", "examples/ssh_server.c": "libssh",
     "src/pki_crypto.c": "libssh", "src/messages.c": "libssh",
+    "providers/implementations/rands/drbg.c": "OpenSSL",
     "monitor.c": "OpenSSH", "sandbox-seccomp-filter.c": "OpenSSH",
     "sysexits.h": "glibc", "nccl.h": "NCCL", "cuda.h": "CUDA",
     "discover_hosts.sh": "mpi-operator",

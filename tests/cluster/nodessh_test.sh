@@ -70,14 +70,14 @@ pass "another key is refused"
 # The session process's sandbox (nodessh/sandbox.h): a server whose session processes try,
 # inside it and before the key exchange, to open the job key, to run a program and to open a
 # socket, and to have the monitor start a command before any login; each is refused and
-# named, and the server still serves the job key's login.
+# named, and the server still serves the job key's login. Its spare connection process
+# (listener.cpp) probes before any client has connected at all: sandboxed before its client.
 probe_home="$CIB_DIR/pods/${nodes[0]}/home"
 ("$CIB" exec "${nodes[0]}" -- "${as_uid[@]}" env MPI_SSHD_SANDBOX_PROBE="$probe_home/.ssh/id_ed25519" \
   "$TMPI_BUILD_DIR/bin/mpi-sshd" --ssh-port 2223 >"$CIB_DIR/probe-sshd.log" 2>&1 </dev/null) &
-for _ in $(seq 100); do
-  ip netns exec "$("$CIB" ns "${nodes[0]}")" bash -c 'exec 3<>/dev/tcp/127.0.0.1/2223' 2>/dev/null && break
-  sleep 0.05
-done
+probes() { grep -c "sandbox probe: a command before login refused" "$CIB_DIR/probe-sshd.log" || true; }
+for _ in $(seq 200); do (($(probes) >= 1)) && break; sleep 0.05; done
+expect_eq "$(probes)" 1 "the spare's probe, before any client: $(cat "$CIB_DIR/probe-sshd.log")"
 out=$(in_pod "$launcher" ssh -p 2223 -o HostKeyAlias="[$node]:2222" "$node" 'echo served' 2>&1) ||
   fail "no login through the sandboxed session process: $out; its log: $(cat "$CIB_DIR/probe-sshd.log")"
 expect_eq "$out" "served" "the command through the sandboxed session process"
@@ -88,9 +88,29 @@ for what in "open of the job key" "execve of /bin/true" "a new socket" "a queued
 done
 expect_contains "$probe_log" "sandbox probe: a command before login refused: not logged in" "the monitor's refusal"
 ! grep -q "went through" <<<"$probe_log" || fail "the sandbox let a call through: $probe_log"
-probe_listener=$(ip netns exec "$("$CIB" ns "${nodes[0]}")" ss -Hltnp 'sport = :2223' | grep -o 'pid=[0-9]*' | head -n 1)
-[[ -n $probe_listener ]] && kill "${probe_listener#pid=}"
+expect_contains "$probe_log" "sandbox probe: a signal to itself allowed" "the sandbox's own pid"
 pass "the session process's sandbox: the job key's file (open, rename), execve, a socket, a queued signal, a priority and a SIGIO owner aimed at the monitor refused and named; a command asked of the monitor before login refused; the login served"
+
+# The spare: each login takes it and another is made, sandboxed before its client; however
+# many logins, the server holds its listener and one spare pair (monitor, session process)
+# once they have ended; SIGTERM leaves none of them.
+probe_listener=$(ip netns exec "$("$CIB" ns "${nodes[0]}")" ss -Hltnp 'sport = :2223' | grep -o 'pid=[0-9]*' | head -n 1)
+probe_listener=${probe_listener#pid=}
+[[ -n $probe_listener ]] || fail "no listener on 2223"
+for _ in 1 2 3 4 5; do
+  in_pod "$launcher" ssh -p 2223 -o HostKeyAlias="[$node]:2222" "$node" true || fail "a login through a spare failed"
+done
+descendants() { local child; for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done; }
+for _ in $(seq 100); do (($(probes) == 7)) && [[ $(descendants "$probe_listener" | wc -l) == 2 ]] && break; sleep 0.05; done
+expect_eq "$(probes)" 7 "one spare's probe before each of 6 logins and one after the last"
+server_processes=($(descendants "$probe_listener"))
+expect_eq "${#server_processes[@]}" 2 "the server's processes but its listener after 6 logins: $(ps -o pid=,args= -p "${server_processes[*]}" 2>/dev/null)"
+kill "$probe_listener"
+for _ in $(seq 100); do kill -0 "$probe_listener" "${server_processes[@]}" 2>/dev/null || break; sleep 0.05; done
+for pid in "$probe_listener" "${server_processes[@]}"; do
+  ! kill -0 "$pid" 2>/dev/null || fail "process $pid of the stopped server is left: $(ps -o args= -p "$pid")"
+done
+pass "a spare connection process sandboxed before each client; after 6 logins the listener and one spare pair; none left after SIGTERM"
 
 # ssh -L: the forward's listener is the client's; every connection through it is refused.
 # (exec: $! is ssh itself, which cib exec and nsenter become, not a subshell around it)
