@@ -75,7 +75,7 @@ class JobRun {
       : options_(options),
         job_(std::move(job)),
         t0_(t0),
-        plan_(plan),
+        plan_(std::move(plan)),
         command_(build_command(job_.plan)),
         coordinator_(options.rendezvous, job_, shared_),
         feed_(feed),
