@@ -54,6 +54,15 @@ volatile std::sig_atomic_t g_signal = 0;
 void remember_signal(int signal) {
   g_signal = signal;
 }
+// A SIGCONT, which Open MPI's daemon sends every rank first when it ends them, then SIGTERM
+// only odls_base_sigkill_timeout (1 s) later (ORTE's orte/mca/odls/base/odls_base_default_fns.c
+// and PRRTE's src/mca/odls/base/odls_base_default_fns.c, kill_local_procs: SIGCONT, sleep,
+// SIGTERM, sleep, SIGKILL). It ends nothing by itself (job control sends it too): the agent
+// asks the coordinator at once, and ends its rank only when told that the job is ending.
+volatile std::sig_atomic_t g_continued = 0;
+void remember_continue(int /*signal*/) {
+  g_continued = 1;
+}
 
 // The coordinator has not answered for lost_after and one beat more, after it had answered
 // once: it has counted this host lost and ended the job, or the launcher is gone. Nobody can
@@ -139,9 +148,9 @@ struct RankWatch {
   int status = 0;
   bool exited = false, pipe_open = true;
   Clock::time_point exited_at{};
-  std::optional<long long> oom_kills_before;
-  bool superseded = false;  // the launcher runs another attempt now: this rank belongs to none  // the
-                            // cgroup's count as the rank started (agent/oom.h)
+  std::optional<long long> oom_kills_before;  // the cgroup's count as the rank started (agent/oom.h)
+  bool superseded = false;  // the launcher runs another attempt now: this rank belongs to none
+  bool ending = false;      // the coordinator said the job is ending: the rank gets SIGTERM, once
 };
 
 // When the start is first reported (agent/reports.h): at once for a host's first rank, whose
@@ -152,20 +161,22 @@ Clock::time_point first_word_due(const RankIdentity& id, Clock::time_point start
 
 // The start report, until one is taken (one that did not get through is sent again a beat
 // later, briefly, as a beat is; kStartTries in all), then a beat every --beat-interval.
-void keep_in_touch(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch) {
-  if (watch.exited || Clock::now() < watch.next_word) return;
-  bool taken = false;
+// `now`: a SIGCONT asked for a word before it is due (g_continued).
+void keep_in_touch(const RankAgentOptions& options, const RankIdentity& id, RankWatch& watch, bool now) {
+  if (watch.exited || (!now && Clock::now() < watch.next_word)) return;
+  Heard heard = Heard::kNotHeard;
   if (!watch.start_taken) {
     RankReport started;
     started.event = rdv::RankEventKind::kStart;
-    taken = report(options, id, started, watch.start_tries == 0 ? Millis(3000) : Millis(1000));
-    watch.start_taken = taken || ++watch.start_tries >= kStartTries;
+    heard = tell(options, id, started, watch.start_tries == 0 ? Millis(3000) : Millis(1000));
+    watch.start_taken =
+        heard == Heard::kTaken || heard == Heard::kEnding || ++watch.start_tries >= kStartTries;
   } else {
-    BeatHeard heard = beat(options, id, ++watch.beats);
-    taken = heard == BeatHeard::kTaken;
-    watch.superseded = watch.superseded || heard == BeatHeard::kSuperseded;
+    heard = beat(options, id, ++watch.beats);
   }
-  if (taken) watch.last_contact = Clock::now();
+  watch.superseded = watch.superseded || heard == Heard::kSuperseded;
+  watch.ending = watch.ending || heard == Heard::kEnding;
+  if (heard == Heard::kTaken || heard == Heard::kEnding) watch.last_contact = Clock::now();
   watch.next_word = Clock::now() + options.beat_interval;
 }
 
@@ -223,13 +234,22 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
   sigset_t forwarded, waiting;
   sigemptyset(&forwarded);
   for (int signal : kForwarded) sigaddset(&forwarded, signal);
+  sigaddset(&forwarded, SIGCONT);
   sigprocmask(SIG_BLOCK, &forwarded, &waiting);
+  bool ended_as_told = false;
   // After a kill from outside, the report goes at once, not after stderr's drain: a peer's error
   // (its collective's "connection reset") must not reach the launcher first (supervise.h).
   while (!watch.exited || (watch.pipe_open && !killed_from_outside(watch.status) &&
                            Clock::now() - watch.exited_at < Millis(1000))) {
-    keep_in_touch(options, id, watch);
+    const bool asked = g_continued != 0;
+    g_continued = 0;
+    keep_in_touch(options, id, watch, asked);
     end_if_orphaned(options, id, watch);
+    if (watch.ending && !ended_as_told && !watch.exited) {
+      // As MPI's daemon would, a second later: the rank's end is then reported as any other.
+      kill(child, SIGTERM);
+      ended_as_told = true;
+    }
     if (g_signal != 0) {
       if (!watch.exited) kill(child, g_signal);  // once reaped, its pid may be another process's
       g_signal = 0;
@@ -263,6 +283,10 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
   // reports cost the job 2% (bench row 1); a failure, or the end of a rank whose start was
   // reported (a host's first rank always), is reported, before this agent exits and so before
   // mpirun ends.
+  // A rank ended because the job is ending: what it left goes first, so that its report says
+  // that nothing of it runs (a restart in place starts its next attempt on that word). A rank
+  // that failed on its own is reported first: its word is the job's cause.
+  if (watch.ending) end_leftovers();
   if (code != 0 || watch.start_tries > 0 || watch.start_taken) {
     RankReport exit;
     exit.event = rdv::RankEventKind::kExit;
@@ -302,6 +326,8 @@ int run_rank(const RankAgentOptions& options, const std::map<std::string, std::s
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
   for (int signal : kForwarded) sigaction(signal, &action, nullptr);
+  action.sa_handler = remember_continue;
+  sigaction(SIGCONT, &action, nullptr);
   int err_pipe[2];
   if (pipe(err_pipe) != 0) return static_cast<int>(Exit::kOsErr);
   RankWatch watch;

@@ -23,18 +23,25 @@ namespace tmpi::launch {
 // This pod's host name, as the agents name their host (the coordinator finds its FQDN).
 std::string hostname();
 
+// What the coordinator made of a report or a beat. kEnding: taken, and its answer says
+// jobEnded: the launcher is stopping the job (a rank failed, a host was lost, it was asked to
+// stop), so this rank is to end now, as MPI's teardown would end it a moment later.
+// kSuperseded: the coordinator's verified 409 for another epoch: the launcher has moved on to
+// another attempt (a restart in place, launcher/restarts.h), and this rank belongs to none.
+enum class Heard { kTaken, kEnding, kNotHeard, kSuperseded };
+
 // Tells the coordinator of this rank's start or exit; `message` holds the event's fields, and
-// this adds the rank, the host, the epoch and a fresh nonce, and signs it all. True when the
-// coordinator took it. `patience`: how long to wait for the answer.
+// this adds the rank, the host, the epoch and a fresh nonce, and signs it all. `patience`: how
+// long to wait for the answer.
+Heard tell(const RankAgentOptions& options, const RankIdentity& id, rdv::RankReport message,
+           Millis patience = Millis(3000));
+// tell(), where only whether it was taken matters.
 bool report(const RankAgentOptions& options, const RankIdentity& id, rdv::RankReport message,
             Millis patience = Millis(3000));
 
 // Tells the coordinator that this rank still runs, so that its host counts as alive without a
 // sidecar. One short try (1 s): a beat that does not get through is made good by the next,
 // and the loop that forwards signals and stderr waits at most that long.
-// kSuperseded: the coordinator's verified 409 for another epoch: the launcher has moved on to
-// another attempt (a restart in place, launcher/restarts.h), and this rank belongs to none.
-enum class BeatHeard { kTaken, kNotHeard, kSuperseded };
-BeatHeard beat(const RankAgentOptions& options, const RankIdentity& id, long long seq);
+Heard beat(const RankAgentOptions& options, const RankIdentity& id, long long seq);
 
 }  // namespace tmpi::launch

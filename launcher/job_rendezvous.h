@@ -85,14 +85,18 @@ class JobRendezvous {
       shared.tally.deadline = summary;
       shared.tally.missing = std::move(missing);
     };
-    callbacks.host_lost = [&shared](const std::string& host, const std::string& why) {
+    // A failure in the tally stops the job (Supervisor::step): the agents are answered so from
+    // this very report on, before MPI's teardown has even begun (Coordinator::end_ranks).
+    callbacks.host_lost = [this, &shared](const std::string& host, const std::string& why) {
       std::lock_guard lock(shared.mutex);
       record_host_lost(shared.tally, host, why);
+      service_->engine().end_ranks();
     };
-    callbacks.rank_event = [&shared](const rdv::RankEvent& event) {
+    callbacks.rank_event = [this, &shared](const rdv::RankEvent& event) {
       std::lock_guard lock(shared.mutex);
       if (record_rank_event(shared.tally, event) && !event.tail.empty())
         spdlog::error("rank {} stderr, last lines:\n{}", event.rank, event.tail);
+      if (shared.tally.failure) service_->engine().end_ranks();
     };
     service_ = std::make_unique<rdv::CoordinatorService>(io_, config, callbacks);
   }
@@ -109,6 +113,11 @@ class JobRendezvous {
   }
   void stop_gate(const std::string& reason) {
     boost::asio::post(io_, [this, reason] { service_->engine().stop_gate(reason); });
+  }
+  // The job is being stopped: the rank agents are told so at their next word (a SIGCONT, the
+  // first step of Open MPI's teardown of a rank, makes each ask at once: agent/agent.h).
+  void end_ranks() {
+    boost::asio::post(io_, [this] { service_->engine().end_ranks(); });
   }
   // Tells the sidecars the job has ended, serves them two more beats, then stops.
   void finish(bool linger) {

@@ -4,6 +4,7 @@
 // finish or end_attempt.
 #include "launcher/job_run.h"
 
+#include <csignal>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -188,11 +189,41 @@ Ended JobRun::supervise() {
         return {std::nullopt, 0, Clock::now()};
       case Decision::Next::kStop:
         spdlog::error("{}", decision.says);
-        return {decision.failure, mpi_->stop(decision.grace), Clock::now()};
+        return stop_job(decision);
       case Decision::Next::kWait:
         break;
     }
     std::this_thread::sleep_for(Millis(10));  // the job's end is noticed within 10 ms (bench row 1)
+  }
+}
+
+// mpirun is stopped (SIGTERM to its group, SIGKILL after the grace), and the agents are told
+// that the job is ending, before mpirun hears it: each asks at the SIGCONT that begins Open
+// MPI's teardown of its rank, and ends the rank at once, where the daemon would send SIGTERM
+// only a second later (agent/agent.cpp cites the source). The daemons may still sleep out
+// that second before they exit, and mpirun, or verdict() after it, waits for them. A failure
+// that will be restarted waits for neither once every rank has reported its end: mpirun is
+// killed if it still runs, and the next attempt need not wait for daemons that hold no rank.
+// Any other stop ends as before: mpirun's exit, then its daemons' (verdict()).
+Ended JobRun::stop_job(const Decision& decision) {
+  coordinator_.end_ranks();
+  mpi_->signal(SIGTERM);
+  const bool restart = decision.failure && plan_.restartable && plan_.restartable(*decision.failure);
+  const auto kill_at = Clock::now() + decision.grace;
+  std::optional<int> status;
+  std::optional<Clock::time_point> exited_at;
+  while (true) {
+    if (!status && (status = mpi_->poll())) exited_at = Clock::now();
+    if (restart && every_rank_ended(coordinator_.snapshot(), job_.plan.np)) {
+      spdlog::debug("every rank has reported its end: {}'s daemons not waited for", job_.plan.launcher);
+      if (!status) return {decision.failure, mpi_->stop(Millis(0)), Clock::now(), true};
+      return {decision.failure, *status, *exited_at, true};
+    }
+    if (status &&
+        (!restart || !relay_ || relay_->wait_idle(Millis(0)) || Clock::now() - *exited_at >= kDaemonsEnd))
+      return {decision.failure, *status, *exited_at};
+    if (!status && Clock::now() >= kill_at) return {decision.failure, mpi_->stop(Millis(0)), Clock::now()};
+    std::this_thread::sleep_for(Millis(10));
   }
 }
 
@@ -205,7 +236,7 @@ std::optional<Failure> JobRun::verdict(Ended ended) {
   // (ssh/relay.h, wait_idle), except where a host is lost or its check failed (no daemon there
   // will answer, and the report would wait for nothing).
   bool unreachable = ended.failure && host_unreachable(*ended.failure);
-  if (relay_ && !unreachable && !relay_->wait_idle(kDaemonsEnd))
+  if (relay_ && !unreachable && !ended.ranks_ended && !relay_->wait_idle(kDaemonsEnd))
     spdlog::debug("ssh relay: a daemon still ran {} ms after {} exited", kDaemonsEnd.count(),
                   job_.plan.launcher);
   relay_.reset();  // mpirun is gone: every channel it left open closes now

@@ -10,6 +10,7 @@
 // first failed rank, a lost host, or a failed check). Internal to run.cpp and job_run.cpp.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,9 @@ struct Ended {
   std::optional<Failure> failure;
   int status = 0;
   Clock::time_point at;  // when mpirun's exit was seen
+  // Every rank had reported its end, the failure was to be restarted, and mpirun was killed
+  // rather than waited for: its daemons may still be ending, with no rank left under them.
+  bool ranks_ended = false;
 };
 
 // What an attempt is: its number, and whether its preflight runs the fabric check (the first
@@ -56,6 +60,9 @@ struct AttemptPlan {
   // session would cost up to a beat (5 s) for nothing, and the preflight's ssh step checks
   // every host's server anyway.
   bool wait_for_hosts = true;
+  // Whether a failure would be restarted in place (the cause, and the budget): then, once every
+  // rank has reported its end, MPI's own teardown is not waited for (JobRun::stop_job).
+  std::function<bool(const Failure&)> restartable;
 };
 
 // Not movable: the coordinator's callbacks hold its tally, the ssh step beside the launch its
@@ -68,7 +75,7 @@ class JobRun {
       : options_(options),
         job_(std::move(job)),
         t0_(t0),
-        plan_(plan),
+        plan_(std::move(plan)),
         command_(build_command(job_.plan)),
         coordinator_(options.rendezvous, job_, shared_),
         feed_(feed),
@@ -95,6 +102,7 @@ class JobRun {
   Status before_launch();
   Status launch();
   Ended supervise();
+  Ended stop_job(const Decision& decision);
   std::optional<Failure> verdict(Ended ended);
   Error fail_before_launch(const Error& error, FailureKind event);
   std::vector<std::string> launcher_addresses() const;

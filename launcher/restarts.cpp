@@ -79,6 +79,20 @@ std::vector<int> ranks_running_on_live_hosts(const nlohmann::json& snapshot) {
   return running;
 }
 
+bool every_rank_ended(const nlohmann::json& snapshot, int np) {
+  if (!snapshot.is_object() || np <= 0) return false;
+  std::vector<bool> ended(static_cast<std::size_t>(np), false);
+  int count = 0;
+  for (const nlohmann::json& rank : snapshot.value("ranks", nlohmann::json::array())) {
+    if (!rank.is_object() || rank.value("state", "") != "exited") continue;
+    const int number = rank.value("rank", -1);
+    if (number < 0 || number >= np || ended[static_cast<std::size_t>(number)]) continue;
+    ended[static_cast<std::size_t>(number)] = true;
+    ++count;
+  }
+  return count == np;
+}
+
 bool recheck_fabric(RestartCause cause) {
   return cause == RestartCause::kHostLost || cause == RestartCause::kFabricFault;
 }

@@ -61,6 +61,12 @@ bool recheck_fabric(RestartCause cause);
 // its short name): the next attempt waits for them, since a rank still ending holds its GPU.
 std::vector<int> ranks_running_on_live_hosts(const nlohmann::json& snapshot);
 
+// Whether every rank in [0, np) has reported its end (an exit, or its refusal to start where
+// misplaced), from the same snapshot. Each agent reports only once its rank is reaped, so
+// then nothing of the attempt's ranks runs, whatever MPI's daemons still do: a restart need
+// not wait for their teardown (Open MPI's holds each daemon a second: job_run.cpp).
+bool every_rank_ended(const nlohmann::json& snapshot, int np);
+
 // N restarts within the window. `allows` before `spend`; the clock is injected.
 class RestartBudget {
  public:

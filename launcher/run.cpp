@@ -117,6 +117,10 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
   RestartBudget budget(options.restart);
   std::vector<AttemptRecord> attempts;
   AttemptPlan plan;
+  plan.restartable = [&](const Failure& failure) {
+    return options.restart.restarts > 0 && restart_cause(failure, options.restart.retryable_exits) &&
+           !stop_requested() && budget.allows(Clock::now());
+  };
   std::optional<Clock::time_point> failed_at;  // the last restarted attempt's failure
   while (true) {
     JobRun run(options, job, t0, plan, feed, events);
@@ -130,7 +134,9 @@ Status run_job(const LauncherOptions& options, const std::vector<std::string>& u
     if (failure && restart_after(run, *failure, options.restart, budget, attempts, plan.number, t0)) {
       failed_at = ended;
       const RestartCause cause = *restart_cause(*failure, options.restart.retryable_exits);
-      plan = {plan.number + 1, recheck_fabric(cause), cause == RestartCause::kHostLost};
+      plan.number += 1;
+      plan.check_fabric = recheck_fabric(cause);
+      plan.wait_for_hosts = cause == RestartCause::kHostLost;
       begin_attempt(job, plan.number);
       continue;
     }

@@ -156,6 +156,11 @@ class Coordinator {
   // Timers: progress, the deadline, lost hosts. Call it about once a second.
   void tick(Clock::time_point now);
   void end_job();
+  // The job is being stopped (a rank failed, a host was lost, the launcher was asked to stop):
+  // from now on the answers to the rank agents' reports and beats say jobEnded, and an agent
+  // told so ends its rank at once (agent/agent.h), not when MPI's teardown reaches it. The
+  // sidecars are not told: after a restart in place they serve the next attempt.
+  void end_ranks() { ranks_ending_ = true; }
   // The server's counts, each tick: in the metrics. A connection refused for want of room
   // (our overload, not the host's fault) since a host's last beat gives it one more
   // lost_after before it is named lost: a beat may be what was refused.
@@ -213,7 +218,8 @@ class Coordinator {
   std::set<std::string> nonces_;
   Clock::time_point start_, last_progress_;
   bool barrier_open_ = false, deadline_passed_ = false, job_ended_ = false;
-  int ready_ = 0;  // hosts in kReady, kept as states change: the barrier check is O(1)
+  bool ranks_ending_ = false;  // end_ranks(): what the rank agents are answered
+  int ready_ = 0;              // hosts in kReady, kept as states change: the barrier check is O(1)
   std::map<std::string, long long> counters_;  // registrations, refusals, beats
   std::map<int, RankEvent> ranks_;             // the last report of each rank
   // The running ranks (a start report, no exit yet), by rank: their host and last beat.

@@ -125,7 +125,8 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
   auto last = ranks_.find(event.rank);
   if (event.event == RankEventKind::kStart && last != ranks_.end() &&
       last->second.event == RankEventKind::kStart && last->second.host == event.host)
-    return signed_reply(200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_}));
+    return signed_reply(
+        200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_ || ranks_ending_}));
   ++counters_[event.event == RankEventKind::kStart  ? "rank_starts"
               : event.event == RankEventKind::kExit ? "rank_exits"
                                                     : "rank_misplaced"];
@@ -136,7 +137,8 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
     agents_[event.rank] = AgentBeat{canonical_host(event.host), call.peer, 0, now};
   }
   if (callbacks_.rank_event) callbacks_.rank_event(event);
-  return signed_reply(200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_}));
+  return signed_reply(
+      200, answer_body(config_.key, Kind::kRank, report.nonce, JobState{job_ended_ || ranks_ending_}));
 }
 
 Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
@@ -162,7 +164,8 @@ Reply Coordinator::rank_beat(const Call& call, Clock::time_point now) {
   agent.seq = message.seq;
   agent.last = now;
   ++counters_["rank_beats"];
-  return signed_reply(200, answer_body(config_.key, Kind::kRankBeat, message.nonce, JobState{job_ended_}));
+  return signed_reply(
+      200, answer_body(config_.key, Kind::kRankBeat, message.nonce, JobState{job_ended_ || ranks_ending_}));
 }
 
 // An agent names its host by gethostname(), the pod's short name; hosts.json has the FQDN

@@ -53,10 +53,19 @@ with_sidecars
 case $case_name in
   rank-killed)
     t0=$(date +%s%N); rc=0
+    # Attempt 0's other ranks take 0.8 s to end after SIGTERM, and note when they did: no rank
+    # of attempt 1 may start before the last of them has ended (the launcher waits for every
+    # rank's report of its end, not for MPI's daemons: launcher/job_run.cpp, stop_job).
     out=$(launch --restarts 2 -- sh -c "$(rank_cmd 'if [ "$TMPI_RESTART_COUNT" = 0 ]; then
-      if [ "$RANK" = 1 ]; then sleep 2; kill -KILL $$; fi; sleep 60; fi')" 2>&1) || rc=$?
+      trap "sleep 0.8; touch '"$seen"'/\$RANK.0.end; exit 143" TERM
+      if [ "$RANK" = 1 ]; then sleep 2; kill -KILL $$; fi; sleep 60 & wait; fi')" 2>&1) || rc=$?
     [[ $rc == 0 ]] || fail "a rank killed from outside, restarted in place: expected exit 0, got $rc: $out"
     every_rank_saw 0; every_rank_saw 1
+    last_end=$(find "$seen" -name '*.0.end' -printf '%T@\n' | sort -g | tail -n 1)
+    first_start=$(find "$seen" -name '*.1' -printf '%T@\n' | sort -g | head -n 1)
+    [[ -n $last_end ]] || fail "no rank of attempt 0 noted its end: $(ls "$seen")"
+    (( $(echo "$last_end < $first_start" | bc) )) ||
+      fail "a rank of attempt 1 started ($first_start) before attempt 0's last rank ended ($last_end)"
     restarted_row 0 RankKilled
     expect_contains "$out" "attempt 0 failed (RankKilled); restarting in place: restart 1 of 2" "the restart is said"
     expect_contains "$out" "attempt 0 failed after" "the log's last lines list the attempt"

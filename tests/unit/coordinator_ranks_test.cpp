@@ -136,5 +136,32 @@ TEST_F(CoordinatorTest, RankBeatsAreSignedFreshAndFromTheRanksHost) {
   EXPECT_TRUE(events_.lost.empty()) << "after the end, an agent's silence is not a loss";
 }
 
+// The job being stopped (end_ranks): the agents' reports and beats are answered jobEnded, so
+// that each ends its rank at once; the sidecars' beats are not, since after a restart in
+// place they serve the next attempt.
+TEST_F(CoordinatorTest, OnceTheJobIsStoppingTheRankAgentsAreToldAndTheSidecarsAreNot) {
+  auto ended = [](const Reply& reply) { return json::parse(reply.body).value("jobEnded", false); };
+  Reply started =
+      send(rank_call(RankReport{4, "j-node-0-2.j", RankEventKind::kStart, 0, 0, 0, "", random_nonce(), ""}));
+  ASSERT_EQ(started.status, 200);
+  EXPECT_FALSE(ended(started));
+  Reply beat = send(rank_beat_call(4, "j-node-0-2", 1));
+  ASSERT_EQ(beat.status, 200);
+  EXPECT_FALSE(ended(beat)) << "a running job";
+  ASSERT_EQ(send(register_call("j-node-0-2.j")).status, 200);
+  coordinator_.end_ranks();
+  beat = send(rank_beat_call(4, "j-node-0-2", 2));
+  ASSERT_EQ(beat.status, 200);
+  EXPECT_TRUE(ended(beat)) << "a running rank's beat, once the job is stopping";
+  Reply late =
+      send(rank_call(RankReport{5, "j-node-0-2.j", RankEventKind::kStart, 0, 0, 0, "", random_nonce(), ""}));
+  ASSERT_EQ(late.status, 200);
+  EXPECT_TRUE(ended(late)) << "a start report, as an agent sends one when asked before its start was due";
+  Reply sidecar = send(beat_call("j-node-0-2.j", 1));
+  ASSERT_EQ(sidecar.status, 200);
+  EXPECT_FALSE(ended(sidecar)) << "the sidecars serve the next attempt";
+  EXPECT_FALSE(coordinator_.job_ended());
+}
+
 }  // namespace
 }  // namespace tmpi::rdv

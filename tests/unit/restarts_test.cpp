@@ -83,6 +83,24 @@ TEST(RestartCause, TheNextAttemptWaitsForTheRanksOfLiveHostsOnly) {
   EXPECT_TRUE(ranks_running_on_live_hosts(json::array()).empty());
 }
 
+TEST(RestartCause, EveryRankHasEndedOnlyWhenEachOfTheJobsRanksReportedItsEnd) {
+  json snapshot = {{"ranks",
+                    {{{"rank", 0}, {"host", "a"}, {"state", "exited"}},
+                     {{"rank", 1}, {"host", "a"}, {"state", "running"}},
+                     {{"rank", 2}, {"host", "b"}, {"state", "exited"}}}}};
+  EXPECT_FALSE(every_rank_ended(snapshot, 3)) << "rank 1 still runs";
+  snapshot["ranks"][1]["state"] = "exited";
+  EXPECT_TRUE(every_rank_ended(snapshot, 3));
+  EXPECT_FALSE(every_rank_ended(snapshot, 4)) << "rank 3 never reported: its agent may still run";
+  snapshot["ranks"][2]["rank"] = 0;
+  EXPECT_FALSE(every_rank_ended(snapshot, 3)) << "rank 0 twice is not rank 2";
+  snapshot["ranks"][2]["rank"] = 7;
+  EXPECT_FALSE(every_rank_ended(snapshot, 3)) << "a rank outside the job counts for none of it";
+  EXPECT_FALSE(every_rank_ended(json::object(), 0));
+  EXPECT_FALSE(every_rank_ended(json::array(), 3));
+  EXPECT_FALSE(every_rank_ended({{"ranks", "x"}}, 1)) << "a snapshot of another shape";
+}
+
 TEST(RestartBudget, NRestartsWithinTheWindowThenNone) {
   ManualClock clock;
   RestartBudget budget({2, Millis(60000), {}});
