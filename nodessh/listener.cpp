@@ -111,7 +111,9 @@ constexpr std::size_t kMaxReportLine = 2048;
 
 // A connection process made before its client: forked, split into its monitor and its
 // session process, which enters its sandbox and then waits on `handoff` (connection_process.cpp).
-bool make_spare(Server::State& server) {
+// `client_fd`: the socket of a client waiting for this spare (one made on the spot), which the
+// spare must not inherit: it reaches the session process by the handoff alone, once sandboxed.
+bool make_spare(Server::State& server, int client_fd = -1) {
   int report[2];
   int handoff[2];
   if (pipe2(report, O_CLOEXEC | O_NONBLOCK) != 0) return false;
@@ -125,6 +127,7 @@ bool make_spare(Server::State& server) {
     close(report[0]);
     close(handoff[0]);
     close(server.listen_fd);
+    if (client_fd >= 0) close(client_fd);
     for (auto& [other, child] : server.children) close(child.report_fd);
     for (auto& [other, report_fd] : server.unused_spares) close(report_fd);
     server.children.clear();
@@ -146,7 +149,7 @@ bool make_spare(Server::State& server) {
 // The accepted socket and its peer's address to the spare, which becomes its connection's
 // process; false when no spare could be made or it has gone (its end is reaped as any child).
 bool hand_to_spare(Server::State& server, int fd, const sockaddr_storage& client) {
-  if (!server.spare && !make_spare(server)) return false;
+  if (!server.spare && !make_spare(server, fd)) return false;
   iovec part{const_cast<sockaddr_storage*>(&client), sizeof client};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
   msghdr message{};
