@@ -48,16 +48,19 @@ winsize to_winsize(const TerminalSize& size) {
 // person's Ctrl-C at a pty would stop nothing). sshd resets them for each connection too
 // (openssh-portable sshd-session.c: SIGALRM, SIGHUP, SIGTERM, SIGQUIT, SIGCHLD, SIGINT;
 // session.c, do_child: SIGPIPE).
+// The handlers go first and the mask last, as glibc's posix_spawn orders them: a child of
+// vfork shares the monitor's memory, and a signal let in before its handler was reset would
+// run the monitor's handler there.
 void restore_signals() {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
   struct sigaction plain {};
   plain.sa_handler = SIG_DFL;
   for (int number = 1; number < NSIG; ++number) {
     // SIGKILL and SIGSTOP cannot be caught; glibc refuses its own two (32, 33): harmless.
     if (number != SIGKILL && number != SIGSTOP) sigaction(number, &plain, nullptr);
   }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 // What the child does after its stdin, stdout and stderr are in place, made before the fork.
