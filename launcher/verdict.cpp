@@ -60,7 +60,8 @@ std::string ranks_line(const json& ranks) {
     ++exited;
     const std::int64_t code = int_at(rank, "/code", 0), signal = int_at(rank, "/signal", 0);
     if (code == 0 && signal == 0) continue;
-    (signal == SIGTERM ? stopped : failed)
+    // A rank ended by SIGTERM, or a shell that trapped it and exited 128+15, was stopped for another.
+    (signal == SIGTERM || (signal == 0 && code == 128 + SIGTERM) ? stopped : failed)
         .push_back(
             fmt::format("rank {} on {}: {}", int_at(rank, "/rank", 0), one_line(string_at(rank, "/host"), 64),
                         signal != 0 ? fmt::format("signal {}", signal) : fmt::format("exit {}", code)));

@@ -80,6 +80,10 @@ TEST(Verdict, TheFailedRankIsNamedBeforeTheOnesStoppedForIt) {
             "ranks: 8 of 8 failed (rank 6 on n: exit 3; rank 0 on n: signal 15; rank 1 on n: signal 15; rank "
             "2 on n: "
             "signal 15; and 4 more)");
+  // A shell that trapped MPI's SIGTERM and exited 128+15 was stopped too, not the cause.
+  ranks = json::array({rank(0, "n", 143), rank(1, "n", 0, 9)});
+  lines = verdict_lines(report_of(Failure{137, "x", FailureKind::kRankFailed, true}, ranks), "r");
+  EXPECT_EQ(lines[2], "ranks: 2 of 2 failed (rank 1 on n: signal 9; rank 0 on n: exit 143)");
 }
 
 TEST(Verdict, AHostileReasonIsOneLineAndTheMessageFitsTheKubelet) {
