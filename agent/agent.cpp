@@ -300,6 +300,7 @@ int finish_rank(const RankAgentOptions& options, const RankIdentity& id, const R
       exit.oom_killed = seen.killed;
       exit.memory_limit = seen.memory_limit;
     }
+    exit.left_processes = !descendants().empty();  // ended just below, after the report
     report(options, id, exit);
   }
   end_leftovers();  // after the report: the launcher hears the rank's end first

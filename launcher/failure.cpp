@@ -52,13 +52,16 @@ nlohmann::json exit_record(const std::optional<Failure>& failure) {
 }
 
 nlohmann::json rank_json(const RankRecord& record) {
-  return {{"rank", record.rank},
-          {"host", record.host},
-          {"state", record.exited ? "exited" : "running"},
-          {"code", record.code},
-          {"signal", record.signal},
-          {"seconds", record.seconds ? nlohmann::json(*record.seconds) : nlohmann::json(nullptr)},
-          {"reported", record.reported}};
+  nlohmann::json json = {
+      {"rank", record.rank},
+      {"host", record.host},
+      {"state", record.exited ? "exited" : "running"},
+      {"code", record.code},
+      {"signal", record.signal},
+      {"seconds", record.seconds ? nlohmann::json(*record.seconds) : nlohmann::json(nullptr)},
+      {"reported", record.reported}};
+  if (record.left_processes) json["leftProcesses"] = true;
+  return json;
 }
 
 Failure past_timeout(Millis timeout, const nlohmann::json& ranks) {

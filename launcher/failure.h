@@ -94,6 +94,7 @@ struct RankRecord {
   int code = 0, signal = 0;
   std::optional<double> seconds;  // null when unreported
   bool reported = false;
+  bool left_processes = false;  // its exit report said processes it started still ran
 };
 nlohmann::json rank_json(const RankRecord& record);
 

@@ -141,7 +141,7 @@ class JobRendezvous {
       nlohmann::json ranks = nlohmann::json::array();
       for (const auto& [rank, event] : service_->engine().ranks()) {
         ranks.push_back(rank_json({rank, event.host, event.event != rdv::RankEventKind::kStart, event.code,
-                                   event.signal, event.seconds, true}));
+                                   event.signal, event.seconds, true, event.left_processes}));
       }
       const nlohmann::json* rows = node_at(hosts, "/hosts");
       done.set_value({{"hosts", rows != nullptr ? *rows : nlohmann::json::array()}, {"ranks", ranks}});

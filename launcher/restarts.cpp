@@ -85,6 +85,7 @@ bool every_rank_ended(const nlohmann::json& snapshot, int np) {
   int count = 0;
   for (const nlohmann::json& rank : snapshot.value("ranks", nlohmann::json::array())) {
     if (!rank.is_object() || rank.value("state", "") != "exited") continue;
+    if (rank.value("leftProcesses", false)) return false;  // its agent is still ending them
     const int number = rank.value("rank", -1);
     if (number < 0 || number >= np || ended[static_cast<std::size_t>(number)]) continue;
     ended[static_cast<std::size_t>(number)] = true;

@@ -62,9 +62,11 @@ bool recheck_fabric(RestartCause cause);
 std::vector<int> ranks_running_on_live_hosts(const nlohmann::json& snapshot);
 
 // Whether every rank in [0, np) has reported its end (an exit, or its refusal to start where
-// misplaced), from the same snapshot. Each agent reports only once its rank is reaped, so
-// then nothing of the attempt's ranks runs, whatever MPI's daemons still do: a restart need
-// not wait for their teardown (Open MPI's holds each daemon a second: job_run.cpp).
+// misplaced), from the same snapshot, and none said that processes it started still ran
+// (`leftProcesses`: a shell's child, which its agent ends after the report). Each agent reports
+// only once its rank is reaped, so then nothing of the attempt's ranks runs, whatever MPI's
+// daemons still do: a restart need not wait for their teardown (Open MPI's holds each daemon a
+// second: job_run.cpp). With leftovers, it waits for the daemons, which wait for the agents.
 bool every_rank_ended(const nlohmann::json& snapshot, int np);
 
 // N restarts within the window. `allows` before `spend`; the clock is injected.

@@ -95,11 +95,12 @@ struct RankEvent {
   RankEventKind event = RankEventKind::kStart;
   int code = 0, signal = 0;
   double seconds = 0;
-  std::string tail;            // the last lines of its stderr
-  std::string expected;        // kMisplaced: the host the hostfile gives the rank
-  bool oom_killed = false;     // kExit by SIGKILL: its cgroup counted an OOM kill meanwhile
-  long long memory_limit = 0;  // and its cgroup's limit, bytes (0: unknown)
-  bool oom_counted = false;    // its agent read the OOM count before and after: none rose
+  std::string tail;             // the last lines of its stderr
+  std::string expected;         // kMisplaced: the host the hostfile gives the rank
+  bool oom_killed = false;      // kExit by SIGKILL: its cgroup counted an OOM kill meanwhile
+  long long memory_limit = 0;   // and its cgroup's limit, bytes (0: unknown)
+  bool oom_counted = false;     // its agent read the OOM count before and after: none rose
+  bool left_processes = false;  // kExit: processes the rank started still ran (protocol.h)
 };
 
 struct CoordinatorConfig {

@@ -117,7 +117,8 @@ Reply Coordinator::rank(const Call& call, Clock::time_point now) {
                   truncate_utf8(report.expected, 253),
                   report.oom_killed,
                   report.memory_limit,
-                  report.oom_counted};
+                  report.oom_counted,
+                  report.left_processes};
   if (std::string host = canonical_host(event.host); hosts_.contains(host)) heard_.insert(host);
   if (!first_word_) first_word_ = now;
   // A start sent again (its first answer came too late for the agent, which sends up to three)

@@ -90,6 +90,7 @@ nlohmann::json to_json(const RankReport& m) {
   if (m.oom_killed) body["oomKilled"] = true;
   if (m.oom_counted) body["oomCounted"] = true;
   if (m.memory_limit > 0) body["memoryLimit"] = m.memory_limit;
+  if (m.left_processes) body["leftProcesses"] = true;
   return with(body, "epoch", m.epoch);
 }
 
@@ -238,12 +239,13 @@ Parsed<RankReport> parse_rank(const json& body) {
       !read(body, "signal", m.signal, false) || !read(body, "seconds", m.seconds, false) ||
       !read(body, "tail", m.tail, false) || !read(body, "expected", m.expected, false) ||
       !read(body, "oomKilled", m.oom_killed, false) || !read(body, "oomCounted", m.oom_counted, false) ||
-      !read(body, "memoryLimit", m.memory_limit, false) || m.memory_limit < 0 || m.nonce.empty() ||
+      !read(body, "memoryLimit", m.memory_limit, false) || m.memory_limit < 0 ||
+      !read(body, "leftProcesses", m.left_processes, false) || m.nonce.empty() ||
       !choice_value(event, kRankEventKindSpellings)) {
     return Refusal{400,
                    "a rank report needs rank (integer), event (\"start\", \"exit\" or \"misplaced\"), nonce "
                    "and proof; host, tail and expected are strings, code and signal integers, seconds a "
-                   "number, oomKilled and oomCounted booleans, memoryLimit a count of bytes"};
+                   "number, oomKilled, oomCounted and leftProcesses booleans, memoryLimit a count of bytes"};
   }
   m.event = *choice_value(event, kRankEventKindSpellings);
   return m;

@@ -120,6 +120,10 @@ struct RankReport {
   bool oom_killed = false;
   bool oom_counted = false;
   long long memory_limit = 0;  // with oom_killed: the cgroup's limit in bytes, 0 when unknown
+  // An exit report sent while processes the rank started still ran (a shell's child, which its
+  // agent ends after the report): the rank's end is not yet the end of all it ran, so a restart
+  // in place waits for MPI's daemons, which wait for the agent. Sent only when true.
+  bool left_processes = false;
 };
 
 // A rank agent's beat, every --beat-interval while its rank runs (after its start report):

@@ -10,6 +10,7 @@
 
 #include "agent/oom.h"
 #include "common/clock.h"
+#include "launcher/failure.h"
 #include "launcher/verdict.h"
 #include "rendezvous/protocol.h"
 
@@ -99,6 +100,18 @@ TEST(RestartCause, EveryRankHasEndedOnlyWhenEachOfTheJobsRanksReportedItsEnd) {
   EXPECT_FALSE(every_rank_ended(json::object(), 0));
   EXPECT_FALSE(every_rank_ended(json::array(), 3));
   EXPECT_FALSE(every_rank_ended({{"ranks", "x"}}, 1)) << "a snapshot of another shape";
+}
+
+// A rank that failed of itself reports before its agent ends what it left (a shell's child):
+// its report says so, and the restart then waits for MPI's daemons, which wait for the agent.
+TEST(RestartCause, ARankWhoseProcessesStillRanHasNotEnded) {
+  json snapshot = {{"ranks",
+                    {rank_json({0, "a", true, 137, 0, 1.0, true, true}),
+                     rank_json({1, "b", true, 0, 15, 1.0, true, false})}}};
+  EXPECT_FALSE(every_rank_ended(snapshot, 2)) << "rank 0's shell's child may still run";
+  snapshot["ranks"][0] = rank_json({0, "a", true, 137, 0, 1.0, true, false});
+  EXPECT_FALSE(snapshot["ranks"][0].contains("leftProcesses")) << "report.json as it was without them";
+  EXPECT_TRUE(every_rank_ended(snapshot, 2));
 }
 
 TEST(RestartBudget, NRestartsWithinTheWindowThenNone) {
@@ -218,6 +231,17 @@ TEST(OomCount, TheReportCarriesItOnlyWhenTrueAndItIsSigned) {
   EXPECT_FALSE(rdv::signed_by(key, rdv::Kind::kRank, counted)) << "the proof covers it too";
   counted["oomCounted"] = 1;
   EXPECT_TRUE(std::holds_alternative<rdv::Refusal>(rdv::parse_rank(counted)));
+
+  EXPECT_FALSE(plain.contains("leftProcesses"));
+  report.oom_counted = false;
+  report.left_processes = true;
+  json left = json::parse(rdv::signed_body(key, report));
+  EXPECT_TRUE(rdv::signed_by(key, rdv::Kind::kRank, left));
+  EXPECT_TRUE(std::get<rdv::RankReport>(rdv::parse_rank(left)).left_processes);
+  left["leftProcesses"] = false;
+  EXPECT_FALSE(rdv::signed_by(key, rdv::Kind::kRank, left)) << "the proof covers it";
+  left["leftProcesses"] = "yes";
+  EXPECT_TRUE(std::holds_alternative<rdv::Refusal>(rdv::parse_rank(left)));
 }
 
 }  // namespace
