@@ -25,6 +25,7 @@
 // hangs up its commands), and returns once all have ended. It reaps any child, so as a
 // container's PID 1 it also reaps the orphans that commands leave.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/signalfd.h>
