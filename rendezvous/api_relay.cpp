@@ -138,7 +138,7 @@ std::variant<std::vector<std::string>, RelayRefusal> read_relay_pods(std::string
   auto refuse = [](const std::string& why) {
     return RelayRefusal{400, why + "; a pods request is {hosts, nonce, sentAt, proof}"};
   };
-  if (body.size() > kRelayBodyBytes * 4) return refuse(fmt::format("a body of {} bytes", body.size()));
+  if (body.size() > kRelayPodsBodyBytes) return refuse(fmt::format("a body of {} bytes", body.size()));
   nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
   if (!request.is_object() || request.size() != 4 || !request.contains("hosts") ||
       !request.contains("nonce") || !request.contains("sentAt") || !request.contains("proof"))

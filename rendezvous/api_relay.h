@@ -39,6 +39,8 @@ namespace tmpi::rdv {
 inline constexpr const char* kRelayEventPath = "/v1/event";
 inline constexpr const char* kRelayPodsPath = "/v1/pods";
 inline constexpr std::size_t kRelayBodyBytes = 8 * 1024;
+// A pods request: 64 DNS names of up to 253 bytes each, and the rest.
+inline constexpr std::size_t kRelayPodsBodyBytes = 4 * kRelayBodyBytes;
 inline constexpr std::size_t kRelayMessageBytes = 4 * 1024;  // the Event itself keeps 1 KiB
 inline constexpr std::chrono::milliseconds kRelayFreshness{60000};
 

@@ -75,8 +75,8 @@ Reply ApiRelay::handle_pods(const Call& call) {
 
 Expected<unsigned short> ApiRelay::start(const std::string& address, unsigned short port) {
   ServerLimits limits;
-  limits.max_connections = 64;  // the launcher holds one at a time; the loopback has no strangers
-  limits.body_bytes = kRelayBodyBytes;
+  limits.max_connections = 64;              // the launcher holds one at a time; the loopback has no strangers
+  limits.body_bytes = kRelayPodsBodyBytes;  // the larger request; an Event's own bound is checked after
   server_ = std::make_unique<HttpServer>(
       io_, [this](const Call& call, const Respond& respond) { respond(handle(call)); }, limits);
   TMPI_ASSIGN(unsigned short bound, server_->listen(address, port));

@@ -36,7 +36,9 @@ inline constexpr std::size_t kPodStatusHosts = 64;   // hosts one request may as
 inline constexpr std::size_t kPodStatusWaiting = 8;  // waiting containers kept per pod
 inline constexpr std::size_t kPodStatusReasonBytes = 128;
 inline constexpr std::size_t kPodStatusMessageBytes = 512;
-inline constexpr std::size_t kPodStatusAnswerBytes = 128 * 1024;  // the relay's answer, at most
+// The relay's answer, at most: 64 hosts, each a name, a scheduling message and 8 waiting
+// containers' reasons and messages at their bounds (~7 KB), escaped JSON around them.
+inline constexpr std::size_t kPodStatusAnswerBytes = 1024 * 1024;
 
 struct WaitingContainer {
   std::string container, reason, message;
