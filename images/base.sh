@@ -70,14 +70,17 @@ EOF
 make_base() {
   command -v debootstrap >/dev/null || { say "needs debootstrap (apt-get install debootstrap)"; exit 2; }
   local dir=$cache/base-$key.root
-  rm -rf "$dir" "$tar.tmp"
+  bash "$here/../scripts/remove_tree.sh" "$dir"
+  rm -f "$tar.tmp"
   say "making the $suite base with debootstrap (about 40 s)"
   local mirror
   mirror=$(bash "$here/../scripts/debian_mirror.sh")
-  debootstrap --variant=minbase "$suite" "$dir" "$mirror" >&2
+  # In a mount namespace of its own: the /proc that debootstrap mounts in the root goes with
+  # it, even when it is killed (scripts/remove_tree.sh clears what an older run left).
+  unshare --mount --propagation private debootstrap --variant=minbase "$suite" "$dir" "$mirror" >&2
   trim "$dir"
   tar -C "$dir" --sort=name --numeric-owner --xattrs -cf "$tar.tmp" .
-  rm -rf "$dir"
+  bash "$here/../scripts/remove_tree.sh" "$dir"
   sha256sum "$tar.tmp" | cut -d' ' -f1 > "$tar.sha256"
   mv "$tar.tmp" "$tar"
 }

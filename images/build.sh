@@ -136,13 +136,13 @@ dir=$cache/root-$root_variant-${id:0:16}
 tree_sum() { tar -C "$1" --sort=name --numeric-owner --exclude=./.tmpi-sum -cf - . | sha256sum | cut -d' ' -f1; }
 if [[ -d $dir ]] && [[ ! -f $dir/.tmpi-sum || $(tree_sum "$dir") != "$(cat "$dir/.tmpi-sum")" ]]; then
   say "$dir differs from the image it was exported from; it is exported again"
-  rm -rf "$dir"
+  bash "$src/scripts/remove_tree.sh" "$dir"
 fi
 if [[ ! -d $dir ]]; then
   for old in "$cache/root-$root_variant"-*; do
-    [[ -e $old && $old != "$dir" ]] && rm -rf "$old"
+    [[ -e $old && $old != "$dir" ]] && bash "$src/scripts/remove_tree.sh" "$old"
   done
-  rm -rf "$dir.tmp"
+  bash "$src/scripts/remove_tree.sh" "$dir.tmp"
   mnt=$(pm image mount "$image")
   mkdir -p "$dir.tmp"
   tar -C "$mnt" --numeric-owner --xattrs -cf - . | tar -C "$dir.tmp" --numeric-owner --xattrs -xf -

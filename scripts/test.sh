@@ -16,12 +16,12 @@
 #                             cache made before decides a result
 #   TMPI_CTEST_ARGS="-R x"    passed on to every ctest
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 bash scripts/install-deps.sh || { echo "test.sh: installing the dependencies failed" >&2; exit 1; }
 if [[ ${TMPI_FRESH:-0} == 1 ]]; then
   export TMPI_CACHE=$PWD/build/fresh-cache
-  rm -rf "$TMPI_CACHE"; mkdir -p "$TMPI_CACHE"
-  trap 'rm -rf "$TMPI_CACHE"' EXIT
+  bash scripts/remove_tree.sh "$TMPI_CACHE" && mkdir -p "$TMPI_CACHE" || exit 1
+  trap 'bash scripts/remove_tree.sh "$TMPI_CACHE"' EXIT
   echo "== TMPI_FRESH=1: caches start empty in $TMPI_CACHE"
 fi
 jobs=$(nproc)

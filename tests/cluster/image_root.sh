@@ -30,6 +30,7 @@ cache=${TMPI_CACHE:-/var/cache/tmpi}
 say() { echo "image_root: $*" >&2; }
 # shellcheck disable=SC2016  # dpkg-query's own ${...} format
 manifest() { chroot "$1" dpkg-query -W -f '${Package} ${Version} ${Architecture}\n' | LC_ALL=C sort; }
+remove_tree() { bash "$here/../../scripts/remove_tree.sh" "$@"; }  # also what a killed run left mounted
 # tree_sums DIR: every file and link of DIR but ours (.tmpi-*), with its sha256 or target.
 tree_sums() {
   (cd "$1" && find . -path ./.tmpi-\* -prune -o \( -type f -printf 'f %p\n' -o -type l -printf 'l %p %l\n' -o -type d -printf 'd %p\n' \) |
@@ -74,7 +75,9 @@ make_debootstrap() {
   local tmp=$1 mirror
   command -v debootstrap >/dev/null || { say "needs debootstrap (apt-get install debootstrap)"; return 2; }
   mirror=$(bash "$here/../../scripts/debian_mirror.sh")
-  debootstrap --variant=minbase "$suite" "$tmp" "$mirror"
+  # In a mount namespace of its own, as the apt run below: the /proc that debootstrap mounts
+  # in the root goes with it, even when it is killed.
+  unshare --mount --propagation private debootstrap --variant=minbase "$suite" "$tmp" "$mirror"
   # The packages with the root's own apt, as a Dockerfile's `apt install --no-install-recommends`
   # does: debootstrap's --include resolves no alternatives and was seen to fail configuring
   # bullseye's libopenmpi-dev (libltdl-dev). /proc and the host's resolver for its run only.
@@ -115,16 +118,16 @@ make_one() {
   mkdir -p "$cache"
   exec 9>"$cache/.$name.lock"
   flock 9
-  if [[ -d $root ]] && ! verified "$root"; then say "removing $root; it is made again"; rm -rf "$root"; fi
+  if [[ -d $root ]] && ! verified "$root"; then say "removing $root; it is made again"; remove_tree "$root"; fi
   if [[ ! -d $root ]]; then
     local old
     for old in "$cache/$name"-*; do
-      [[ -d $old && $old != "$root" ]] && { say "removing $old (another key)"; rm -rf "$old"; }
+      [[ -d $old && $old != "$root" ]] && { say "removing $old (another key)"; remove_tree "$old"; }
     done
     say "making $root ($kind${suite:+ $suite}${packages:+: $packages}; log: $cache/$name.log)"
-    rm -rf "$root.tmp" "$root.tmp.deb"
+    remove_tree "$root.tmp" "$root.tmp.deb"
     if ! "make_$kind" "$root.tmp" > "$cache/$name.log" 2>&1; then
-      say "making $name failed:"; tail -n 20 "$cache/$name.log" >&2; rm -rf "$root.tmp" "$root.tmp.deb"; return 1
+      say "making $name failed:"; tail -n 20 "$cache/$name.log" >&2; remove_tree "$root.tmp" "$root.tmp.deb"; return 1
     fi
     echo "$key" > "$root.tmp/.tmpi-key"
     mv "$root.tmp" "$root"
