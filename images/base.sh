@@ -88,6 +88,10 @@ make_base() {
 mkdir -p "$cache"
 exec 9>"$cache/.base.lock"
 flock 9
+# A root folder lives only while a base is made: under the lock, any there is a killed run's.
+for left in "$cache"/base-*.root; do
+  [[ -e $left ]] && { say "removing $left, left by a run that was killed"; bash "$here/../scripts/remove_tree.sh" "$left"; }
+done
 if [[ -f $tar ]] && [[ ! -f $tar.sha256 || $(sha256sum "$tar" | cut -d' ' -f1) != "$(cat "$tar.sha256")" ]]; then
   say "$tar does not match its recorded sha256; it is made again"
   rm -f "$tar" "$tar.sha256"
