@@ -14,9 +14,11 @@ std::optional<Failure> attribute_failure(const JobOutcome& outcome, const AskHos
   if (outcome.primary) return outcome.primary;
   if (outcome.mpirun_status != 0 || outcome.secondary) {
     // MPI stopped the job without a rank failing on its own: is a host gone?
-    if (std::optional<std::string> gone = ask_hosts ? ask_hosts() : std::nullopt) {
-      return Failure{static_cast<int>(Exit::kTempFail), with_trouble(*gone, Trouble::kHostLost),
-                     FailureKind::kHostLost};
+    if (std::optional<GoneHost> gone = ask_hosts ? ask_hosts() : std::nullopt) {
+      Failure lost{static_cast<int>(Exit::kTempFail), with_trouble(gone->message, Trouble::kHostLost),
+                   FailureKind::kHostLost};
+      lost.host = gone->host;
+      return lost;
     }
   }
   if (outcome.secondary) return outcome.secondary;

@@ -62,6 +62,7 @@ struct Failure {
   int signal = 0;
   bool oom_killed = false;
   bool fabric = false;
+  std::string host{};  // the lost host (kHostLost), whose pod the API may say more of (lost_host.h)
 };
 
 struct JobOutcome {
@@ -71,8 +72,11 @@ struct JobOutcome {
   std::string launcher;              // "mpirun", "prterun", "mpiexec.hydra": for the message
 };
 
-// "HOST is gone (why)" for the first host that no longer resolves or answers, else nullopt.
-using AskHosts = std::function<std::optional<std::string>()>;
+// The first host that no longer resolves or answers, and "host HOST is gone (why)".
+struct GoneHost {
+  std::string host, message;
+};
+using AskHosts = std::function<std::optional<GoneHost>()>;
 
 // The job's failure, or nullopt when every rank exited 0. `ask_hosts` is called at most
 // once, and only when neither a primary cause nor a clean exit explains the outcome.

@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/utf8.h"
 #include "launcher/fabric_check.h"
+#include "launcher/lost_host.h"
 #include "launcher/preflight.h"
 #include "launcher/report.h"
 #include "launcher/supervise.h"
@@ -159,6 +160,24 @@ void JobRun::name_failed_daemons(const Ended& ended) {
   preflight_failure_ = Failure{static_cast<int>(failed.exit), failed.message, FailureKind::kPreflightFailed};
 }
 
+// A lost host may be a container the kernel killed whole at its memory limit: the API, through
+// the launcher pod's sidecar, says so once the kubelet has seen the container end
+// (launcher/lost_host.h). Asked at most kLostPodAsks times; no API, or no word, keeps it lost.
+void JobRun::ask_about_lost_host(std::optional<Failure>& failure) {
+  if (!failure || failure->event != FailureKind::kHostLost || failure->host.empty()) return;
+  const Millis between(kLostPodAskSpan.count() / (kLostPodAsks - 1));
+  for (int ask = 0; ask < kLostPodAsks && !stop_requested(); ++ask) {
+    if (ask > 0) std::this_thread::sleep_for(between);
+    rdv::RelayedPods answer = events_.pods({failure->host});
+    if (answer.outcome != rdv::RelayedPods::Outcome::kListed) return;
+    if (answer.pods.empty() || answer.pods.front().ended.empty())
+      continue;  // not ended yet, as the kubelet saw it
+    if (std::optional<Failure> out_of_memory = lost_host_out_of_memory(*failure, answer.pods.front()))
+      failure = std::move(out_of_memory);
+    return;
+  }
+}
+
 // The snapshot is taken on the coordinator's thread, whose callbacks take the mutex: not under it.
 void JobRun::record_timeout() {
   Failure timed_out = past_timeout(options_.timeout, coordinator_.snapshot()["ranks"]);
@@ -249,6 +268,7 @@ std::optional<Failure> JobRun::verdict(Ended ended) {
     return find_lost_host(job_.topology.host_names(), at_launch_, options_.job.ssh_port, job_.private_key,
                           kLostHostBudget, stop_requested);
   });
+  ask_about_lost_host(failure);
   if (std::string table = name_misplaced(failure, tally()); !table.empty()) std::cerr << table;
   report_strays(strays, failure.has_value(), job_.plan.launcher);
   if (failure) spdlog::error("{}", failure->reason);  // now, before the report and the status take their time

@@ -109,6 +109,7 @@ class JobRun {
   void start_relay();
   void ssh_verdict(const std::vector<CheckRow>& rows);
   void name_failed_daemons(const Ended& ended);
+  void ask_about_lost_host(std::optional<Failure>& failure);
   JobTally tally() {
     std::lock_guard lock(shared_.mutex);
     return shared_.tally;

@@ -75,7 +75,7 @@ std::string coordinator_address(const std::string& name, const std::vector<std::
   return fmt::format("{}:{}", name, port);
 }
 
-std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now) {
+std::optional<GoneHost> recreated_host(const HostAddresses& at_launch, const HostAddresses& now) {
   for (const auto& entry : at_launch) {
     const std::string& name = entry.first;
     const std::vector<std::string>& before = entry.second;  // a lambda cannot take a binding (clang 14)
@@ -86,18 +86,18 @@ std::optional<std::string> recreated_host(const HostAddresses& at_launch, const 
       return std::binary_search(before.begin(), before.end(), address);
     });
     if (!kept) {
-      return fmt::format(
-          "host {} lost (recreated at {} (was {}) after the job started, as its name resolves now: its ranks "
-          "went with the old pod)",
-          name, fmt::join(after, ", "), fmt::join(before, ", "));
+      return GoneHost{name,
+                      fmt::format("host {} lost (recreated at {} (was {}) after the job started, as its "
+                                  "name resolves now: its ranks went with the old pod)",
+                                  name, fmt::join(after, ", "), fmt::join(before, ", "))};
     }
   }
   return std::nullopt;
 }
 
-std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
-                                          const HostAddresses& at_launch, int port,
-                                          const std::string& private_key, Millis budget, const GiveUp& stop) {
+std::optional<GoneHost> find_lost_host(const std::vector<std::string>& hosts, const HostAddresses& at_launch,
+                                       int port, const std::string& private_key, Millis budget,
+                                       const GiveUp& stop) {
   Deadline deadline(budget);
   GiveUp give_up = [&] { return deadline.expired() || (stop && stop()); };
   std::vector<CheckRow> rows;
@@ -109,7 +109,8 @@ std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
     rows = check_ssh(hosts, port, private_key, 16, Millis(2000), {}, give_up);
   }
   if (rows.empty()) return std::nullopt;
-  return fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason);
+  return GoneHost{rows.front().host,
+                  fmt::format("host {} is gone ({})", rows.front().host, rows.front().reason)};
 }
 
 std::vector<CheckRow> check_ssh(const std::vector<std::string>& hosts, int port,

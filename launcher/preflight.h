@@ -15,6 +15,7 @@
 #include "common/backoff.h"
 #include "common/ssh_probe.h"
 #include "common/topology.h"
+#include "launcher/failure.h"
 
 namespace tmpi::launch {
 
@@ -33,7 +34,7 @@ HostAddresses resolve_hosts(const std::vector<std::string>& names, std::vector<C
 // The first host whose name resolves `now` to none of the addresses it had `at_launch`: its
 // pod was recreated (the same name, a new pod, a new IP), and the job's ranks went with the
 // old one. Said as the coordinator says it when the new pod registers first; nullopt if none.
-std::optional<std::string> recreated_host(const HostAddresses& at_launch, const HostAddresses& now);
+std::optional<GoneHost> recreated_host(const HostAddresses& at_launch, const HostAddresses& now);
 // Where the agents reach the coordinator (TMPI_COORDINATOR): an address, not the launcher's
 // name, so that no agent needs DNS for it (a lookup is the one wait that the agents' request
 // deadline cannot cut short: plain_http.h). `listen` when it names one address (as given:
@@ -44,16 +45,15 @@ std::optional<std::string> recreated_host(const HostAddresses& at_launch, const 
 std::string coordinator_address(const std::string& name, const std::vector<std::string>& addresses,
                                 const std::string& listen, int port);
 // After MPI stopped the job with no rank failing on its own: the first of `hosts` that no
-// longer resolves, was recreated, or no longer takes the job key ("host X ..."), else nullopt.
+// longer resolves, was recreated, or no longer takes the job key (its name, and "host X ..."), else nullopt.
 // It takes DNS and, only when that finds nothing, an ssh handshake to each host (2 s at most,
 // 16 at a time). No host is taken up past `budget`, or once `stop` says so (the pod is being
 // deleted): a partition of a large job, every handshake waiting out its 2 s, or a resolver
 // that hangs, would otherwise hold the report for minutes. What was not reached is not named.
 inline constexpr Millis kLostHostBudget{10000};
-std::optional<std::string> find_lost_host(const std::vector<std::string>& hosts,
-                                          const HostAddresses& at_launch, int port,
-                                          const std::string& private_key, Millis budget = kLostHostBudget,
-                                          const GiveUp& stop = {});
+std::optional<GoneHost> find_lost_host(const std::vector<std::string>& hosts, const HostAddresses& at_launch,
+                                       int port, const std::string& private_key,
+                                       Millis budget = kLostHostBudget, const GiveUp& stop = {});
 // Each host's verdict as soon as it is known, from the worker that reached it: the session
 // that passed (for the ssh relay, ssh/relay.h), or none and the problem. Without
 // `run_command`, a host passes once it has shown the job's host key and taken the job key.

@@ -13,10 +13,11 @@
 namespace tmpi::launch {
 
 void record_host_lost(JobTally& tally, const std::string& host, const std::string& why) {
-  if (!tally.failure)
-    tally.failure = Failure{static_cast<int>(Exit::kTempFail),
-                            fmt::format("host {} lost ({}){}", host, why, trouble_note(Trouble::kHostLost)),
-                            FailureKind::kHostLost};
+  if (tally.failure) return;
+  tally.failure = Failure{static_cast<int>(Exit::kTempFail),
+                          fmt::format("host {} lost ({}){}", host, why, trouble_note(Trouble::kHostLost)),
+                          FailureKind::kHostLost};
+  tally.failure->host = host;
 }
 
 namespace {

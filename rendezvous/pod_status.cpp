@@ -32,6 +32,11 @@ const std::vector<JsonPath>& pod_status_fields() {
       for (const char* field : {"reason", "message"})
         out.push_back({"status", list, "[]", "state", "waiting", field});
     }
+    for (const char* state : {"state", "lastState"})
+      for (const char* field : {"reason", "exitCode"})
+        out.push_back({"status", "containerStatuses", "[]", state, "terminated", field});
+    out.push_back({"spec", "containers", "[]", "name"});
+    out.push_back({"spec", "containers", "[]", "resources", "limits", "memory"});
     return out;
   }();
   return fields;
@@ -77,6 +82,37 @@ long long attempt_of(const json& pod) {
   return std::stoll(text);
 }
 
+// The memory limit the pod's spec gives a container ("" for none): a quantity, kept as written.
+std::string memory_limit_of(const json& pod, const std::string& container) {
+  const json& containers = field_of(field_of(pod, "spec"), "containers");
+  for (const json& spec : containers.is_array() ? containers : json::array())
+    if (text_of(spec, "name", 63) == container)
+      return text_of(field_of(field_of(spec, "resources"), "limits"), "memory", 32);
+  return "";
+}
+
+// The app containers that ended, by their state, else their last state (the kubelet started
+// the container again: its previous run's end is the one a lost host's launcher asks about).
+void add_ended(const json& pod, const json& status, PodStatusSummary& out) {
+  const json& containers = field_of(status, "containerStatuses");
+  for (const json& container : containers.is_array() ? containers : json::array()) {
+    if (out.ended.size() >= kPodStatusWaiting) return;
+    for (const char* state : {"state", "lastState"}) {
+      const json& terminated = field_of(field_of(container, state), "terminated");
+      if (!terminated.is_object() || terminated.empty()) continue;
+      const json& code = field_of(terminated, "exitCode");
+      EndedContainer ended{
+          text_of(container, "name", 63), text_of(terminated, "reason", kPodStatusReasonBytes),
+          code.is_number_integer() ? static_cast<int>(std::clamp<long long>(code.get<long long>(), -1, 255))
+                                   : -1,
+          ""};
+      ended.memory_limit = memory_limit_of(pod, ended.container);
+      out.ended.push_back(std::move(ended));
+      break;
+    }
+  }
+}
+
 PodStatusSummary summarize(const json& pod, const std::string& host) {
   PodStatusSummary out;
   out.host = host;
@@ -106,6 +142,7 @@ PodStatusSummary summarize(const json& pod, const std::string& host) {
                              text_of(waiting, "message", kPodStatusMessageBytes)});
     }
   }
+  add_ended(pod, status, out);
   return out;
 }
 
@@ -169,6 +206,12 @@ json pod_statuses_json(const std::vector<PodStatusSummary>& pods) {
     for (const auto& container : pod.waiting)
       waiting.push_back(
           {{"container", container.container}, {"reason", container.reason}, {"message", container.message}});
+    json ended = json::array();
+    for (const auto& container : pod.ended)
+      ended.push_back({{"container", container.container},
+                       {"reason", container.reason},
+                       {"exitCode", container.exit_code},
+                       {"memoryLimit", container.memory_limit}});
     hosts.push_back({{"host", pod.host},
                      {"found", true},
                      {"pod", pod.pod},
@@ -177,7 +220,8 @@ json pod_statuses_json(const std::vector<PodStatusSummary>& pods) {
                      {"scheduled", pod.scheduled},
                      {"scheduledReason", pod.scheduled_reason},
                      {"scheduledMessage", pod.scheduled_message},
-                     {"waiting", waiting}});
+                     {"waiting", waiting},
+                     {"ended", ended}});
   }
   return {{"hosts", hosts}};
 }
@@ -197,6 +241,26 @@ Status take_pod_text(const json& object, const char* key, std::size_t max_bytes,
       valid_utf8(value.get_ref<const std::string&>()) != value.get_ref<const std::string&>())
     return bad_pod_answer(fmt::format("\"{}\" is not UTF-8 text of at most {} bytes", key, max_bytes));
   out = value.get<std::string>();
+  return ok_status();
+}
+
+// "ended": absent (a sidecar of before) or an array within its bound, each a container's end.
+Status take_ended(const json& entry, std::vector<EndedContainer>& out) {
+  if (!entry.contains("ended")) return ok_status();
+  const json& ended = field_of(entry, "ended");
+  if (!ended.is_array() || ended.size() > kPodStatusWaiting)
+    return bad_pod_answer(fmt::format("\"ended\" is not an array of at most {}", kPodStatusWaiting));
+  for (const json& container : ended) {
+    EndedContainer kept;
+    TMPI_CHECK(take_pod_text(container, "container", 63, kept.container));
+    TMPI_CHECK(take_pod_text(container, "reason", kPodStatusReasonBytes, kept.reason));
+    TMPI_CHECK(take_pod_text(container, "memoryLimit", 32, kept.memory_limit));
+    const json& code = field_of(container, "exitCode");
+    if (!code.is_number_integer() || code.get<long long>() < -1 || code.get<long long>() > 255)
+      return bad_pod_answer("\"exitCode\" is not an integer from -1 to 255");
+    kept.exit_code = code.get<int>();
+    out.push_back(std::move(kept));
+  }
   return ok_status();
 }
 
@@ -233,6 +297,7 @@ Expected<std::vector<PodStatusSummary>> read_pod_statuses(std::string_view body)
         TMPI_CHECK(take_pod_text(container, "message", kPodStatusMessageBytes, kept.message));
         pod.waiting.push_back(std::move(kept));
       }
+      TMPI_CHECK(take_ended(entry, pod.ended));
     }
     out.push_back(std::move(pod));
   }

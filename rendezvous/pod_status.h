@@ -2,16 +2,19 @@
 // witness, beside the coordinator's two (never registered; registered, SSH not ready). The
 // launcher pod's `mpi-rendezvous` sidecar, which alone holds an API token, lists its own
 // JobSet's pods (label jobset.sigs.k8s.io/jobset-name) and answers the launcher, per host
-// asked for, with a bounded summary: the pod's phase, its PodScheduled condition, and each
-// container that waits, with the kubelet's reason. The launcher's classifier
-// (launcher/missing_hosts.h) turns that into the line and the exit.
+// asked for, with a bounded summary: the pod's phase, its PodScheduled condition, each
+// container that waits, with the kubelet's reason, and each that ended. The launcher's
+// classifiers turn that into the line and the exit: launcher/missing_hosts.h for a host that
+// never came, launcher/lost_host.h for one lost while the job ran (its container OOMKilled).
 //
 // The fields, from Kubernetes' own types (staging/src/k8s.io/api/core/v1/types.go: PodPhase
 // Pending/Running/Succeeded/Failed/Unknown, PodConditionType PodScheduled, ContainerStateWaiting
-// {reason, message}); the scheduler sets PodScheduled=False with reason "Unschedulable"
-// (v1.PodReasonUnschedulable) and its fit error as the message when no node fits
-// (pkg/scheduler/schedule_one.go, handleSchedulingFailure); the kubelet's waiting reasons are
-// its own words (pkg/kubelet/images/types.go: ErrImagePull, ImagePullBackOff, InvalidImageName,
+// {reason, message}, ContainerStateTerminated {exitCode, reason}, ContainerStatus.lastState); the
+// kubelet passes on the runtime's reason, "OOMKilled" where the container's cgroup saw an OOM
+// kill (containerd's CRI plugin, pkg/cri/server/helpers.go: oomExitReason); the scheduler sets
+// PodScheduled=False with reason "Unschedulable" (v1.PodReasonUnschedulable) and its fit error as the message
+// when no node fits (pkg/scheduler/schedule_one.go, handleSchedulingFailure); the kubelet's waiting reasons
+// are its own words (pkg/kubelet/images/types.go: ErrImagePull, ImagePullBackOff, InvalidImageName,
 // ErrImageNeverPull; pkg/kubelet/kuberuntime/kuberuntime_container.go: CreateContainerConfigError).
 //
 // Both readings here are pure (unit-tested, fuzzed: fuzz_pod_status): the API's pod list,
@@ -33,7 +36,7 @@
 namespace tmpi {
 
 inline constexpr std::size_t kPodStatusHosts = 64;   // hosts one request may ask about
-inline constexpr std::size_t kPodStatusWaiting = 8;  // waiting containers kept per pod
+inline constexpr std::size_t kPodStatusWaiting = 8;  // waiting containers kept per pod, and ended ones
 inline constexpr std::size_t kPodStatusReasonBytes = 128;
 inline constexpr std::size_t kPodStatusMessageBytes = 512;
 // The relay's answer, at most: 64 hosts, each a name, a scheduling message and 8 waiting
@@ -42,6 +45,15 @@ inline constexpr std::size_t kPodStatusAnswerBytes = 1024 * 1024;
 
 struct WaitingContainer {
   std::string container, reason, message;
+};
+
+// A container that ended (its state, or its last state where the kubelet started it again):
+// the kubelet's reason ("OOMKilled", "Error", "Completed"), its exit code, and the memory limit
+// its spec gives it ("300Mi"; "" for none), which is the limit its cgroup was killed at.
+struct EndedContainer {
+  std::string container, reason;
+  int exit_code = 0;
+  std::string memory_limit;
 };
 
 // One pod as the launcher needs it. `found` false: no pod of the JobSet holds the host's name.
@@ -55,6 +67,7 @@ struct PodStatusSummary {
   std::string scheduled_reason;   // its reason ("Unschedulable", "SchedulingGated", ...)
   std::string scheduled_message;  // the scheduler's fit error ("0/3 nodes are available: ...")
   std::vector<WaitingContainer> waiting;  // init containers first, then the others
+  std::vector<EndedContainer> ended;      // the app containers only (a rank runs in none of the others)
 };
 
 // The pods of the hosts asked for, as the list's pages are read: for each host, the pod that

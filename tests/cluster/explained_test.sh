@@ -20,9 +20,10 @@
 #   rank-oom-node   rank 1 outgrows its node pod's memory cgroup (300 MiB): exit 137, named the OOM
 #                   killer's with the limit, not retried
 #   rank-oom-node-group  the same, where the kernel kills the node's whole container (cgroup v2's
-#                   group kill): the agent dies with its rank, and the node is named lost, exit
-#                   75 (the infrastructure's: restarted). The five places agree; the class is
-#                   the gap this case holds
+#                   group kill): the agent dies with its rank, nothing of the job's on that node
+#                   is left to say why, and the API says it: the kubelet (played below) reports
+#                   the container OOMKilled, the launcher asks the sidecar for its pod, and names
+#                   the OOM with the container's limit: exit 137, not the lost host's 75
 #   lost-host       node 1's pod killed hard mid-run (every process SIGKILLed, its network gone):
 #                   exit 75, node 1 named lost
 #   rank-oom-launcher  the launcher a host too (runLauncherAsNode), rank 0 in the launcher's own
@@ -101,10 +102,43 @@ group_kill_at_limit() {
   [[ ! -e $mem/memory.oom.group ]] || return 0  # the kernel's own
   for _ in $(seq 600); do grep -q '^under_oom 1' "$mem/memory.oom_control" && break; sleep 0.05; done
   grep -q '^under_oom 1' "$mem/memory.oom_control" || fail "the container never reached its memory limit"
+  oom_notified=1  # what containerd's v1 watcher hears: the eventfd of memory.oom_control
   for _ in 1 2 3; do xargs -r kill -KILL < "$mem/cgroup.procs" 2>/dev/null || true; sleep 0.1; done
 }
 
-start_api
+# The kubelet's part, played, for the container whose cgroup is $mem: once its every process has
+# ended, the runtime's reason (OOMKilled where the cgroup recorded an OOM kill: v2's memory.events
+# oom_kill or oom_group_kill, v1's notification; else Error) and the exit of its first process
+# (137: SIGKILL), PATCHed into the pod's status as the kubelet's status manager does it (the
+# fake's --kubelet-token; the node pods' restartPolicy Never makes the pod Failed).
+kubelet_reports_end() {
+  local pod=$1 container=$2 reason=Error
+  for _ in $(seq 200); do [[ -s $mem/cgroup.procs ]] || break; sleep 0.05; done
+  [[ ! -s $mem/cgroup.procs ]] || fail "the container's processes did not end: $(cat "$mem/cgroup.procs")"
+  if [[ -e $mem/memory.events ]]; then
+    awk '$1 ~ /^oom_(group_)?kill$/ && $2 > 0 { n++ } END { exit !n }' "$mem/memory.events" && reason=OOMKilled
+  elif [[ ${oom_notified:-0} == 1 ]]; then
+    reason=OOMKilled
+  fi
+  jq -n -c --arg c "$container" --arg r "$reason" \
+    '{status: {phase: "Failed", containerStatuses: [{name: $c, state: {terminated: {reason: $r, exitCode: 137}}}]}}' |
+    in_pod "$launcher" curl -sS --fail -o /dev/null --cacert "$CIB_DIR/kube/ca.crt" -X PATCH --data-binary @- \
+      -H "Authorization: Bearer $kubelet_token" -H "Content-Type: application/strategic-merge-patch+json" \
+      "https://127.0.0.1:$api_port/api/v1/namespaces/team-a/pods/$pod/status" || fail "the kubelet's status patch failed"
+}
+
+kubelet_token=$(new_token)
+if [[ $case_name == rank-oom-node-group ]]; then
+  # The JobSet's pods as the API holds them, Running; the node container's memory limit as the
+  # TrainJob's resourcesPerNode sets it (the cgroup's 300 MiB below).
+  api_pods=$(for pod in "$launcher" "${nodes[@]}"; do
+    jq -n --arg pod "$pod" --arg sub "$sub" \
+      '{metadata: {name: ($pod + "-x7k2p"), namespace: "team-a", labels: {"jobset.sigs.k8s.io/jobset-name": "train"}},
+        spec: {hostname: $pod, subdomain: $sub, containers: [{name: "node", resources: {limits: {memory: "300Mi"}}}]},
+        status: {phase: "Running", conditions: [{type: "PodScheduled", status: "True"}]}}'
+  done | jq -s -c .)
+fi
+start_api --kubelet-token "$kubelet_token"
 start_token_sidecar
 t0=$(date +%s%N)
 case $case_name in
@@ -136,16 +170,17 @@ case $case_name in
     launch_in_container --termination-log "$tlog" -- sh -c 'if [ "$RANK" = 1 ]; then sleep 1;
       exec /usr/bin/python3 -c "b = bytearray(2 << 30)"; fi; sleep 60' > "$CIB_DIR/launcher.log" 2>&1 &
     pid=$!
-    [[ $case_name != *-group ]] || group_kill_at_limit
+    if [[ $case_name == *-group ]]; then group_kill_at_limit; kubelet_reports_end "${nodes[0]}-x7k2p" node; fi
     rc=0; wait "$pid" || rc=$?
     out=$(cat "$CIB_DIR/launcher.log")
     if [[ $case_name == rank-oom-node ]]; then
       assert_explained rank-out-of-memory 137 RankFailed "rank 1 on ${nodes[0]}" "OOM killer" "300 MiB"
       first_named rank 1 on "${nodes[0]}: signal 9"
     else
-      # The gap, held: the agent dies with its rank and says nothing, so the node is named lost
-      # (the infrastructure's: restarted), though the program ran out of memory.
-      assert_explained host-lost 75 HostLost "${nodes[0]}.$sub"
+      # The agent died with its rank and said nothing: the API's word names the OOM, the
+      # container and its limit, and the job is not restarted (137, the program's).
+      assert_explained rank-out-of-memory 137 RankFailed "host ${nodes[0]}.$sub lost" "OOM killer" \
+        "${nodes[0]}-x7k2p's container node" "300Mi"
     fi ;;
   lost-host)
     with_sidecars

@@ -22,6 +22,10 @@ portal in front of the API would).
 JobSet's in-place restart (fake_jobset_controller.py): a PATCH of a pod by server-side apply
 (its annotations), and the controller's previous/currentInPlaceRestartAttempt moved after
 each; --agent-token T is a second token with the agent's Role only (patch pods, get jobsets).
+The kubelet's part, for tests that play it: --kubelet-token T may only PATCH pods/NAME/status,
+as the kubelet's status manager does (pkg/kubelet/status/status_manager.go, by
+statusutil.PatchPodStatus: a strategic merge patch of the status subresource; in it a list
+without a merge key, containerStatuses, is replaced whole, and conditions merge by type).
 Every request is logged as a JSON line to --log.
 
 --cluster (with --registry FILE and --outcome FILE): the API that kubectl needs instead, with a
@@ -119,6 +123,9 @@ class Handler(FakeHandler):
         with st.lock:
             n = st.requests
         agent = st.args.agent_token and self.headers.get("Authorization") == f"Bearer {st.args.agent_token}"
+        kubelet = st.args.kubelet_token and self.headers.get("Authorization") == f"Bearer {st.args.kubelet_token}"
+        if kubelet:
+            return self.kubelet_patch_status(raw)
         if self.headers.get("Authorization") != f"Bearer {st.args.token}" and not agent:
             return self.reply(*status(401, "Unauthorized", "Unauthorized"))
         if n <= st.args.stall + st.args.throttle:
@@ -175,6 +182,34 @@ class Handler(FakeHandler):
             return self.reply(*status(405, "MethodNotAllowed", "the server does not allow this method"))
         except (KeyError, ValueError, TypeError) as e:
             return self.reply(*status(400, "BadRequest", f"bad request: {e}"))
+
+    def kubelet_patch_status(self, raw):
+        """PATCH /api/v1/namespaces/NS/pods/NAME/status, the kubelet's one call here."""
+        parts = urllib.parse.urlsplit(self.path).path.strip("/").split("/")
+        if (self.command != "PATCH" or len(parts) != 7 or parts[:3] != ["api", "v1", "namespaces"]
+                or parts[4] != "pods" or parts[6] != "status"):
+            return self.reply(*status(403, "Forbidden", "the kubelet's credential may only patch a pod's status"))
+        if self.headers.get("Content-Type", "") != "application/strategic-merge-patch+json":
+            return self.reply(*status(415, "UnsupportedMediaType", "the kubelet sends a strategic merge patch"))
+        ns, name = parts[3], parts[5]
+        try:
+            patch = json.loads(raw).get("status") or {}
+        except (ValueError, AttributeError) as e:
+            return self.reply(*status(400, "BadRequest", f"bad request: {e}"))
+        with self.state.lock:
+            pod = next((p for p in self.state.pods
+                        if p["metadata"]["name"] == name and p["metadata"].get("namespace") == ns), None)
+            if pod is None:
+                return self.reply(*status(404, "NotFound", f'pods "{name}" not found', name=name, kind="pods"))
+            current = pod.setdefault("status", {})
+            for key, value in patch.items():
+                if key == "conditions":
+                    kept = [c for c in current.get("conditions", []) if c.get("type") not in {v.get("type") for v in value}]
+                    current["conditions"] = kept + value
+                else:
+                    current[key] = value
+            pod["metadata"]["resourceVersion"] = self.state.next_rv()
+        return self.reply(200, pod, request={"status": patch})
 
     def patch_pod(self, ns, name, query, raw):
         with self.state.lock:
@@ -353,6 +388,7 @@ def main():
     parser.add_argument("--not-json", action="append", default=[], help="a resource whose GET answers 200 with HTML")
     parser.add_argument("--address", default="127.0.0.1", help="where to listen (a pod's address for other pods)")
     parser.add_argument("--agent-token", default="", help="a token with the in-place agent's Role only")
+    parser.add_argument("--kubelet-token", default="", help="a token that may only patch a pod's status")
     parser.add_argument("--race-secret", default="", help="the fields (data, metadata, type) of a Secret made first")
     parser.add_argument("--cluster", action="store_true", help="kubectl's API and a stand-in cluster (fake_cluster.py)")
     parser.add_argument("--registry", default="", help="--cluster: the images pushed, one reference a line")

@@ -2,8 +2,8 @@
 // from outside: a page of the API's pod list as the sidecar reads it, and the relay's answer
 // as the launcher reads it. Every read must take the input or refuse it, never crash or hang;
 // what it takes keeps the promised bounds: one summary per host asked, each text valid UTF-8
-// within its bound, at most kPodStatusWaiting waiting containers; and what the sidecar writes
-// of it, the launcher reads back whole.
+// within its bound, at most kPodStatusWaiting waiting and ended containers, each exit code
+// -1..255; and what the sidecar writes of it, the launcher reads back whole.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -29,6 +29,11 @@ void check(const std::vector<PodStatusSummary>& pods, std::size_t asked) {
     for (const auto& waiting : pod.waiting)
       if (!bounded(waiting.reason, kPodStatusReasonBytes) ||
           !bounded(waiting.message, kPodStatusMessageBytes))
+        std::abort();
+    if (pod.ended.size() > kPodStatusWaiting) std::abort();
+    for (const auto& ended : pod.ended)
+      if (!bounded(ended.reason, kPodStatusReasonBytes) || !bounded(ended.memory_limit, 32) ||
+          ended.exit_code < -1 || ended.exit_code > 255)
         std::abort();
   }
 }

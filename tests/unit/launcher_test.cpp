@@ -180,9 +180,9 @@ TEST(RankAgent, NodeRankFollowsTheSlotLayoutOfHeterogeneousGroups) {
 // a failed mpirun.
 TEST(FailureAttribution, APrimaryCauseWinsAndNoHostIsAsked) {
   int asked = 0;
-  AskHosts ask = [&]() -> std::optional<std::string> {
+  AskHosts ask = [&]() -> std::optional<GoneHost> {
     ++asked;
-    return "host n-1 is gone (no DNS)";
+    return GoneHost{"n-1", "host n-1 is gone (no DNS)"};
   };
   JobOutcome outcome{Failure{3, "rank 1 on n-0 exited with code 3", FailureKind::kRankFailed},
                      Failure{1, "rank 2 killed by signal 15", FailureKind::kRankFailed}, 1, "mpirun"};
@@ -195,7 +195,7 @@ TEST(FailureAttribution, APrimaryCauseWinsAndNoHostIsAsked) {
 
 TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus) {
   int asked = 0;
-  std::optional<std::string> gone = "host n-1 is gone (no DNS)";
+  std::optional<GoneHost> gone = GoneHost{"n-1", "host n-1 is gone (no DNS)"};
   AskHosts ask = [&] {
     ++asked;
     return gone;
@@ -206,7 +206,8 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->reason, "host n-1 is gone (no DNS) (see docs/troubleshooting.md#host-lost)");
   EXPECT_EQ(event_reason(failure->event), "HostLost");
-  EXPECT_EQ(failure->code, 75);  // the launcher's own: a lost host may pass on a retry
+  EXPECT_EQ(failure->host, "n-1");  // whose pod the API is then asked of (lost_host.h)
+  EXPECT_EQ(failure->code, 75);     // the launcher's own: a lost host may pass on a retry
   EXPECT_FALSE(failure->from_job);
   gone.reset();  // every host answers: the rank killed by a signal is the cause
   EXPECT_EQ(attribute_failure(outcome, ask)->reason, "rank 2 killed by signal 15");
@@ -222,16 +223,16 @@ TEST(FailureAttribution, AFailedMpirunAsksTheHostsThenTheSecondaryThenItsStatus)
 
 TEST(FailureAttribution, ACleanExitIsNoFailureAndAsksNobody) {
   int asked = 0;
-  AskHosts ask = [&]() -> std::optional<std::string> {
+  AskHosts ask = [&]() -> std::optional<GoneHost> {
     ++asked;
-    return "host n-1 is gone";
+    return GoneHost{"n-1", "host n-1 is gone"};
   };
   EXPECT_FALSE(attribute_failure(JobOutcome{std::nullopt, std::nullopt, 0, "mpirun"}, ask));
   EXPECT_EQ(asked, 0);
   // mpirun exited 0 but a rank was killed by a signal: the hosts are asked, then the rank.
   auto failure = attribute_failure(
       JobOutcome{std::nullopt, Failure{1, "rank 0 killed", FailureKind::kRankFailed}, 0, "mpirun"},
-      [] { return std::optional<std::string>{}; });
+      [] { return std::optional<GoneHost>{}; });
   ASSERT_TRUE(failure);
   EXPECT_EQ(failure->reason, "rank 0 killed");
 }

@@ -1,5 +1,5 @@
 // The pods of hosts that never came (rendezvous/pod_status.h): the API's pod list read into
-// bounded summaries (phase, PodScheduled, the waiting containers), the relay's answer read
+// bounded summaries (phase, PodScheduled, the waiting and the ended containers), the relay's answer read
 // back with the same bounds, and the signed request for them through the relay over the
 // loopback (rendezvous/api_relay.h), a refusal of the API told apart from a failure.
 #include "rendezvous/pod_status.h"
@@ -140,6 +140,52 @@ TEST(PodStatus, EveryTextIsBoundedAndValidUtf8AndTheShapeIsChecked) {
   EXPECT_NE(html.error().message.find("pods of JobSet train (page 1): not valid JSON"), std::string::npos);
   EXPECT_FALSE(other.add(R"({"items": {}})", "page"));
   EXPECT_FALSE(other.add("{\"items\": [{\"spec\": {\"hostname\": \"a\xff\"}}]}", "page"));  // not UTF-8
+}
+
+// A container the kernel killed at its limit: its end (or its previous end, where the kubelet
+// started it again) with the limit its spec gives it, carried through the relay's answer; an
+// init container's end is no rank's, and is not kept.
+TEST(PodStatus, AnEndedContainerIsKeptWithItsReasonCodeAndMemoryLimit) {
+  json oom = api_pod(
+      "n-0", "Failed",
+      {{"initContainerStatuses",
+        {{{"name", "mpi-init"}, {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}}}},
+       {"containerStatuses",
+        {{{"name", "node"}, {"state", {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}}}}}}});
+  oom["spec"]["containers"][0]["resources"] = {{"limits", {{"memory", "300Mi"}, {"cpu", "2"}}}};
+  json again = api_pod("n-1", "Running",
+                       {{"containerStatuses",
+                         {{{"name", "node"},
+                           {"state", {{"running", {{"startedAt", "2026-12-07T19:00:00Z"}}}}},
+                           {"lastState", {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}}}}}}});
+  json running =
+      api_pod("n-2", "Running",
+              {{"containerStatuses", {{{"name", "node"}, {"state", {{"running", json::object()}}}}}}});
+  PodStatusReader reader({"n-0.train", "n-1.train", "n-2.train"});
+  ASSERT_TRUE(reader.add(page_of({oom, again, running}), "page 1"));
+  auto pods = reader.summaries();
+  ASSERT_EQ(pods.size(), 3U);
+  ASSERT_EQ(pods[0].ended.size(), 1U);
+  EXPECT_EQ(pods[0].ended[0].container, "node");
+  EXPECT_EQ(pods[0].ended[0].reason, "OOMKilled");
+  EXPECT_EQ(pods[0].ended[0].exit_code, 137);
+  EXPECT_EQ(pods[0].ended[0].memory_limit, "300Mi");
+  ASSERT_EQ(pods[1].ended.size(), 1U) << "the last state, where the container runs again";
+  EXPECT_EQ(pods[1].ended[0].reason, "OOMKilled");
+  EXPECT_EQ(pods[1].ended[0].memory_limit, "");
+  EXPECT_TRUE(pods[2].ended.empty());
+  auto back = read_pod_statuses(pod_statuses_json(pods).dump());
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ((*back)[0].ended.size(), 1U);
+  EXPECT_EQ((*back)[0].ended[0].exit_code, 137);
+  EXPECT_EQ((*back)[0].ended[0].memory_limit, "300Mi");
+  json bad = pod_statuses_json(pods);
+  bad["hosts"][0]["ended"][0]["exitCode"] = 300;
+  EXPECT_FALSE(read_pod_statuses(bad.dump()));
+  bad["hosts"][0]["ended"] = json::array();
+  for (std::size_t i = 0; i <= kPodStatusWaiting; ++i)
+    bad["hosts"][0]["ended"].push_back(pod_statuses_json(pods)["hosts"][0]["ended"][0]);
+  EXPECT_FALSE(read_pod_statuses(bad.dump()));
 }
 
 TEST(PodStatus, TheRelaysAnswerIsReadWithinItsBounds) {
