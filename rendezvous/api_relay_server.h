@@ -43,6 +43,11 @@ class ApiRelay {
   ~ApiRelay();
   // Serves POST /v1/pods with `list` (before start()); without it the path answers 404.
   void serve_pods(ListPods list) { list_pods_ = std::move(list); }
+  // What the sidecar says as its pod stops (rendezvous/launcher_end.h), set by start_api_relay.
+  void at_stop(std::function<void()> last_word) { last_word_ = std::move(last_word); }
+  void say_last_word() const {
+    if (last_word_) last_word_();
+  }
   // Binds address:port (loopback: "127.0.0.1") and serves on its own thread.
   Expected<unsigned short> start(const std::string& address, unsigned short port);
   // One request, answered (pure but for `forward`; the unit tests call it).
@@ -53,6 +58,7 @@ class ApiRelay {
   std::string key_;
   ForwardEvent forward_;
   ListPods list_pods_;
+  std::function<void()> last_word_;
   std::function<long long()> clock_ms_;
   NonceWindow nonces_;
   RelayLimiter limiter_;

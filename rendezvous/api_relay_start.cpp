@@ -1,11 +1,16 @@
 // See api_relay_start.h.
 #include "rendezvous/api_relay_start.h"
 
+#include <unistd.h>
+
+#include <array>
+
 #include <spdlog/spdlog.h>
 
 #include "common/files.h"
 #include "common/kube_client.h"
 #include "rendezvous/job_pods.h"
+#include "rendezvous/launcher_end.h"
 #include "rendezvous/trainjob_events.h"
 
 namespace tmpi::rdv {
@@ -16,7 +21,8 @@ constexpr Millis kPodListBudget{5000};  // within the launcher's wait for the an
 
 }  // namespace
 
-Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const std::string& private_key) {
+Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const std::string& private_key,
+                                                    bool ranks_here) {
   const auto port = params.integer(param::kApiRelayPort);
   const std::string& sa_dir = params.str(param::kServiceAccountDir);
   if (port == 0 || !file_exists(sa_dir + "/token")) {
@@ -61,6 +67,16 @@ Expected<std::unique_ptr<ApiRelay>> start_api_relay(const Params& params, const 
     spdlog::warn("api relay: the pods of JobSet {} not listed: {}{}", trainjob, out.why,
                  out.outcome == RelayedPods::Outcome::kRefused ? std::string("; ") + kPodsRoleHint : "");
     return out;
+  });
+  // The pod's hostname is its spec.hostname: the launcher's name in the JobSet's label's pods.
+  std::array<char, 256> hostname{};
+  gethostname(hostname.data(), hostname.size() - 1);
+  relay->at_stop([pods_client, events, trainjob, own = std::string(hostname.data()), ranks_here] {
+    say_launcher_end([&] { return list_job_pods(*pods_client, trainjob, {own}, Deadline(kPodListBudget)); },
+                     [&](const std::string& message) {
+                       events->send("Warning", ranks_here ? "RankFailed" : "JobFailed", message);
+                     },
+                     ranks_here);
   });
   TMPI_ASSIGN(unsigned short bound, relay->start("127.0.0.1", static_cast<unsigned short>(port)));
   spdlog::info("api relay: Events about TrainJob {}/{} on 127.0.0.1:{}", events->trainjob().namespace_,

@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <iostream>
 #include <thread>
 
@@ -170,7 +171,7 @@ Status sidecar(const Params& params) {
   TMPI_ASSIGN(KeyFile key, find_job_key(params.str(param::kSshDir)));
   options.private_key = std::move(key.text);
   // The launcher pod's sidecar alone holds a token: it relays the launcher's Events.
-  TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, options.private_key));
+  TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, options.private_key, true));
   Sidecar sidecar(options);
   // /readyz for the readiness probe, on its own thread: ready while sshd accepts the key.
   boost::asio::io_context io;
@@ -189,8 +190,11 @@ Status sidecar(const Params& params) {
   // SIGTERM (the pod is being deleted) or SIGINT: say so to the coordinator, on the probe's
   // thread, and let the loop end; the launcher names the host at once, not after lost-after.
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&sidecar](const boost::system::error_code& ec, int) {
-    if (!ec) sidecar.leave();
+  std::atomic<bool> stopped{false};
+  signals.async_wait([&sidecar, &stopped](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    stopped = true;
+    sidecar.leave();
   });
   // The probe's loop is stopped, and its thread joined, on every way out of this scope (an
   // exception's too: a thread still joinable at unwind is std::terminate). The guard is
@@ -202,7 +206,9 @@ Status sidecar(const Params& params) {
   } stop_probe{io};
   spdlog::info("sidecar for {}: coordinator {}, /readyz on port {}", options.host, options.coordinator,
                probe_port);
-  return sidecar.run();
+  Status ran = sidecar.run();
+  if (stopped && relay) relay->say_last_word();  // the kubelet stops the sidecars once the launcher ended
+  return ran;
 }
 
 // `mpi-rendezvous in-place-agent`: JobSet's barrier in its own native sidecar, with the only
@@ -245,7 +251,7 @@ Status in_place_agent(const Params& params) {
 // `mpi-rendezvous relay`: the API relay without a host to register, until SIGTERM or SIGINT.
 Status relay_alone(const Params& params) {
   TMPI_ASSIGN(KeyFile key, find_job_key(params.str(param::kSshDir)));
-  TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, key.text));
+  TMPI_ASSIGN(std::unique_ptr<ApiRelay> relay, start_api_relay(params, key.text, false));
   if (!relay)
     return make_error(Exit::kUsage, "no token in {}: the relay has nothing to send Events with",
                       params.str(param::kServiceAccountDir));
@@ -253,6 +259,7 @@ Status relay_alone(const Params& params) {
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&io](const boost::system::error_code&, int) { io.stop(); });
   io.run();
+  relay->say_last_word();  // the kubelet stops the sidecars once the launcher ended
   return ok_status();
 }
 

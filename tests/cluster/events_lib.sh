@@ -45,6 +45,8 @@ as_pod_user=(setpriv --reuid 1000 --regid 1000 --clear-groups --no-new-privs --i
 
 # start_token_sidecar: mpi-rendezvous (the relay) as the launcher pod's sidecar container, with
 # $token in its own mount namespace only.
+# token_sidecar_args: what follows `mpi-rendezvous`; the relay alone (`relay`) by default. Where
+# the launcher pod is a host too, the runtimes' way: one sidecar that registers and relays.
 start_token_sidecar() {
   local log="$CIB_DIR/pods/$launcher/mpi-rendezvous.log"
   printf '%s' "$token" | CIB_CONTAINER=1 "$CIB" exec "$launcher" -- bash -c '
@@ -55,8 +57,8 @@ start_token_sidecar() {
     exec 7< "$1/token" </dev/null
     shift 2; exec "$@"' _ "$sa" "$CIB_DIR/kube/ca.crt" \
     "${as_pod_user[@]}" env -i HOME="$CIB_DIR/pods/$launcher/home" KUBERNETES_SERVICE_HOST=127.0.0.1 \
-    KUBERNETES_SERVICE_PORT="$api_port" "$TMPI_BIN/mpi-rendezvous" relay --trainjob train --ssh-dir "$key_dir" \
-    --service-account-dir "$sa" > "$log" 2>&1 &
+    KUBERNETES_SERVICE_PORT="$api_port" "$TMPI_BIN/mpi-rendezvous" "${token_sidecar_args[@]:-relay}" --trainjob train \
+    --ssh-dir "$key_dir" --service-account-dir "$sa" > "$log" 2>&1 &
   sidecar_pid=$!
   wait_for "api relay: Events about TrainJob team-a/train on 127.0.0.1:29412" "$log" 10
 }

@@ -32,11 +32,12 @@
 #                   launcher survives it, exit 137, named the OOM killer's with the limit
 #   rank-oom-launcher-group  the same, where the kernel kills the whole container (cgroup v2's
 #                   memory.oom.group, which the kubelet sets from Kubernetes 1.28 on): the
-#                   launcher dies with its rank. This case shows what the user then sees, and
-#                   holds it: exit 137, no termination message of the launcher's (the kubelet
-#                   falls back to the log's tail, which has no verdict), no Event, no report's
-#                   summary. Surviving it needs the ranks in a cgroup of their own, which a
-#                   restricted pod cannot make (docs/troubleshooting.md#rank-out-of-memory).
+#                   launcher dies with its rank (surviving it needs the ranks in a cgroup of their
+#                   own, which a restricted pod cannot make). Exit 137, no termination message of
+#                   the launcher's (the kubelet falls back to the log's tail, which has no verdict),
+#                   no report; the launcher pod's sidecar, stopped by the kubelet (played), asks
+#                   the API for its pod and sends the Warning Event: the OOM, the container, its
+#                   limit (rendezvous/launcher_end.h).
 # The group kill is the kernel's on cgroup v2, and played on v1 (group_kill_ready, below).
 [[ $1 != rank-oom-launcher* ]] || TMPI_LAUNCHER_AS_NODE=1
 source "$(dirname "$0")/launcher_lib.sh"
@@ -128,16 +129,19 @@ kubelet_reports_end() {
 }
 
 kubelet_token=$(new_token)
-if [[ $case_name == rank-oom-node-group ]]; then
-  # The JobSet's pods as the API holds them, Running; the node container's memory limit as the
-  # TrainJob's resourcesPerNode sets it (the cgroup's 300 MiB below).
+if [[ $case_name == *-group ]]; then
+  # The JobSet's pods as the API holds them, Running; the app container's memory limit as the
+  # TrainJob sets it (the cgroup's 300 MiB below): the launcher's container, the nodes'.
   api_pods=$(for pod in "$launcher" "${nodes[@]}"; do
-    jq -n --arg pod "$pod" --arg sub "$sub" \
+    container=node; [[ $pod != "$launcher" ]] || container=launcher
+    jq -n --arg pod "$pod" --arg sub "$sub" --arg c "$container" \
       '{metadata: {name: ($pod + "-x7k2p"), namespace: "team-a", labels: {"jobset.sigs.k8s.io/jobset-name": "train"}},
-        spec: {hostname: $pod, subdomain: $sub, containers: [{name: "node", resources: {limits: {memory: "300Mi"}}}]},
+        spec: {hostname: $pod, subdomain: $sub, containers: [{name: $c, resources: {limits: {memory: "300Mi"}}}]},
         status: {phase: "Running", conditions: [{type: "PodScheduled", status: "True"}]}}'
   done | jq -s -c .)
 fi
+# The launcher a host too: its pod's sidecar registers it and relays, one process, as in the runtimes.
+[[ $case_name != rank-oom-launcher* ]] || token_sidecar_args=(--coordinator "$launcher.$sub:29410" --deadline 60s)
 start_api --kubelet-token "$kubelet_token"
 start_token_sidecar
 t0=$(date +%s%N)
@@ -201,7 +205,7 @@ case $case_name in
     printf '#!/bin/sh\necho 0 > %q/cgroup.procs && exec %q "$@"\n' "$mem" "$TMPI_BIN/mpi-launcher" > "$L"
     chmod +x "$L"
     [[ $case_name != *-group ]] || group_kill_ready
-    with_sidecars; start_sidecar "$launcher" --deadline 60s  # the launcher host registers too
+    with_sidecars  # the launcher host registers through its token sidecar (token_sidecar_args)
     # The rank makes itself the kernel's first choice (any process may raise its own score), as
     # the one that grows is on a cluster: under the sanitizers mpi-launcher is large too.
     launch_in_container --termination-log "$tlog" -- sh -c 'if [ "$RANK" = 0 ]; then sleep 1;
@@ -216,16 +220,26 @@ case $case_name in
     if [[ $case_name == rank-oom-launcher ]]; then
       assert_explained rank-out-of-memory 137 RankFailed "rank 0 on $launcher" "OOM killer" "300 MiB"
     else
-      # What the user sees today (the gap): the container's exit, 137, and nothing of the launcher's.
+      # mpi-launcher died with its rank: the container's exit, 137, and no verdict of its own.
       [[ $rc == 137 ]] || fail "the launcher's container killed whole: expected 137, got $rc"
       [[ ! -s $tlog ]] || fail "a termination message was written: $(cat "$tlog")"
       ! grep -q "trainer-mpi: the job" <<<"$out" || fail "the log has a verdict"
-      [[ ! -s $CIB_DIR/kube/requests.log ]] || fail "an Event reached the API: $(cat "$CIB_DIR/kube/requests.log")"
-      echo "--- kubectl describe trainjob: no Event"
+      ! events_logged | grep -q . || fail "an Event reached the API before the sidecar's: $(events_logged)"
+      # The kubelet: the container's end in the pod's status, then SIGTERM to the pod's sidecars.
+      kubelet_reports_end "$launcher-x7k2p" launcher
+      stop_token_sidecar
+      event=$(events_logged | tail -n 1)
+      expect_contains "$event" "RankFailed|" "the sidecar's Event's reason"
+      for name in "OOM killer" "$launcher-x7k2p's container launcher" "300Mi" "the ranks in it" \
+        "(see docs/troubleshooting.md#rank-out-of-memory)"; do
+        expect_contains "$event" "$name" "the sidecar's Event names it"
+      done
+      no_token_in <<<"$event"
+      echo "--- kubectl describe trainjob: Warning ${event/|/: }"
       echo "--- kubectl describe pod: Reason OOMKilled, Exit Code 137, Message (FallbackToLogsOnError: the log's tail):"
       tail -n 5 <<<"$out"
-      stop_token_sidecar; stop_api
-      pass "$case_name: the launcher killed with its rank: exit 137, and no termination message, Event or verdict (the gap, held)"
+      stop_api
+      pass "$case_name: the launcher killed with its rank: exit 137, no verdict of its own, and its sidecar's Event names the OOM"
       exit 0
     fi ;;
   *) fail "unknown case '$case_name'" ;;
