@@ -27,6 +27,7 @@
 #include "agent/oom.h"
 #include "agent/placement.h"
 #include "agent/rank_end.h"
+#include "agent/refusals.h"
 #include "agent/reports.h"
 #include "agent/stderr_tail.h"
 #include "common/exec_plan.h"
@@ -58,7 +59,9 @@ void remember_signal(int signal) {
 // only odls_base_sigkill_timeout (1 s) later (ORTE's orte/mca/odls/base/odls_base_default_fns.c
 // and PRRTE's src/mca/odls/base/odls_base_default_fns.c, kill_local_procs: SIGCONT, sleep,
 // SIGTERM, sleep, SIGKILL). It ends nothing by itself (job control sends it too): the agent
-// asks the coordinator at once, and ends its rank only when told that the job is ending.
+// asks the coordinator at once, and again every 200 ms within that second (the daemon may have
+// ended the job on its own, before the launcher heard why), and ends its rank only when told
+// that the job is ending.
 volatile std::sig_atomic_t g_continued = 0;
 void remember_continue(int /*signal*/) {
   g_continued = 1;
@@ -76,66 +79,6 @@ bool orphaned(const RankAgentOptions& options, std::optional<Clock::time_point> 
   return last_contact && Clock::now() - *last_contact >= options.lost_after + options.beat_interval;
 }
 
-// A rank on another host than the hostfile gives it is not started (agent/placement.h): it
-// is said on stderr, where a person running mpirun by hand sees it, and reported, so that the
-// launcher stops the job and names the rank, where it ran and where it belonged.
-int refuse_misplaced(const RankAgentOptions& options, const RankIdentity& id, const Misplacement& wrong) {
-  std::string why = fmt::format(
-      "mpi-rank: rank {} runs on {}, but the hostfile puts it on {}: not starting it. Is the MPI reading "
-      "the hostfile (--hostfile, and Open MPI 5's PRRTE parameters)? Was the hostfile changed after "
-      "mpi-init wrote it?",
-      id.rank, wrong.actual, wrong.expected);
-  std::fprintf(stderr, "%s\n", why.c_str());
-  RankReport report_of;
-  report_of.event = rdv::RankEventKind::kMisplaced;
-  report_of.code = static_cast<int>(Exit::kUnavailable);
-  report_of.expected = wrong.expected;
-  report_of.tail = why;
-  report(options, id, report_of);
-  return static_cast<int>(Exit::kUnavailable);
-}
-
-// Asks the launcher whether the rank may start (agent/gate.h): 0 when it may, else the agent's
-// exit code, with the reason on stderr, where mpirun passes it on to the launcher's log.
-int pass_start_gate(const RankAgentOptions& options, const RankIdentity& id) {
-  GateVerdict verdict = wait_for_start(options, id.rank, hostname());
-  if (verdict.answer == GateAnswer::kStart) {
-    if (!verdict.reason.empty())
-      std::fprintf(stderr, "mpi-rank: rank %d: %s\n", id.rank, log::printable(verdict.reason).c_str());
-    return 0;
-  }
-  bool stopped = verdict.answer == GateAnswer::kStop;
-  std::string why =
-      fmt::format("mpi-rank: rank {}: not starting it: {}", id.rank,
-                  log::printable(stopped ? "the launcher says: " + verdict.reason : verdict.reason));
-  std::fprintf(stderr, "%s\n", why.c_str());
-  auto code = static_cast<int>(stopped ? Exit::kUnavailable : Exit::kTempFail);
-  // Where only the answers were forged on the way, the report passes: the job stops at once.
-  if (!stopped) {
-    RankReport gave_up;
-    gave_up.event = rdv::RankEventKind::kExit;
-    gave_up.code = code;
-    gave_up.tail = why;
-    report(options, id, gave_up);
-  }
-  return code;
-}
-
-// The rank never ran: that is a failure of this rank, reported and named as one, never a
-// success (a status of 0 from waitpid(-1)), and no signal may go to pid -1 (every process of
-// the user). Most likely the pod's process limit (RLIMIT_NPROC, pids.max).
-int refuse_unforked(const RankAgentOptions& options, const RankIdentity& id, int error) {
-  std::string why = fmt::format(
-      "mpi-rank: cannot start the rank: fork: {} (the pod's process or memory limit?)", std::strerror(error));
-  std::fprintf(stderr, "%s\n", why.c_str());
-  RankReport exit;
-  exit.event = rdv::RankEventKind::kExit;
-  exit.code = static_cast<int>(Exit::kOsErr);
-  exit.tail = why;
-  report(options, id, exit);
-  return static_cast<int>(Exit::kOsErr);
-}
-
 // What the agent knows of its running rank, and of the coordinator.
 struct RankWatch {
   Clock::time_point start;
@@ -151,7 +94,20 @@ struct RankWatch {
   std::optional<long long> oom_kills_before;  // the cgroup's count as the rank started (agent/oom.h)
   bool superseded = false;  // the launcher runs another attempt now: this rank belongs to none
   bool ending = false;      // the coordinator said the job is ending: the rank gets SIGTERM, once
+  // After a SIGCONT, the coordinator is asked again until it says the job is ending, or MPI's
+  // daemon's SIGTERM is due (ask_until): Open MPI's daemons end the job on their own when a rank
+  // dies (its errmgr), and their SIGCONT can come before the launcher has heard of the death.
+  std::optional<Clock::time_point> ask_until;
+  Clock::time_point next_ask{};
 };
+
+constexpr Millis kAskAfterContinue(900);  // within odls_base_sigkill_timeout (1 s)
+constexpr Millis kAskEvery(200);
+
+// A word is due now because of a SIGCONT: the first at once, then every kAskEvery.
+bool asking_after_continue(const RankWatch& watch, Clock::time_point now) {
+  return watch.ask_until && now < *watch.ask_until && !watch.ending && !watch.exited && now >= watch.next_ask;
+}
 
 // When the start is first reported (agent/reports.h): at once for a host's first rank, whose
 // word the coordinator expects, 2 s in for the others.
@@ -214,6 +170,7 @@ void end_if_orphaned(const RankAgentOptions& options, const RankIdentity& id, Ra
 timespec next_wait(const RankWatch& watch, int exit_fd) {
   auto now = Clock::now();
   auto until = watch.exited ? watch.exited_at + Millis(1000) : std::min(now + Millis(1000), watch.next_word);
+  if (watch.ask_until && now < *watch.ask_until && !watch.ending) until = std::min(until, watch.next_ask);
   if (watch.orphaned_at && !watch.exited) until = std::min(until, *watch.orphaned_at + kOrphanGrace);
   auto wait = std::chrono::ceil<Millis>(until - now);
   if (!watch.exited && exit_fd < 0) wait = std::min(wait, Millis(20));
@@ -241,8 +198,13 @@ void watch_rank(const RankAgentOptions& options, const RankIdentity& id, pid_t c
   // (its collective's "connection reset") must not reach the launcher first (supervise.h).
   while (!watch.exited || (watch.pipe_open && !killed_from_outside(watch.status) &&
                            Clock::now() - watch.exited_at < Millis(1000))) {
-    const bool asked = g_continued != 0;
-    g_continued = 0;
+    if (g_continued != 0) {
+      g_continued = 0;
+      watch.ask_until = Clock::now() + kAskAfterContinue;
+      watch.next_ask = Clock::now();
+    }
+    const bool asked = asking_after_continue(watch, Clock::now());
+    if (asked) watch.next_ask = Clock::now() + kAskEvery;
     keep_in_touch(options, id, watch, asked);
     end_if_orphaned(options, id, watch);
     if (watch.ending && !ended_as_told && !watch.exited) {

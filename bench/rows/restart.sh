@@ -164,6 +164,9 @@ printf '| restart in place, %d pods: the same vs a first launch (mpi-launcher ru
 printf '| restart in place, %d pods: report.json'"'"'s attempts[0].resumedAfter | %.2f s | - | - | - |\n' "$n" "$(m resumed)"
 part() { printf '| where the time goes, %d pods, %s: %s | %.3f s | - | - | - |\n' "$n" "$1" "$2" "$(m "$3")"; }
 part "in place" "the kill to the restart said (the agent's report, the other ranks ended)" ip.said
+# The slowest round too: a restart that fell back to waiting for MPI's daemons (their 1 s) shows here.
+printf '| where the time goes, %d pods, in place: the kill to the restart said, its slowest round of %d | %.3f s | - | - | - |\n' \
+  "$n" "$rounds" "$(sort -g "$CIB_DIR/ip.said" | tail -n 1)"
 part "in place" "the restart said to attempt 1's launch (the sidecars registered in the new epoch, DNS, ssh)" ip.wait
 part "in place" "attempt 1's launch to its last rank running (mpirun's daemons, the agents)" ip.launch
 part "recreation" "the kill to the launcher's exit" rc.exit
