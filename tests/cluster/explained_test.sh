@@ -185,6 +185,9 @@ case $case_name in
       # container and its limit, and the job is not restarted (137, the program's).
       assert_explained rank-out-of-memory 137 RankFailed "host ${nodes[0]}.$sub lost" "OOM killer" \
         "${nodes[0]}-x7k2p's container node" "300Mi"
+      row "a node's container OOM-killed whole with its rank (cgroup v2's group kill; the kubelet's OOMKilled played)" \
+        "exit 137, not retried: named the OOM killer's, with the container's limit, from the API's word on the lost host's pod" \
+        "$(ms_since "$t0") ms for the whole job"
     fi ;;
   lost-host)
     with_sidecars
@@ -219,6 +222,8 @@ case $case_name in
     out=$(cat "$CIB_DIR/launcher.log")
     if [[ $case_name == rank-oom-launcher ]]; then
       assert_explained rank-out-of-memory 137 RankFailed "rank 0 on $launcher" "OOM killer" "300 MiB"
+      row "a rank OOM-killed alone in the launcher's own container (runLauncherAsNode)" \
+        "the launcher survives it: exit 137, named the OOM killer's with its cgroup's limit" "$(ms_since "$t0") ms for the whole job"
     else
       # mpi-launcher died with its rank: the container's exit, 137, and no verdict of its own.
       [[ $rc == 137 ]] || fail "the launcher's container killed whole: expected 137, got $rc"
@@ -239,6 +244,9 @@ case $case_name in
       echo "--- kubectl describe pod: Reason OOMKilled, Exit Code 137, Message (FallbackToLogsOnError: the log's tail):"
       tail -n 5 <<<"$out"
       stop_api
+      row "the launcher's container OOM-killed whole with its rank (runLauncherAsNode; the kubelet played)" \
+        "exit 137, no verdict of the launcher's; its pod's sidecar names the OOM, the container and its limit in the Event" \
+        "$(ms_since "$t0") ms to the sidecar's Event"
       pass "$case_name: the launcher killed with its rank: exit 137, no verdict of its own, and its sidecar's Event names the OOM"
       exit 0
     fi ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fault matrix: every fault the project promises to handle, run on the cluster in a box,
 # one after another, as one table. Each row is a case of tests/cluster/launcher_test.sh,
-# teardown_test.sh, faults_test.sh, restarts_test.sh, attacks_test.sh or tests/launcher/mpi_rank_test.sh (each check there fails the run); the
+# teardown_test.sh, faults_test.sh, restarts_test.sh, explained_test.sh, attacks_test.sh or
+# tests/launcher/mpi_rank_test.sh (each check there fails the run); the
 # case prints its own row (fault, outcome, time to detect, and what of the job was still
 # running in any pod before the pods were torn down: tests/cluster/lib.sh, row), and this
 # script adds what outlived the cluster: any namespace, process or file of the run. Both
@@ -65,6 +66,9 @@ cases=(
   "launcher|2|$src/tests/cluster/restarts_test.sh|own-exit|default"
   "launcher|2|$src/tests/cluster/restarts_test.sh|budget|default"
   "launcher|2|$src/tests/cluster/restarts_test.sh|oom|default"
+  "launcher|2|$src/tests/cluster/explained_test.sh|rank-oom-node-group|default"
+  "launcher|2|$src/tests/cluster/explained_test.sh|rank-oom-launcher|default"
+  "launcher|2|$src/tests/cluster/explained_test.sh|rank-oom-launcher-group|default"
   "launcher|2|$src/tests/cluster/restarts_test.sh|partitioned|default"
   "launcher|2|$src/tests/cluster/restarts_test.sh|recreated|both"
   "launcher|2|$src/tests/cluster/restarts_test.sh|fabric|default"
