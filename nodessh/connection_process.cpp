@@ -33,6 +33,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/fd_passing.h"
 #include "nodessh/sandbox.h"
 #include "nodessh/server_state.h"
 
@@ -283,21 +284,15 @@ bool wait_for_client(Server::State& state, int handoff, int& fd, sockaddr_storag
       if (info.ssi_signo == SIGUSR1) dropped = true;
     }
     if (fds[0].revents == 0) continue;
-    iovec part{&client, sizeof client};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    const ssize_t got = recvmsg(handoff, &message, MSG_CMSG_CLOEXEC);
-    if (got < 0 && errno == EINTR) continue;
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    if (header != nullptr && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
-        header->cmsg_len == CMSG_LEN(sizeof(int)))
-      std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
+    Received got = receive_with_fds(handoff, &client, sizeof client, 0);
+    if (got.bytes < 0 && errno == EINTR) continue;
+    if (got.fds.size() == 1 && !got.truncated) {
+      fd = got.fds.front();
+    } else {
+      for (int other : got.fds) close(other);  // one socket is all a spare takes
+    }
     close(handoff);
-    if (fd >= 0 && got == static_cast<ssize_t>(sizeof client)) return true;
+    if (fd >= 0 && got.bytes == static_cast<ssize_t>(sizeof client)) return true;
     if (fd >= 0) close(fd);
     return false;
   }

@@ -40,6 +40,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/fd_passing.h"
 #include "nodessh/server_state.h"
 
 namespace tmpi::nodessh {
@@ -151,20 +152,9 @@ bool make_spare(Server::State& server, int client_fd = -1) {
 // process; false when no spare could be made or it has gone (its end is reaped as any child).
 bool hand_to_spare(Server::State& server, int fd, const sockaddr_storage& client) {
   if (!server.spare && !make_spare(server, fd)) return false;
-  iovec part{const_cast<sockaddr_storage*>(&client), sizeof client};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
-  const bool sent = sendmsg(server.spare->handoff_fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL) ==
-                    static_cast<ssize_t>(sizeof client);
+  const bool sent =
+      send_with_fds(server.spare->handoff_fd, &client, sizeof client, std::span<const int>(&fd, 1),
+                    MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof client);
   // Either way this spare is done: it serves the socket, or it has gone and is reaped.
   close(server.spare->handoff_fd);
   server.spare->handoff_fd = -1;

@@ -29,31 +29,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/fd_passing.h"
 #include "nodessh/login_proof.h"
 #include "nodessh/server_state.h"
 
 namespace tmpi::nodessh {
 
-constexpr int kMaxPassedFds = 3;
-
 bool send_frame(int fd, const std::string& frame, const std::vector<int>& fds) {
   std::size_t sent = 0;
   while (sent < frame.size()) {
-    iovec part{const_cast<char*>(frame.data() + sent), frame.size() - sent};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)]{};
-    if (sent == 0 && !fds.empty()) {  // the descriptors ride with the frame's first byte
-      message.msg_control = control;
-      message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-      cmsghdr* header = CMSG_FIRSTHDR(&message);
-      header->cmsg_level = SOL_SOCKET;
-      header->cmsg_type = SCM_RIGHTS;
-      header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
-    }
-    ssize_t wrote = sendmsg(fd, &message, MSG_NOSIGNAL);
+    // The descriptors ride with the frame's first byte (common/fd_passing.h).
+    const std::span<const int> riding = sent == 0 ? std::span<const int>(fds) : std::span<const int>();
+    ssize_t wrote = send_with_fds(fd, frame.data() + sent, frame.size() - sent, riding, MSG_NOSIGNAL);
     if (wrote < 0 && errno == EINTR) continue;
     if (wrote <= 0) return false;
     sent += static_cast<std::size_t>(wrote);

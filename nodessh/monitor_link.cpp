@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/fd_passing.h"
 #include "nodessh/server_state.h"
 
 namespace tmpi::nodessh {
@@ -76,24 +77,10 @@ bool MonitorLink::receive(bool wait) {
     }
   }
   char buffer[65536];
-  iovec part{buffer, sizeof buffer};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)]{};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  ssize_t got = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  Received received = receive_with_fds(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+  const ssize_t got = received.bytes;
   if (got < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int passed = -1;
-      std::memcpy(&passed, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-      passed_fds.push_back(passed);
-    }
-  }
+  passed_fds.insert(passed_fds.end(), received.fds.begin(), received.fds.end());
   if (got == 0 || !decoder.feed(std::string_view(buffer, static_cast<std::size_t>(got)))) {
     close(fd);
     fd = -1;

@@ -25,6 +25,7 @@
 
 #include "agent/contract.h"
 #include "common/asan_options.h"  // a sanitized mpi-ssh under a pod's LD_PRELOAD
+#include "common/fd_passing.h"
 #include "common/self_path.h"
 #include "ssh/call.h"
 
@@ -70,19 +71,7 @@ int connect_relay(const char* path) {
 
 // The request, its first bytes carrying the three descriptors; false if the relay is gone.
 bool send_request(int fd, const std::string& request, const int (&fds)[3]) {
-  char control[CMSG_SPACE(sizeof fds)] = {};
-  iovec part{const_cast<char*>(request.data()), request.size()};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(header), fds, sizeof fds);
-  ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+  ssize_t sent = tmpi::send_with_fds(fd, request.data(), request.size(), fds, MSG_NOSIGNAL);
   if (sent <= 0) return false;
   for (auto done = static_cast<std::size_t>(sent); done < request.size();) {
     ssize_t more = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);

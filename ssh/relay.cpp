@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/backoff.h"
+#include "common/fd_passing.h"
 #include "common/utf8.h"
 #include "ssh/call.h"
 #include "ssh/channel.h"
@@ -80,30 +81,17 @@ std::unique_ptr<Request> read_request(int caller, int wake) {
     if (readable[1].revents != 0) return nullptr;
     if (readable[0].revents == 0) continue;
     std::array<char, 65536> buffer{};
-    std::array<char, CMSG_SPACE(sizeof(int) * 3)> control{};
-    iovec part{buffer.data(), std::min(buffer.size(), want - bytes.size())};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    message.msg_control = control.data();
-    message.msg_controllen = control.size();
-    ssize_t got = recvmsg(caller, &message, MSG_CMSG_CLOEXEC);
-    if (got <= 0) return nullptr;
-    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
-         header = CMSG_NXTHDR(&message, header)) {
-      if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-      std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      std::array<int, 3> fds{-1, -1, -1};
-      std::memcpy(fds.data(), CMSG_DATA(header), std::min<std::size_t>(count, 3) * sizeof(int));
-      if (!have_fds && count == 3) {
-        request->fds = fds;
-        have_fds = true;
-      } else {
-        for (std::size_t i = 0; i < std::min<std::size_t>(count, 3); ++i) close(fds[i]);
-      }
+    Received got = receive_with_fds(caller, buffer.data(), std::min(buffer.size(), want - bytes.size()), 0);
+    // Exactly the three of the first message are the caller's stdin, stdout and stderr; any other
+    // descriptor is closed at once, as is every one of a message the kernel cut.
+    if (!have_fds && got.fds.size() == 3 && !got.truncated) {
+      std::copy(got.fds.begin(), got.fds.end(), request->fds.begin());
+      have_fds = true;
+    } else {
+      for (int other : got.fds) close(other);
     }
-    if ((message.msg_flags & MSG_CTRUNC) != 0) return nullptr;
-    bytes.append(buffer.data(), static_cast<std::size_t>(got));
+    if (got.bytes <= 0 || got.truncated) return nullptr;
+    bytes.append(buffer.data(), static_cast<std::size_t>(got.bytes));
     if (bytes.size() == kRelayMagic.size() + 4 && want == bytes.size()) {
       if (bytes.compare(0, kRelayMagic.size(), kRelayMagic) != 0) return nullptr;
       std::uint32_t size = 0;

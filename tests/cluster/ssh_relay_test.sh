@@ -47,7 +47,10 @@ grep -qE " (${nodes[0]}|${nodes[1]})[. ]" "$CIB_DIR/stub/used" ||
 key=$(ls "$CIB_DIR/pods/$launcher/home/.ssh" | grep -E '^id_[a-z0-9]+$' | head -n 1)
 coproc PROBE { in_pod "$launcher" "$TMPI_BUILD_DIR/tests/cluster/ssh_relay_probe" \
   "$CIB_DIR/pods/$launcher/home/.ssh/$key" 2222 "${nodes[0]}.$sub" "${nodes[1]}.$sub" 2>&1; }
-read -r -t 30 relay_socket <&"${PROBE[0]}" || fail "the relay probe did not start"
+# Its output read through a copy of the coproc's descriptor: bash closes a coproc's own once it
+# has reaped it, which, once its stdin is closed below, may come before its last line is read.
+exec {probe_out}<&"${PROBE[0]}"
+read -r -t 30 relay_socket <&"$probe_out" || fail "the relay probe did not start"
 rs() { in_pod "$launcher" env TMPI_SSH_RELAY="$relay_socket" PATH="$CIB_DIR/stub:$PATH" \
   "$TMPI_BUILD_DIR/bin/mpi-ssh" -p 2222 "$@"; }
 rm -f "$CIB_DIR/stub/used"
@@ -86,7 +89,7 @@ sleep 1
 pgrep -f '^head -c 5000000[0]' >/dev/null || fail "the stalled command is not running"
 exec {PROBE[1]}>&-
 t1=$(date +%s%N)
-read -r -t 10 counts <&"${PROBE[0]}" || fail "the relay probe did not end (a caller's undrained output held it)"
+read -r -t 10 counts <&"$probe_out" || fail "the relay probe did not end (a caller's undrained output held it)"
 (( $(ms_since "$t1") < 2000 )) || fail "the relay took $(ms_since "$t1") ms to end beside an undrained caller"
 rc=0; wait "$stalled" || rc=$?
 [[ $rc == 255 ]] || fail "the stalled caller: mpi-ssh exited $rc, expected 255 (the launcher stopped)"
