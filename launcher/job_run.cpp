@@ -169,9 +169,11 @@ void JobRun::ask_about_lost_host(std::optional<Failure>& failure) {
   for (int ask = 0; ask < kLostPodAsks && !stop_requested(); ++ask) {
     if (ask > 0) std::this_thread::sleep_for(between);
     rdv::RelayedPods answer = events_.pods({failure->host});
-    if (answer.outcome != rdv::RelayedPods::Outcome::kListed) return;
-    if (answer.pods.empty() || answer.pods.front().ended.empty())
-      continue;  // not ended yet, as the kubelet saw it
+    // No API to ask, or no pod of that name any more (deleted: no kill of its container to read).
+    if (answer.outcome != rdv::RelayedPods::Outcome::kListed || answer.pods.empty() ||
+        !answer.pods.front().found)
+      return;
+    if (answer.pods.front().ended.empty()) continue;  // not ended yet, as the kubelet saw it
     if (std::optional<Failure> out_of_memory = lost_host_out_of_memory(*failure, answer.pods.front()))
       failure = std::move(out_of_memory);
     return;

@@ -36,7 +36,8 @@ void say_launcher_end(const OwnPod& own_pod, const std::function<void(const std:
       spdlog::debug("the launcher's end not asked of the API: {}", pods.error().message);
       return;
     }
-    if (pods->empty() || pods->front().ended.empty()) continue;  // not ended yet, as the kubelet saw it
+    if (pods->empty() || !pods->front().found) return;  // its own pod not listed: nothing to read
+    if (pods->front().ended.empty()) continue;          // not ended yet, as the kubelet saw it
     if (std::optional<std::string> message = launcher_oom_message(pods->front(), ranks_here)) {
       spdlog::error("{}", *message);
       warn(*message);
