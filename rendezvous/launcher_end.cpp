@@ -14,11 +14,9 @@ std::optional<std::string> launcher_oom_message(const PodStatusSummary& pod, boo
   for (const EndedContainer& ended : pod.ended) {
     if (ended.reason != "OOMKilled") continue;  // containerd's CRI plugin, oomExitReason
     return fmt::format(
-        "the kernel's OOM killer killed the launcher pod {}'s container {} whole{} (the kubelet says "
-        "OOMKilled, "
-        "exit {}), mpi-launcher {} with it, so no verdict was written; give the launcher pod more memory{} "
-        "(see "
-        "docs/troubleshooting.md#rank-out-of-memory)",
+        "the kernel's OOM killer killed the launcher pod {}'s container {} whole{} "
+        "(the kubelet says OOMKilled, exit {}), mpi-launcher {} with it, so no verdict was written; "
+        "give the launcher pod more memory{} (see docs/troubleshooting.md#rank-out-of-memory)",
         pod.pod, ended.container,
         ended.memory_limit.empty() ? std::string() : fmt::format(" at its limit of {}", ended.memory_limit),
         ended.exit_code, ranks_here ? "and the ranks in it (runLauncherAsNode)" : "and mpirun",

@@ -218,6 +218,7 @@ case $case_name in
     wait_for "launching 6 ranks" "$CIB_DIR/launcher.log" 30
     grep -qx "$(launcher_pid)" "$mem/cgroup.procs" || fail "mpi-launcher is not in its container's memory cgroup"
     [[ $case_name != *-group ]] || group_kill_at_limit
+    t_killed=$(date +%s%N)
     rc=0; wait "$pid" || rc=$?
     out=$(cat "$CIB_DIR/launcher.log")
     if [[ $case_name == rank-oom-launcher ]]; then
@@ -244,9 +245,13 @@ case $case_name in
       echo "--- kubectl describe pod: Reason OOMKilled, Exit Code 137, Message (FallbackToLogsOnError: the log's tail):"
       tail -n 5 <<<"$out"
       stop_api
+      # mpirun died with the launcher: the nodes' ranks end by their own means (their daemons'
+      # connections gone, or their agents' --lost-after), waited for here and timed.
+      for _ in $(seq 150); do [[ -n $(job_leftovers "${nodes[@]}") ]] || break; sleep 0.1; done
+      [[ -z $(job_leftovers "${nodes[@]}") ]] || fail "the nodes' ranks outlived the launcher by 15 s: $(job_leftovers "${nodes[@]}")"
       row "the launcher's container OOM-killed whole with its rank (runLauncherAsNode; the kubelet played)" \
         "exit 137, no verdict of the launcher's; its pod's sidecar names the OOM, the container and its limit in the Event" \
-        "$(ms_since "$t0") ms to the sidecar's Event"
+        "$(ms_since "$t0") ms to the sidecar's Event; the nodes' ranks ended $(ms_since "$t_killed") ms after the kill"
       pass "$case_name: the launcher killed with its rank: exit 137, no verdict of its own, and its sidecar's Event names the OOM"
       exit 0
     fi ;;
