@@ -68,7 +68,6 @@ cases=(
   "launcher|2|$src/tests/cluster/restarts_test.sh|oom|default"
   "launcher|2|$src/tests/cluster/explained_test.sh|rank-oom-node-group|default"
   "launcher|2|$src/tests/cluster/explained_test.sh|rank-oom-launcher|default"
-  "launcher|2|$src/tests/cluster/explained_test.sh|rank-oom-launcher-group|default"
   "launcher|2|$src/tests/cluster/restarts_test.sh|partitioned|default"
   "launcher|2|$src/tests/cluster/restarts_test.sh|recreated|both"
   "launcher|2|$src/tests/cluster/restarts_test.sh|fabric|default"
